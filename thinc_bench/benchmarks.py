@@ -1,0 +1,283 @@
+"""Benchmark registry: name -> Hub dataset id, split and column mapping; local-file override.
+
+`load(name, data_dir=None)` turns a registered benchmark (or any local `.jsonl`/`.parquet` file) into
+a list of `Problem`s with stable ids. With `data_dir` it reads `<data_dir>/<name>.jsonl` in the
+normalised format of `shared/data` (`id, problem, answer`); without it, the Hugging Face Hub. Every
+gold answer is parsed by the grader at load time, so a bad gold is our loud error, never a silent 0.
+Problem ids are derived the same way from the Hub rows and the local copies, so runs on either source
+can be compared and resumed. This module does not prompt, sample or grade model output.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from thinc_bench.errors import DatasetError
+
+logger = logging.getLogger(__name__)
+
+Row = Mapping[str, Any]
+
+LOCAL_SUFFIXES = (".jsonl", ".parquet")
+"""File types `load` reads directly; everything else is treated as a benchmark name."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One evaluation (or training) problem; `answer` keeps its source form ("025", LaTeX)."""
+
+    id: str
+    problem: str
+    answer: str
+    benchmark: str
+
+
+@dataclass(frozen=True)
+class BenchmarkSpec:
+    """Where a benchmark lives on the Hub and how its columns map onto `Problem`.
+
+    `make_id(row, index)` derives the problem id from a Hub row; local copies in the normalised
+    format already carry that id in their `id` column.
+    """
+
+    name: str
+    hub_id: str
+    split: str
+    problem_column: str
+    answer_column: str
+    make_id: Callable[[Row, int], str]
+    description: str
+
+
+_AOPS_URL = re.compile(r"(\d{4})_AIME_(I{1,2})_Problems/Problem_(\d+)")
+
+
+def _aime2024_id(row: Row, index: int) -> str:
+    """HuggingFaceH4/aime_2024 rows carry the AoPS url; its exam and number are the stable id."""
+    match = _AOPS_URL.search(str(row.get("url", "")))
+    if match is None:
+        raise DatasetError(
+            f"benchmark `aime2024`, row {index}: url {row.get('url')!r} does not name an AIME problem; "
+            "fix the dataset or pass --data-dir with the normalised copy"
+        )
+    year, exam, number = match.groups()
+    return f"{year}-{exam}-{number}"
+
+
+def _matharena_aime_id(year: int) -> Callable[[Row, int], str]:
+    """MathArena numbers AIME I as problem_idx 1-15 and AIME II as 16-30."""
+
+    def make_id(row: Row, index: int) -> str:
+        idx = int(row["problem_idx"])
+        exam, number = ("I", idx) if idx <= 15 else ("II", idx - 15)
+        return f"{year}-{exam}-{number}"
+
+    return make_id
+
+
+def _hmmt_id(row: Row, index: int) -> str:
+    return f"hmmt-feb-2025-{int(row['problem_idx'])}"
+
+
+def _row_index_id(prefix: str) -> Callable[[Row, int], str]:
+    def make_id(row: Row, index: int) -> str:
+        return f"{prefix}-{index}"
+
+    return make_id
+
+
+def _column_id(column: str) -> Callable[[Row, int], str]:
+    def make_id(row: Row, index: int) -> str:
+        return str(row[column])
+
+    return make_id
+
+
+REGISTRY: dict[str, BenchmarkSpec] = {
+    spec.name: spec
+    for spec in (
+        BenchmarkSpec(
+            "aime2024", "HuggingFaceH4/aime_2024", "train", "problem", "answer", _aime2024_id,
+            "AIME 2024 I+II (30), AoPS wording",
+        ),
+        BenchmarkSpec(
+            "aime2025", "MathArena/aime_2025", "train", "problem", "answer", _matharena_aime_id(2025),
+            "AIME 2025 I+II (30), MathArena wording",
+        ),
+        BenchmarkSpec(
+            "aime2026", "MathArena/aime_2026", "train", "problem", "answer", _matharena_aime_id(2026),
+            "AIME 2026 I+II (30), exam of Feb 2026",
+        ),
+        BenchmarkSpec(
+            "hmmt_feb2025", "MathArena/hmmt_feb_2025", "train", "problem", "answer", _hmmt_id,
+            "HMMT February 2025 (30), LaTeX answers",
+        ),
+        BenchmarkSpec(
+            "beyondaime", "ByteDance-Seed/BeyondAIME", "test", "problem", "answer", _row_index_id("beyondaime"),
+            "BeyondAIME (100), integer answers up to 33,124,147",
+        ),
+        BenchmarkSpec(
+            "math500", "HuggingFaceH4/MATH-500", "test", "problem", "answer", _column_id("unique_id"),
+            "MATH-500 (500), LaTeX answers",
+        ),
+    )
+}
+
+PAPER_BENCHMARKS: tuple[str, ...] = ("aime2024", "aime2025", "aime2026", "hmmt_feb2025", "beyondaime")
+"""The five benchmarks of the ThinC paper's headline table, in its order."""
+
+
+def load(
+    name: str,
+    data_dir: str | Path | None = None,
+    *,
+    problem_column: str = "problem",
+    answer_column: str = "answer",
+    id_column: str | None = "id",
+    check_golds: bool = True,
+) -> list[Problem]:
+    """Load a benchmark's problems, checking every gold answer.
+
+    Args:
+        name: a registered benchmark (see `REGISTRY`) or a path to a local `.jsonl`/`.parquet` file.
+        data_dir: folder holding `<name>.jsonl` in the normalised format; None reads the Hub.
+        problem_column: problem column of a local file given by path.
+        answer_column: gold-answer column of a local file given by path.
+        id_column: id column of a local file given by path; None numbers rows `<stem>-<row>`.
+        check_golds: parse every gold with the grader (turn off only for training sources whose
+            golds are checked later, never for evaluation).
+
+    Returns:
+        The problems in source order.
+
+    Raises:
+        DatasetError: unknown name, missing file or column, unreachable Hub without a local copy,
+            duplicate ids, or a gold answer that does not parse (naming benchmark, problem, value).
+    """
+    if name.endswith(LOCAL_SUFFIXES):
+        path = Path(name)
+        benchmark = path.stem
+        rows = _read_local(path)
+        problems = _to_problems(rows, benchmark, str(path), problem_column, answer_column, _id_maker(id_column, benchmark))
+    elif name not in REGISTRY:
+        raise DatasetError(
+            f"unknown benchmark {name!r}; choose one of {', '.join(REGISTRY)} or pass a .jsonl/.parquet path"
+        )
+    elif data_dir is not None:
+        path = Path(data_dir) / f"{name}.jsonl"
+        if not path.is_file():
+            raise DatasetError(
+                f"benchmark {name!r}: no local copy at {path}; pass --data-dir pointing at a folder with "
+                f"{name}.jsonl (e.g. ../shared/data/benchmarks) or omit it to read the Hub"
+            )
+        problems = _to_problems(_read_local(path), name, str(path), "problem", "answer", _column_id("id"))
+    else:
+        spec = REGISTRY[name]
+        problems = _to_problems(
+            _read_hub(spec), name, f"{spec.hub_id}:{spec.split}", spec.problem_column, spec.answer_column, spec.make_id
+        )
+    _check_unique_ids(problems, name)
+    if check_golds:
+        _check_golds(problems)
+    logger.info("loaded %d problems of %s", len(problems), name)
+    return problems
+
+
+def _id_maker(id_column: str | None, benchmark: str) -> Callable[[Row, int], str]:
+    return _column_id(id_column) if id_column else _row_index_id(benchmark)
+
+
+def _read_local(path: Path) -> list[dict[str, Any]]:
+    """Read a local file as a list of row dicts; a bad line is named with its line number."""
+    if not path.is_file():
+        raise DatasetError(f"dataset file {path} does not exist; check the path (or pass --data-dir)")
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        table: list[dict[str, Any]] = pq.read_table(path).to_pylist()
+        return table
+    rows: list[dict[str, Any]] = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise DatasetError(f"{path}, line {number}: not valid JSON ({exc.msg}); fix the file") from None
+    return rows
+
+
+def _read_hub(spec: BenchmarkSpec) -> list[dict[str, Any]]:
+    """Read a registered benchmark from the Hub; any failure to reach it becomes one actionable line."""
+    import datasets
+
+    try:
+        dataset = datasets.load_dataset(spec.hub_id, split=spec.split)
+    except Exception as exc:  # the Hub client raises many types (HTTP, offline, missing cache); all mean "not here"
+        raise DatasetError(
+            f"benchmark {spec.name!r}: cannot load {spec.hub_id} (split {spec.split}) from the Hugging Face Hub "
+            f"({type(exc).__name__}); pass --data-dir with a local copy, e.g. --data-dir ../shared/data/benchmarks"
+        ) from None
+    return [dict(row) for row in dataset]
+
+
+def _to_problems(
+    rows: Sequence[Row],
+    benchmark: str,
+    origin: str,
+    problem_column: str,
+    answer_column: str,
+    make_id: Callable[[Row, int], str],
+) -> list[Problem]:
+    if not rows:
+        raise DatasetError(f"benchmark {benchmark!r}: {origin} has no rows; fix the file or the split")
+    for column in (problem_column, answer_column):
+        if column not in rows[0]:
+            raise DatasetError(
+                f"benchmark {benchmark!r}: {origin} has no column {column!r} (columns: {', '.join(rows[0])}); "
+                "pass the right column name"
+            )
+    problems = []
+    for index, row in enumerate(rows):
+        try:
+            problem_id = make_id(row, index)
+        except KeyError as exc:
+            raise DatasetError(
+                f"benchmark {benchmark!r}: {origin} row {index} has no id column {exc.args[0]!r}; "
+                "pass the right id column (or none, to number rows)"
+            ) from None
+        answer = row[answer_column]
+        if answer is None or not str(answer).strip():
+            raise DatasetError(
+                f"benchmark {benchmark!r}, problem {problem_id}: empty gold answer in {origin}; fix the dataset"
+            )
+        problems.append(Problem(problem_id, str(row[problem_column]), str(answer).strip(), benchmark))
+    return problems
+
+
+def _check_unique_ids(problems: Sequence[Problem], name: str) -> None:
+    seen: set[str] = set()
+    for problem in problems:
+        if problem.id in seen:
+            raise DatasetError(
+                f"benchmark {name!r}: problem id {problem.id!r} appears twice; ids must be unique for resuming"
+            )
+        seen.add(problem.id)
+
+
+def _check_golds(problems: Sequence[Problem]) -> None:
+    from thinc_bench.grading import check_golds
+
+    for problem, ok in zip(problems, check_golds([p.answer for p in problems]), strict=True):
+        if not ok:
+            raise DatasetError(
+                f"benchmark {problem.benchmark!r}, problem {problem.id}: gold {problem.answer!r} does not parse; "
+                "fix the dataset or pass --data-dir with a corrected copy"
+            )
