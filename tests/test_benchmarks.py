@@ -18,7 +18,14 @@ from thinc_bench.errors import DatasetError
 
 from .conftest import SHARED_DATA
 
-EXPECTED_SIZES = {"aime2024": 30, "aime2025": 30, "aime2026": 30, "hmmt_feb2025": 30, "beyondaime": 100, "math500": 500}
+EXPECTED_SIZES = {
+    "aime2024": 30,
+    "aime2025": 30,
+    "aime2026": 30,
+    "hmmt_feb2025": 30,
+    "beyondaime": 100,
+    "math500": 500,
+}
 
 
 def _write_jsonl(path: Path, rows: list[dict[str, object]]) -> Path:
@@ -48,7 +55,9 @@ def test_aime2024_ids_from_hub_rows_match_the_local_ids(benchmark_dir: Path) -> 
 
 
 @pytest.mark.parametrize(("name", "exam_dirs"), [("aime2025", ["aime_2025_I", "aime_2025_II"])])
-def test_matharena_problem_idx_maps_to_exam_and_number(name: str, exam_dirs: list[str], benchmark_dir: Path) -> None:
+def test_matharena_problem_idx_maps_to_exam_and_number(
+    name: str, exam_dirs: list[str], benchmark_dir: Path
+) -> None:
     local = {p.id: p.answer for p in benchmarks.load(name, data_dir=benchmark_dir, check_golds=False)}
     spec = benchmarks.REGISTRY[name]
     offset = 0
@@ -88,7 +97,9 @@ def test_missing_column_names_the_column_and_the_file(tmp_path: Path) -> None:
 
 
 def test_local_jsonl_with_custom_columns_and_row_ids(tmp_path: Path) -> None:
-    path = _write_jsonl(tmp_path / "mine.jsonl", [{"question": "1+1?", "gold": "2"}, {"question": "2+2?", "gold": "4"}])
+    path = _write_jsonl(
+        tmp_path / "mine.jsonl", [{"question": "1+1?", "gold": "2"}, {"question": "2+2?", "gold": "4"}]
+    )
     problems = benchmarks.load(str(path), problem_column="question", answer_column="gold", id_column=None)
     assert [(p.id, p.problem, p.answer, p.benchmark) for p in problems] == [
         ("mine-0", "1+1?", "2", "mine"),
@@ -98,13 +109,20 @@ def test_local_jsonl_with_custom_columns_and_row_ids(tmp_path: Path) -> None:
 
 def test_local_parquet_is_read(tmp_path: Path) -> None:
     path = tmp_path / "pq.parquet"
-    pq.write_table(pa.table({"id": ["x", "y"], "problem": ["p1", "p2"], "answer": ["\\frac{1}{2}", "7"]}), path)
+    pq.write_table(
+        pa.table({"id": ["x", "y"], "problem": ["p1", "p2"], "answer": ["\\frac{1}{2}", "7"]}), path
+    )
     assert [p.answer for p in benchmarks.load(str(path))] == ["\\frac{1}{2}", "7"]
 
 
 def test_bad_gold_names_benchmark_problem_and_value(tmp_path: Path) -> None:
-    path = _write_jsonl(tmp_path / "bad.jsonl", [{"id": "ok", "problem": "p", "answer": "3"}, {"id": "p7", "problem": "p", "answer": "\\frac{1}{"}])
-    with pytest.raises(DatasetError, match=r"benchmark 'bad', problem p7: gold '\\\\frac\{1\}\{' does not parse"):
+    path = _write_jsonl(
+        tmp_path / "bad.jsonl",
+        [{"id": "ok", "problem": "p", "answer": "3"}, {"id": "p7", "problem": "p", "answer": "\\frac{1}{"}],
+    )
+    with pytest.raises(
+        DatasetError, match=r"benchmark 'bad', problem p7: gold '\\\\frac\{1\}\{' does not parse"
+    ):
         benchmarks.load(str(path))
 
 
@@ -124,10 +142,14 @@ def test_invalid_json_line_is_named(tmp_path: Path) -> None:
 def test_unreachable_hub_without_local_copy_is_one_actionable_line(tmp_path: Path) -> None:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
     code = "from thinc_bench import benchmarks\nbenchmarks.load('aime2025')"
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode != 0
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("thinc_bench.errors.DatasetError: benchmark 'aime2025': cannot load MathArena/aime_2025")
+    assert last.startswith(
+        "thinc_bench.errors.DatasetError: benchmark 'aime2025': cannot load MathArena/aime_2025"
+    )
     assert "--data-dir" in last
 
 

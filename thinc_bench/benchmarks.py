@@ -103,27 +103,57 @@ REGISTRY: dict[str, BenchmarkSpec] = {
     spec.name: spec
     for spec in (
         BenchmarkSpec(
-            "aime2024", "HuggingFaceH4/aime_2024", "train", "problem", "answer", _aime2024_id,
+            "aime2024",
+            "HuggingFaceH4/aime_2024",
+            "train",
+            "problem",
+            "answer",
+            _aime2024_id,
             "AIME 2024 I+II (30), AoPS wording",
         ),
         BenchmarkSpec(
-            "aime2025", "MathArena/aime_2025", "train", "problem", "answer", _matharena_aime_id(2025),
+            "aime2025",
+            "MathArena/aime_2025",
+            "train",
+            "problem",
+            "answer",
+            _matharena_aime_id(2025),
             "AIME 2025 I+II (30), MathArena wording",
         ),
         BenchmarkSpec(
-            "aime2026", "MathArena/aime_2026", "train", "problem", "answer", _matharena_aime_id(2026),
+            "aime2026",
+            "MathArena/aime_2026",
+            "train",
+            "problem",
+            "answer",
+            _matharena_aime_id(2026),
             "AIME 2026 I+II (30), exam of Feb 2026",
         ),
         BenchmarkSpec(
-            "hmmt_feb2025", "MathArena/hmmt_feb_2025", "train", "problem", "answer", _hmmt_id,
+            "hmmt_feb2025",
+            "MathArena/hmmt_feb_2025",
+            "train",
+            "problem",
+            "answer",
+            _hmmt_id,
             "HMMT February 2025 (30), LaTeX answers",
         ),
         BenchmarkSpec(
-            "beyondaime", "ByteDance-Seed/BeyondAIME", "test", "problem", "answer", _row_index_id("beyondaime"),
+            "beyondaime",
+            "ByteDance-Seed/BeyondAIME",
+            "test",
+            "problem",
+            "answer",
+            _row_index_id("beyondaime"),
             "BeyondAIME (100), integer answers up to 33,124,147",
         ),
         BenchmarkSpec(
-            "math500", "HuggingFaceH4/MATH-500", "test", "problem", "answer", _column_id("unique_id"),
+            "math500",
+            "HuggingFaceH4/MATH-500",
+            "test",
+            "problem",
+            "answer",
+            _column_id("unique_id"),
             "MATH-500 (500), LaTeX answers",
         ),
     )
@@ -164,7 +194,9 @@ def load(
         path = Path(name)
         benchmark = path.stem
         rows = _read_local(path)
-        problems = _to_problems(rows, benchmark, str(path), problem_column, answer_column, _id_maker(id_column, benchmark))
+        problems = _to_problems(
+            rows, benchmark, str(path), problem_column, answer_column, _id_maker(id_column, benchmark)
+        )
     elif name not in REGISTRY:
         raise DatasetError(
             f"unknown benchmark {name!r}; choose one of {', '.join(REGISTRY)} or pass a .jsonl/.parquet path"
@@ -180,7 +212,12 @@ def load(
     else:
         spec = REGISTRY[name]
         problems = _to_problems(
-            _read_hub(spec), name, f"{spec.hub_id}:{spec.split}", spec.problem_column, spec.answer_column, spec.make_id
+            _read_hub(spec),
+            name,
+            f"{spec.hub_id}:{spec.split}",
+            spec.problem_column,
+            spec.answer_column,
+            spec.make_id,
         )
     _check_unique_ids(problems, name)
     if check_golds:
@@ -210,7 +247,9 @@ def _read_local(path: Path) -> list[dict[str, Any]]:
             try:
                 rows.append(json.loads(line))
             except json.JSONDecodeError as exc:
-                raise DatasetError(f"{path}, line {number}: not valid JSON ({exc.msg}); fix the file") from None
+                raise DatasetError(
+                    f"{path}, line {number}: not valid JSON ({exc.msg}); fix the file"
+                ) from None
     return rows
 
 
@@ -220,7 +259,9 @@ def _read_hub(spec: BenchmarkSpec) -> list[dict[str, Any]]:
 
     try:
         dataset = datasets.load_dataset(spec.hub_id, split=spec.split)
-    except Exception as exc:  # the Hub client raises many types (HTTP, offline, missing cache); all mean "not here"
+    except (
+        Exception
+    ) as exc:  # the Hub client raises many types (HTTP, offline, missing cache); all mean "not here"
         raise DatasetError(
             f"benchmark {spec.name!r}: cannot load {spec.hub_id} (split {spec.split}) from the Hugging Face Hub "
             f"({type(exc).__name__}); pass --data-dir with a local copy, e.g. --data-dir ../shared/data/benchmarks"

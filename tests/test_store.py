@@ -1,0 +1,96 @@
+"""The run directory resumes, refuses mixing, and never loses a finished sample."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from thinc_bench.errors import ConfigError
+from thinc_bench.store import SCHEMA_VERSION, RunDir, SampleKey, SampleRecord, config_hash
+
+SETTINGS = {"model": "m", "benchmarks": ["aime2025"], "n_samples": 2, "seed": 0}
+
+
+def _record(problem_id: str = "p1", sample_idx: int = 0, k: int = 0) -> SampleRecord:
+    return SampleRecord(
+        benchmark="aime2025",
+        problem_id=problem_id,
+        sample_idx=sample_idx,
+        k=k,
+        text="```python\nprint(5)\n```",
+        answer="5",
+        gold="5",
+        correct=True,
+        status="correct",
+        n_tool_calls=1,
+        n_exec_errors=0,
+        gen_tokens=10,
+        total_tokens=30,
+        grounded=True,
+        finish_reason="answer",
+        timings={"total_s": 1.5},
+    )
+
+
+def test_config_hash_ignores_key_order() -> None:
+    assert config_hash({"a": 1, "b": [1, 2]}) == config_hash({"b": [1, 2], "a": 1})
+    assert config_hash({"a": 1}) != config_hash({"a": 2})
+
+
+def test_new_run_writes_settings_hash_and_environment(tmp_path: Path) -> None:
+    run = RunDir.open(tmp_path / "run", SETTINGS)
+    config = json.loads((tmp_path / "run/config.json").read_text())
+    assert config["settings"] == SETTINGS
+    assert config["config_hash"] == config_hash(SETTINGS)
+    assert config["environment"]["versions"]["torch"]
+    assert "math-verify" in config["environment"]["versions"]
+    assert run.records() == []
+
+
+def test_appended_records_round_trip_and_resume_with_same_settings(tmp_path: Path) -> None:
+    run = RunDir.open(tmp_path, SETTINGS)
+    run.append(_record("p1", 0))
+    run.append(_record("p1", 1))
+    resumed = RunDir.open(tmp_path, dict(reversed(list(SETTINGS.items()))))
+    assert resumed.done_keys() == {SampleKey("aime2025", "p1", 0, 0), SampleKey("aime2025", "p1", 1, 0)}
+    assert resumed.records()[0] == _record("p1", 0)
+
+
+def test_other_settings_are_refused_naming_what_differs(tmp_path: Path) -> None:
+    RunDir.open(tmp_path, SETTINGS)
+    with pytest.raises(ConfigError, match=r"other settings \(differ: n_samples\).*--output-dir"):
+        RunDir.open(tmp_path, {**SETTINGS, "n_samples": 4})
+
+
+def test_non_empty_folder_without_config_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="not empty and has no config.json"):
+        RunDir.open(tmp_path, SETTINGS)
+
+
+def test_torn_last_line_is_dropped_and_file_repaired(tmp_path: Path) -> None:
+    run = RunDir.open(tmp_path, SETTINGS)
+    run.append(_record("p1", 0))
+    with run.samples_path.open("a") as handle:
+        handle.write('{"benchmark": "aime2025", "problem_id": "p2"')  # killed mid-write
+    assert [r.key for r in run.records()] == [SampleKey("aime2025", "p1", 0, 0)]
+    run.append(_record("p2", 0))
+    assert [r.problem_id for r in RunDir.open(tmp_path, SETTINGS).records()] == ["p1", "p2"]
+
+
+def test_record_of_another_schema_version_is_refused(tmp_path: Path) -> None:
+    run = RunDir.open(tmp_path, SETTINGS)
+    line = dataclasses.asdict(_record()) | {"schema_version": SCHEMA_VERSION + 1}
+    run.samples_path.write_text(json.dumps(line) + "\n")
+    with pytest.raises(ConfigError, match="schema_version"):
+        run.records()
+
+
+def test_summary_is_written_apart_from_samples(tmp_path: Path) -> None:
+    run = RunDir.open(tmp_path, SETTINGS)
+    run.write_summary({"overall": {"accuracy": 0.5}})
+    assert run.read_summary() == {"overall": {"accuracy": 0.5}}
+    assert not list(tmp_path.glob("*.tmp"))

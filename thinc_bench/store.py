@@ -1,0 +1,233 @@
+"""Run directory: the durable record of one evaluation run (DESIGN.md, "Run directory").
+
+`config.json` holds every setting plus the environment (versions, git SHA, host) and the hash of the
+settings; `samples.jsonl` gets one `SampleRecord` per (benchmark, problem, sample, k), appended and
+flushed as each finishes, so a killed run loses at most the samples in flight; `summary.json` sits
+apart so listing and comparing runs never loads every trajectory. Reopening a directory with the same
+settings resumes it; different settings are refused rather than mixed. This module does not compute
+metrics or render reports.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import platform
+import subprocess
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from thinc_bench.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+"""Bump on any rename, removal or reordering of a SampleRecord field (STYLE rule 18)."""
+
+TRACKED_PACKAGES = ("thinc_bench", "torch", "transformers", "vllm", "trl", "math-verify", "datasets")
+"""Versions recorded in config.json: the packages whose behaviour changes results."""
+
+CONFIG_FILE = "config.json"
+SAMPLES_FILE = "samples.jsonl"
+SUMMARY_FILE = "summary.json"
+
+
+class SampleKey(NamedTuple):
+    """What makes a sample unique within a run; resuming skips keys already recorded."""
+
+    benchmark: str
+    problem_id: str
+    sample_idx: int
+    k: int
+
+
+@dataclass
+class SampleRecord:
+    """One finished trajectory with its verdict: a line of samples.jsonl (versioned contract).
+
+    `status` is the grade status, or an infrastructure status (`infra_error`) for samples that
+    could not be produced; those are kept out of accuracy and counted in the report.
+    """
+
+    benchmark: str
+    problem_id: str
+    sample_idx: int
+    k: int
+    text: str
+    answer: str | None
+    gold: str
+    correct: bool
+    status: str
+    n_tool_calls: int
+    n_exec_errors: int
+    gen_tokens: int
+    total_tokens: int
+    grounded: bool | None
+    finish_reason: str
+    timings: dict[str, float] = field(default_factory=dict)
+    exec_statuses: list[str] = field(default_factory=list)
+    style: str | None = None
+    error: str | None = None
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def key(self) -> SampleKey:
+        return SampleKey(self.benchmark, self.problem_id, self.sample_idx, self.k)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SampleRecord:
+        """Rebuild a record, refusing lines written under another schema version.
+
+        Raises:
+            ConfigError: the line's schema_version is not SCHEMA_VERSION.
+        """
+        version = data.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise ConfigError(
+                f"sample record schema_version {version!r} differs from this thinc_bench's {SCHEMA_VERSION}; "
+                "evaluate into a new --output-dir or use the thinc_bench version that wrote it"
+            )
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def config_hash(settings: Mapping[str, Any]) -> str:
+    """Stable short hash of the settings (key order does not matter)."""
+    blob = json.dumps(settings, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+def environment() -> dict[str, Any]:
+    """What produced a run beyond its settings: package versions, git state, host."""
+    versions: dict[str, str | None] = {}
+    for package in TRACKED_PACKAGES:
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = None
+    return {
+        "versions": versions,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "git": _git_state(),
+        "created_unix": time.time(),
+    }
+
+
+def _git_state() -> dict[str, Any] | None:
+    """The checkout's commit and whether it had uncommitted changes; None outside a git checkout."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"sha": sha, "dirty": bool(dirty)}
+
+
+class RunDir:
+    """An open run directory; create it with `RunDir.open`."""
+
+    def __init__(self, path: Path, config: dict[str, Any]) -> None:
+        self.path = path
+        self.config = config
+
+    @classmethod
+    def open(cls, path: str | Path, settings: Mapping[str, Any]) -> RunDir:
+        """Create a run directory, or resume the one there if its settings hash matches.
+
+        Raises:
+            ConfigError: the directory holds a run with different settings, or is not a run directory.
+        """
+        path = Path(path)
+        settings = json.loads(json.dumps(settings, default=str))
+        digest = config_hash(settings)
+        config_path = path / CONFIG_FILE
+        if config_path.exists():
+            existing = json.loads(config_path.read_text(encoding="utf-8"))
+            if existing.get("config_hash") != digest:
+                changed = sorted(
+                    k
+                    for k in set(settings) | set(existing.get("settings", {}))
+                    if settings.get(k) != existing.get("settings", {}).get(k)
+                )
+                raise ConfigError(
+                    f"{path} holds a run with other settings (differ: {', '.join(changed) or 'hash'}); "
+                    "pass a new --output-dir, or the same settings to resume"
+                )
+            logger.info("resuming run in %s (config %s)", path, digest)
+            return cls(path, existing)
+        if path.exists() and any(path.iterdir()):
+            raise ConfigError(
+                f"{path} exists, is not empty and has no {CONFIG_FILE}; pass a new --output-dir"
+            )
+        path.mkdir(parents=True, exist_ok=True)
+        config = {"settings": settings, "config_hash": digest, "environment": environment()}
+        _atomic_write_json(config_path, config)
+        return cls(path, config)
+
+    @property
+    def samples_path(self) -> Path:
+        return self.path / SAMPLES_FILE
+
+    def records(self) -> list[SampleRecord]:
+        """Every complete record; a torn last line (killed mid-write) is cut off the file."""
+        return list(self._iter_records(repair=True))
+
+    def done_keys(self) -> set[SampleKey]:
+        return {record.key for record in self.records()}
+
+    def append(self, record: SampleRecord) -> None:
+        """Append one record and flush it to disk before returning (a crash loses nothing finished)."""
+        line = json.dumps(dataclasses.asdict(record), ensure_ascii=False) + "\n"
+        with self.samples_path.open("a", encoding="utf-8") as handle:
+            handle.write(line)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def write_summary(self, summary: Mapping[str, Any]) -> None:
+        _atomic_write_json(self.path / SUMMARY_FILE, summary)
+
+    def read_summary(self) -> dict[str, Any] | None:
+        path = self.path / SUMMARY_FILE
+        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+    def _iter_records(self, *, repair: bool) -> Iterator[SampleRecord]:
+        if not self.samples_path.exists():
+            return
+        raw = self.samples_path.read_bytes()
+        good_end = 0
+        for line in raw.splitlines(keepends=True):
+            if not line.endswith(b"\n"):
+                break
+            yield SampleRecord.from_dict(json.loads(line))
+            good_end += len(line)
+        if good_end < len(raw) and repair:
+            logger.warning(
+                "dropping a torn last line of %s (the run was killed mid-write)", self.samples_path
+            )
+            with self.samples_path.open("r+b") as handle:
+                handle.truncate(good_end)
+
+
+def _atomic_write_json(path: Path, data: Mapping[str, Any]) -> None:
+    """Write via a temporary file and rename, so a reader never sees half a JSON file."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    tmp.replace(path)
