@@ -1,0 +1,227 @@
+"""Tests for thinc_bench.metrics: estimators against brute force and hand computation."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import math
+from fractions import Fraction
+from typing import Any
+
+import pytest
+
+from thinc_bench.metrics import (
+    Bin,
+    Vote,
+    avg_at_n,
+    distribution,
+    execution_errors,
+    grounding_rate,
+    maj_at_k,
+    no_answer_rate,
+    pass_at_k,
+    pass_at_k_estimate,
+    rate,
+    recovery_at_k,
+    response_lengths,
+    tool_calls,
+    truncation_rate,
+)
+
+
+def _same_number(a: str, b: str) -> bool:
+    return Fraction(a) == Fraction(b)
+
+
+def test_pass_at_k_equals_brute_force_over_all_k_subsets() -> None:
+    for n in range(1, 9):
+        for c in range(n + 1):
+            samples = [True] * c + [False] * (n - c)
+            for k in range(1, n + 1):
+                subsets = list(itertools.combinations(samples, k))
+                expected = sum(any(s) for s in subsets) / len(subsets)
+                assert pass_at_k(n, c, k) == pytest.approx(expected, abs=1e-12), (n, c, k)
+
+
+def test_pass_at_k_is_stable_for_large_n() -> None:
+    assert pass_at_k(1000, 1, 1) == pytest.approx(1 / 1000)
+    assert pass_at_k(10_000, 10, 100) == pytest.approx(1 - math.comb(9990, 100) / math.comb(10_000, 100))
+
+
+@pytest.mark.parametrize(("n", "c", "k"), [(4, 1, 5), (4, 5, 1), (4, 1, 0), (4, -1, 1)])
+def test_pass_at_k_rejects_impossible_arguments(n: int, c: int, k: int) -> None:
+    with pytest.raises(ValueError, match=f"n={n}, c={c}, k={k}"):
+        pass_at_k(n, c, k)
+
+
+def test_pass_at_k_estimate_averages_problems() -> None:
+    estimate = pass_at_k_estimate({"a": [True, False, False, False], "b": [False] * 4}, k=2)
+    assert estimate.value == pytest.approx((0.5 + 0.0) / 2)
+    assert estimate.n_samples == 8
+
+
+def test_pass_at_k_estimate_names_problems_with_too_few_samples() -> None:
+    with pytest.raises(ValueError, match=r"\['b'\]"):
+        pass_at_k_estimate({"a": [True, False], "b": [True]}, k=2)
+
+
+def test_avg_at_n_is_the_mean_of_per_problem_means_with_stderr_by_hand() -> None:
+    estimate = avg_at_n({"a": [True, True, False, False], "b": [True], "c": [False, False]})
+    # per-problem means 0.5, 1, 0: mean 0.5, sample sd (ddof=1) sqrt((0 + 0.25 + 0.25) / 2) = 0.5
+    assert estimate.value == pytest.approx(0.5)
+    assert estimate.stderr == pytest.approx(0.5 / math.sqrt(3))
+    assert (estimate.n_problems, estimate.n_samples) == (3, 7)
+
+
+def test_avg_at_n_has_no_stderr_for_one_problem() -> None:
+    assert avg_at_n({"a": [True, False]}).stderr is None
+
+
+def test_avg_at_n_rejects_a_problem_without_samples() -> None:
+    with pytest.raises(ValueError, match=r"\['b'\]"):
+        avg_at_n({"a": [True], "b": []})
+
+
+def test_avg_at_n_rejects_no_problems() -> None:
+    with pytest.raises(ValueError, match="no problems"):
+        avg_at_n({})
+
+
+def test_maj_at_k_groups_answers_with_the_injected_equivalence() -> None:
+    votes = [Vote("3", False), Vote("1/2", True), Vote("2/4", True)]
+    assert maj_at_k({"p": votes}, 3, _same_number).value == 1.0
+
+
+def test_maj_at_k_tie_goes_to_the_group_seen_first() -> None:
+    votes = [Vote("1", False), Vote("2", True), Vote("2", True), Vote("1", False)]
+    assert maj_at_k({"p": votes}, 4, _same_number).value == 0.0
+
+
+def test_maj_at_k_uses_only_the_first_k_samples() -> None:
+    votes = [Vote("1", False), Vote("2", True), Vote("2", True), Vote("1", False)]
+    assert maj_at_k({"p": votes}, 3, _same_number).value == 1.0
+
+
+def test_maj_at_k_none_answers_never_win() -> None:
+    votes = [Vote(None, False), Vote(None, False), Vote("5", True)]
+    assert maj_at_k({"p": votes}, 3, _same_number).value == 1.0
+
+
+def test_maj_at_k_without_any_answer_is_unsolved() -> None:
+    assert maj_at_k({"p": [Vote(None, False)] * 2}, 2, _same_number).value == 0.0
+
+
+def test_maj_at_k_correctness_is_the_representatives() -> None:
+    votes = [Vote("7", False), Vote("7.0", True)]  # same group; the first member represents it
+    assert maj_at_k({"p": votes}, 2, lambda a, b: float(a) == float(b)).value == 0.0
+
+
+def test_maj_at_k_accepts_plain_tuples_and_reports_votes_used() -> None:
+    estimate = maj_at_k(
+        {"p": [("1", True), ("2", False)], "q": [("4", False), ("4", False)]}, 2, _same_number
+    )
+    assert (estimate.value, estimate.n_samples) == (0.5, 4)
+
+
+def test_maj_at_k_rejects_problems_with_fewer_than_k_samples() -> None:
+    with pytest.raises(ValueError, match=r"maj@3.*\['p'\]"):
+        maj_at_k({"p": [Vote("1", True)]}, 3, _same_number)
+
+
+def test_tool_calls_distribution_by_hand() -> None:
+    dist = tool_calls([0, 1, 1, 2, 5])
+    # p90 by linear interpolation: rank 0.9 * 4 = 3.6 between 2 and 5 -> 2 + 0.6 * 3
+    assert (dist.n, dist.mean, dist.median, dist.max) == (5, 1.8, 1, 5)
+    assert dist.p90 == pytest.approx(3.8)
+    assert [(b.lo, b.count) for b in dist.histogram] == [(0, 1), (1, 2), (2, 1), (3, 0), (4, 0), (5, 1)]
+
+
+def test_equal_width_histogram_puts_the_maximum_in_the_last_bin() -> None:
+    assert distribution([0, 4, 5, 10], n_bins=2).histogram == (Bin(0.0, 5.0, 2), Bin(5.0, 10.0, 2))
+
+
+def test_constant_values_make_one_bin() -> None:
+    assert distribution([3.0, 3.0], n_bins=5).histogram == (Bin(3.0, 3.0, 2),)
+
+
+def test_distribution_rejects_no_values() -> None:
+    with pytest.raises(ValueError, match="0 values"):
+        distribution([])
+
+
+def test_response_lengths_keeps_model_and_total_apart() -> None:
+    lengths = response_lengths([10, 20], [15, 45])
+    assert (lengths.model_tokens.mean, lengths.total_tokens.mean) == (15, 30)
+
+
+def test_response_lengths_rejects_mismatched_lengths() -> None:
+    with pytest.raises(ValueError, match="2 model lengths but 1 total"):
+        response_lengths([10, 20], [15])
+
+
+def test_grounding_rate_among_answered_and_among_correct() -> None:
+    grounding = grounding_rate([True, False, None, True], [True, False, False, False])
+    assert grounding.answered == rate(2, 3)
+    assert grounding.correct == rate(1, 1)
+
+
+def test_grounding_rate_rejects_a_correct_sample_without_answer() -> None:
+    with pytest.raises(ValueError, match="correct but has no answer"):
+        grounding_rate([None], [True])
+
+
+def test_recovery_compares_on_the_problems_both_runs_share() -> None:
+    faulted = {"a": [True, False], "b": [False, False], "only_faulted": [True]}
+    clean = {"a": [True, True], "b": [True, False], "only_clean": [False]}
+    recovery = recovery_at_k(1, faulted, clean)
+    assert (recovery.accuracy, recovery.clean_accuracy, recovery.n_problems) == (0.25, 0.75, 2)
+    assert recovery.ratio == pytest.approx(1 / 3)
+
+
+def test_recovery_ratio_is_none_when_clean_accuracy_is_zero() -> None:
+    assert recovery_at_k(2, {"a": [True]}, {"a": [False]}).ratio is None
+
+
+def test_recovery_rejects_runs_without_shared_problems() -> None:
+    with pytest.raises(ValueError, match="no problem has samples in both"):
+        recovery_at_k(1, {"a": [True]}, {"b": [True]})
+
+
+def test_execution_errors_per_execution_and_per_trajectory() -> None:
+    errors = execution_errors([0, 2, 1], [3, 2, 4])
+    assert errors.per_execution == rate(3, 9)
+    assert errors.trajectories_with_error == rate(2, 3)
+
+
+def test_execution_errors_reject_more_errors_than_executions() -> None:
+    with pytest.raises(ValueError, match=r"trajectories \[1\]"):
+        execution_errors([0, 3], [1, 2])
+
+
+def test_rate_with_zero_denominator_has_no_value() -> None:
+    assert rate(0, 0).value is None
+
+
+def test_no_answer_and_truncation_rates() -> None:
+    assert no_answer_rate(["1", None, "3", None]).value == 0.5
+    assert truncation_rate([True, False, False, False]).value == 0.25
+
+
+def test_results_serialise_to_json_through_asdict() -> None:
+    def round_trip(result: Any) -> Any:
+        return json.loads(json.dumps(dataclasses.asdict(result)))
+
+    assert round_trip(tool_calls([1, 2]))["histogram"] == [
+        {"lo": 1, "hi": 2, "count": 1},
+        {"lo": 2, "hi": 3, "count": 1},
+    ]
+    assert round_trip(response_lengths([1], [2]))["total_tokens"] == {
+        "n": 1, "mean": 2, "median": 2, "p90": 2, "max": 2, "histogram": [{"lo": 2, "hi": 2, "count": 1}],
+    }  # fmt: skip
+    assert round_trip(recovery_at_k(1, {"a": [True]}, {"a": [False]}))["ratio"] is None
+    assert round_trip(execution_errors([1], [2]))["per_execution"] == {
+        "numerator": 1,
+        "denominator": 2,
+        "value": 0.5,
+    }

