@@ -20,6 +20,12 @@ def benchmark_dir() -> Path:
     return BENCHMARK_DIR
 
 
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """Root of ../shared/data: benchmark copies, raw source files and training data."""
+    return SHARED_DATA
+
+
 @pytest.fixture
 def two_problem_benchmark(tmp_path: Path) -> Path:
     """A local benchmark file in the normalised format, small enough to run end to end in seconds."""

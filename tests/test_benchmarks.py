@@ -16,8 +16,6 @@ import pytest
 from thinc_bench import benchmarks
 from thinc_bench.errors import DatasetError
 
-from .conftest import SHARED_DATA
-
 EXPECTED_SIZES = {
     "aime2024": 30,
     "aime2025": 30,
@@ -46,8 +44,8 @@ def test_every_benchmark_loads_from_the_local_copy_with_unique_ids(name: str, be
     assert all(p.benchmark == name and p.problem and p.answer for p in problems)
 
 
-def test_aime2024_ids_from_hub_rows_match_the_local_ids(benchmark_dir: Path) -> None:
-    raw = SHARED_DATA / "raw/QwenLM__Qwen2.5-Math/evaluation/data/aime24/test.jsonl"
+def test_aime2024_ids_from_hub_rows_match_the_local_ids(benchmark_dir: Path, shared_data: Path) -> None:
+    raw = shared_data / "raw/QwenLM__Qwen2.5-Math/evaluation/data/aime24/test.jsonl"
     hub_rows = [json.loads(line) for line in raw.read_text(encoding="utf-8").splitlines()]
     spec = benchmarks.REGISTRY["aime2024"]
     hub_ids = [spec.make_id(row, index) for index, row in enumerate(hub_rows)]
@@ -56,13 +54,13 @@ def test_aime2024_ids_from_hub_rows_match_the_local_ids(benchmark_dir: Path) -> 
 
 @pytest.mark.parametrize(("name", "exam_dirs"), [("aime2025", ["aime_2025_I", "aime_2025_II"])])
 def test_matharena_problem_idx_maps_to_exam_and_number(
-    name: str, exam_dirs: list[str], benchmark_dir: Path
+    name: str, exam_dirs: list[str], benchmark_dir: Path, shared_data: Path
 ) -> None:
     local = {p.id: p.answer for p in benchmarks.load(name, data_dir=benchmark_dir, check_golds=False)}
     spec = benchmarks.REGISTRY[name]
     offset = 0
     for exam_dir in exam_dirs:
-        with (SHARED_DATA / "raw/eth-sri__matharena/data/aime" / exam_dir / "answers.csv").open() as handle:
+        with (shared_data / "raw/eth-sri__matharena/data/aime" / exam_dir / "answers.csv").open() as handle:
             for row in csv.DictReader(handle):
                 problem_id = spec.make_id({"problem_idx": int(row["id"]) + offset}, 0)
                 assert int(local[problem_id]) == int(row["answer"])

@@ -1,0 +1,91 @@
+"""Grading throughput: the worker pool (cache cold) against a naive serial in-process math-verify loop.
+
+Checks: every gold of all six benchmark files in ../shared/data/benchmarks (AIME 24/25/26, HMMT Feb
+2025, BeyondAIME, MATH-500: 720 golds) against `\\boxed{gold}` and against a changed value (integer
++ 1, else the first digit bumped, as in tests/test_grading.py): 1,440 checks. The naive loop does
+math-verify parse(gold) + parse(pred) + verify per item with no cache and no fast path. The pool is a
+fresh Grader (empty verdict cache); its worker start-up is timed separately and excluded.
+
+    python perf/grading.py [--workers N]
+"""
+
+import argparse
+import json
+import logging
+import re
+import time
+from pathlib import Path
+
+from thinc_bench.grading import Grader, GradeRequest
+
+BENCHMARKS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "benchmarks"
+
+
+def _changed(gold: str) -> str:
+    if re.fullmatch(r"-?\d+", gold):
+        return str(int(gold) + 1)
+    m = re.search(r"\d", gold)
+    if m is not None:
+        d = int(m.group())
+        return gold[: m.start()] + str(d + 1 if d < 9 else 8) + gold[m.end() :]
+    return gold[:-1] + "X}" if gold.startswith("\\text{") else gold + " + 1"
+
+
+def _requests() -> list[GradeRequest]:
+    golds = [json.loads(line)["answer"] for p in sorted(BENCHMARKS.glob("*.jsonl")) for line in p.open()]
+    return [GradeRequest(g, f"\\boxed{{{g}}}") for g in golds] + [
+        GradeRequest(g, f"\\boxed{{{_changed(g)}}}") for g in golds
+    ]
+
+
+def _naive(reqs: list[GradeRequest]) -> tuple[float, int]:
+    import math_verify
+
+    start = time.perf_counter()
+    correct = 0
+    for r in reqs:
+        gold = math_verify.parse(f"$\\boxed{{{r.gold}}}$", parsing_timeout=None)
+        pred = math_verify.parse(r.pred, parsing_timeout=None)
+        correct += bool(math_verify.verify(gold, pred, timeout_seconds=None))
+    return time.perf_counter() - start, correct
+
+
+def _pool(reqs: list[GradeRequest], workers: int | None) -> tuple[float, float, int]:
+    with Grader(workers=workers) as grader:
+        start = time.perf_counter()
+        # Warm every worker on an item outside the measured set, so start-up is not counted.
+        grader.grade_many([GradeRequest(f"\\frac{{1}}{{{k}}}", f"\\boxed{{{k}}}") for k in range(2, 40)])
+        startup = time.perf_counter() - start
+        start = time.perf_counter()
+        grades = grader.grade_many(reqs)
+        return time.perf_counter() - start, startup, sum(g.correct for g in grades)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--workers", type=int, default=None, help="pool size (default: available CPUs)")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    logging.getLogger("math_verify").setLevel(logging.ERROR)
+    reqs = _requests()
+    latex = [r for r in reqs if not re.fullmatch(r"-?\d+", r.gold)]
+
+    rows = []
+    for name, subset in (("all 720 golds", reqs), ("LaTeX golds only", latex)):
+        t_naive, c_naive = _naive(subset)
+        t_pool, t_start, c_pool = _pool(subset, args.workers)
+        rows.append(
+            (name, len(subset), len(subset) / t_naive, len(subset) / t_pool, t_start, c_naive, c_pool)
+        )
+
+    print(
+        f"{'set':<18} {'checks':>6} {'naive/s':>9} {'pool/s':>9} {'ratio':>6} {'start s':>8} {'ok naive/pool':>14}"
+    )
+    for name, n, naive, pool, start, cn, cp in rows:
+        print(f"{name:<18} {n:>6} {naive:>9.0f} {pool:>9.0f} {pool / naive:>6.1f} {start:>8.2f} {cn:>7}/{cp}")
+
+
+if __name__ == "__main__":
+    main()

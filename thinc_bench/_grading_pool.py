@@ -1,0 +1,250 @@
+"""A pool of killable math-verify worker processes with a hard per-item timeout.
+
+Owns process lifecycle and the wire protocol: `submit(tasks)` returns one Future per task; one
+thread per slot feeds its worker small batches and reads results back one at a time, so when an
+item overruns `timeout_s` the worker is killed, exactly that item is `grader_timeout`, the rest of
+its batch is requeued, and a fresh worker takes over. A worker that dies mid-item gets the item
+once more, then the item is `grader_error`. Workers come from a forkserver (safe in a threaded or
+asyncio parent) that preloads math-verify. Thread-safe.
+It does not know what the tasks mean or cache anything: that is `grading`.
+"""
+
+import logging
+import multiprocessing
+import resource
+import threading
+from collections import deque
+from concurrent.futures import Future
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from typing import Literal, NamedTuple
+
+from thinc_bench.errors import GraderError
+
+logger = logging.getLogger(__name__)
+
+TaskKind = Literal["verify", "check_gold", "ground"]
+Outcome = Literal[
+    "correct", "incorrect", "unparseable_answer", "gold_error", "grader_timeout", "grader_error"
+]
+
+MAX_BATCH = 16
+"""Items per message to a worker: amortises pipe round trips, small enough to keep slots balanced."""
+
+MAX_CRASH_RETRIES = 1
+"""A worker dying on an item is infrastructure until it happens twice on the same item."""
+
+WORKER_START_TIMEOUT_S = 120.0
+"""Spawn fallback imports sympy + math-verify (~2 s idle, far more on a loaded 2-core box)."""
+
+WORKER_MEMORY_MB = 4_096
+"""Address-space cap per worker: a runaway sympy bigint fails fast instead of swapping the machine;
+a warm worker maps ~600 MB."""
+
+WORKER_MODULE = "thinc_bench._grading_worker"
+
+
+class Task(NamedTuple):
+    """One unit of worker work; `a` plays the gold role, `b` the prediction role."""
+
+    kind: TaskKind
+    a: str
+    b: str
+
+
+class Result(NamedTuple):
+    """The verdict on one task, with the exception text for grader_error / grader_timeout."""
+
+    outcome: Outcome
+    detail: str | None = None
+
+
+@dataclass
+class _Job:
+    task: Task
+    future: "Future[Result]"
+    crashes: int = 0
+
+
+def _worker_main(conn: Connection) -> None:
+    """Process entry point: cap memory, then serve (imported here so the parent stays light)."""
+    soft = WORKER_MEMORY_MB * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (soft, resource.getrlimit(resource.RLIMIT_AS)[1]))
+    from thinc_bench._grading_worker import serve
+
+    serve(conn)
+
+
+class _Worker(NamedTuple):
+    proc: BaseProcess
+    conn: Connection
+
+
+class WorkerPool:
+    """Fixed number of worker slots fed from one shared queue; workers start on first use."""
+
+    def __init__(self, workers: int, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        ctx = multiprocessing.get_context("forkserver")
+        # Preload only matters if the (process-global) forkserver has not started yet; otherwise
+        # each worker imports math-verify itself, which is slower but equally correct.
+        ctx.set_forkserver_preload([WORKER_MODULE])
+        self._ctx = ctx
+        self._queue: deque[_Job] = deque()
+        self._cv = threading.Condition()
+        self._closed = False
+        self._slots = [
+            threading.Thread(target=self._slot_loop, name=f"grader-slot-{i}", daemon=True)
+            for i in range(workers)
+        ]
+        for t in self._slots:
+            t.start()
+
+    def submit(self, tasks: list[Task]) -> list["Future[Result]"]:
+        """Queue tasks; each Future resolves to a Result (never raises unless workers cannot start).
+
+        Raises:
+            GraderError: the pool is closed.
+        """
+        jobs = [_Job(t, Future()) for t in tasks]
+        with self._cv:
+            if self._closed:
+                raise GraderError("the grader is closed; create a new Grader to grade again")
+            self._queue.extend(jobs)
+            self._cv.notify_all()
+        return [j.future for j in jobs]
+
+    def close(self) -> None:
+        """Stop the slots and their workers; queued items fail with GraderError."""
+        with self._cv:
+            if self._closed:
+                return
+            self._closed = True
+            self._cv.notify_all()
+        for t in self._slots:
+            if t is not threading.current_thread():
+                t.join(timeout=self.timeout_s + 5)
+        with self._cv:
+            leftover = list(self._queue)
+            self._queue.clear()
+        for job in leftover:
+            if job.future.set_running_or_notify_cancel():
+                job.future.set_exception(GraderError("the grader was closed before this item ran"))
+
+    def _take(self) -> list[_Job] | None:
+        with self._cv:
+            while not self._queue and not self._closed:
+                self._cv.wait()
+            if self._closed:
+                return None
+            n = min(MAX_BATCH, max(1, len(self._queue) // len(self._slots)))
+            batch: list[_Job] = []
+            while self._queue and len(batch) < n:
+                job = self._queue.popleft()
+                if job.future.running() or job.future.set_running_or_notify_cancel():
+                    batch.append(job)
+            return batch
+
+    def _requeue_front(self, jobs: list[_Job]) -> None:
+        with self._cv:
+            self._queue.extendleft(reversed(jobs))
+            self._cv.notify_all()
+
+    def _start_worker(self) -> _Worker:
+        parent, child = self._ctx.Pipe(duplex=True)
+        proc = self._ctx.Process(target=_worker_main, args=(child,), daemon=True, name="grader-worker")
+        try:
+            proc.start()
+        except (OSError, RuntimeError) as exc:
+            raise GraderError(
+                f"cannot start a grading worker ({type(exc).__name__}: {exc}); a script that grades must "
+                "guard its entry point with `if __name__ == '__main__':` (workers re-import it)"
+            ) from exc
+        finally:
+            child.close()
+        if not parent.poll(WORKER_START_TIMEOUT_S):
+            proc.kill()
+            raise GraderError(f"a grading worker did not start within {WORKER_START_TIMEOUT_S} s")
+        try:
+            parent.recv()
+        except EOFError as exc:
+            proc.join(timeout=5)
+            raise GraderError(
+                f"a grading worker died while starting (exit code {proc.exitcode}); check that "
+                "`python -c 'import math_verify'` works and that the main script is guarded by "
+                "`if __name__ == '__main__':` (workers re-import it)"
+            ) from exc
+        return _Worker(proc, parent)
+
+    @staticmethod
+    def _stop_worker(worker: _Worker, *, kill: bool) -> None:
+        if not kill:
+            try:
+                worker.conn.send(None)
+            except OSError:
+                kill = True
+        if kill:
+            worker.proc.kill()
+        worker.proc.join(timeout=5)
+        worker.conn.close()
+
+    def _slot_loop(self) -> None:
+        worker: _Worker | None = None
+        while (batch := self._take()) is not None:
+            if not batch:
+                continue
+            try:
+                if worker is None:
+                    worker = self._start_worker()
+            except GraderError as exc:
+                for job in batch:
+                    job.future.set_exception(exc)
+                continue
+            worker = self._run_batch(worker, batch)
+        if worker is not None:
+            self._stop_worker(worker, kill=False)
+
+    def _run_batch(self, worker: _Worker, batch: list[_Job]) -> _Worker | None:
+        """Send a batch, collect results item by item; return the worker if it is still usable."""
+        try:
+            worker.conn.send(list(enumerate(job.task for job in batch)))
+        except OSError:
+            self._stop_worker(worker, kill=True)
+            self._requeue_front(batch)
+            return None
+        for i, job in enumerate(batch):
+            if not worker.conn.poll(self.timeout_s):
+                self._stop_worker(worker, kill=True)
+                logger.warning("grading worker killed after %.1f s on %s", self.timeout_s, _short(job.task))
+                job.future.set_result(Result("grader_timeout", f"no verdict within {self.timeout_s} s"))
+                self._requeue_front(batch[i + 1 :])
+                return None
+            try:
+                item_id, result = worker.conn.recv()
+            except (EOFError, OSError):
+                self._stop_worker(worker, kill=True)
+                self._on_crash(job, worker.proc.exitcode)
+                self._requeue_front(batch[i + 1 :])
+                return None
+            if item_id != i:  # a protocol bug, not a model error: be loud, keep serving
+                self._stop_worker(worker, kill=True)
+                logger.error("grading worker answered item %s, expected %s", item_id, i)
+                job.future.set_result(Result("grader_error", f"protocol: got item {item_id}, expected {i}"))
+                self._requeue_front(batch[i + 1 :])
+                return None
+            job.future.set_result(result)
+        return worker
+
+    def _on_crash(self, job: _Job, exitcode: int | None) -> None:
+        job.crashes += 1
+        if job.crashes > MAX_CRASH_RETRIES:
+            logger.error("grading worker crashed twice (exit %s) on %s", exitcode, _short(job.task))
+            job.future.set_result(Result("grader_error", f"worker crashed (exit code {exitcode})"))
+        else:
+            logger.warning("grading worker crashed (exit %s); retrying %s", exitcode, _short(job.task))
+            self._requeue_front([job])
+
+
+def _short(task: Task) -> str:
+    return f"{task.kind}(gold={task.a[:60]!r}, pred={task.b[:60]!r})"

@@ -1,0 +1,137 @@
+"""The math-verify side of grading: the code that runs inside a killable worker process.
+
+Owns the three checks that need math-verify (verify an answer against a gold, check that a gold
+parses, compare a printed value with an answer) and the worker loop that serves them over a pipe,
+streaming one result per item so that the parent can pin a hang on exactly one item. math-verify's
+own SIGALRM timeouts are off; the parent kills the whole process instead (NOTES.md). Importing this
+module imports math-verify, so a forkserver that preloads it hands out warm workers.
+It does not decide timeouts, retries or caching: that is `_grading_pool` and `grading`.
+"""
+
+import re
+from functools import lru_cache
+from multiprocessing.connection import Connection
+from tokenize import TokenError
+from typing import Any
+
+import math_verify
+import math_verify.grader
+import math_verify.parser
+import sympy
+from sympy.parsing.sympy_parser import convert_xor, parse_expr, standard_transformations
+
+from thinc_bench._grading_pool import Result, Task
+
+# The warning says "you must provide the timeout yourself": the pool does, by killing the process.
+math_verify.grader.TIMEOUT_WARNING_SHOWN = True
+math_verify.parser.TIMEOUT_WARNING_SHOWN = True
+
+PARSE_CACHE_SIZE = 4_096
+"""Parsed expressions kept per worker: a batch repeats each gold for many samples; ~4k sympy trees
+stay well under 100 MB."""
+
+FLOAT_ROUNDING = 6
+"""math-verify's default decimal places for float comparison (1/3 == 0.333333); raised to the number of
+places a gold writes, so gold .0000672 rejects .0000673 (math500 number_theory/598)."""
+
+_DECIMALS = re.compile(r"\.(\d+)")
+_PY_TOKEN = re.compile(r"\s+|\d+\.\d*|\.\d+|\d+|[A-Za-z_]\w*|\*\*|[-+*/^(),\[\]{}]")
+# Names a sympy print may contain; anything else means "not a sympy print" (and is never eval'd).
+_PY_NAMES = {
+    name: getattr(sympy, name)
+    for name in (
+        *("sqrt", "pi", "E", "I", "oo", "zoo", "exp", "log", "sin", "cos", "tan", "asin", "acos"),
+        *("atan", "Abs", "factorial", "binomial", "Rational", "Integer", "Float", "Symbol", "cbrt", "root"),
+    )
+}
+_PY_GLOBALS: dict[str, Any] = {"__builtins__": {}, **_PY_NAMES}
+_TRANSFORMS = (*standard_transformations, convert_xor)
+
+
+@lru_cache(maxsize=PARSE_CACHE_SIZE)
+def _parse_latex(answer: str) -> tuple[Any, ...]:
+    # `$\boxed{..}$` is math-verify's strongest anchor and applies its answer normalisation
+    # (units, \text, degrees); bare LaTeX would parse to nothing (NOTES.md).
+    parsed = math_verify.parse("$\\boxed{" + answer + "}$", parsing_timeout=None)
+    return tuple(parsed)
+
+
+def _has_math(parsed: tuple[Any, ...]) -> bool:
+    return any(not isinstance(p, str) for p in parsed)
+
+
+def _parse_printed(value: str) -> Any:
+    """Parse a sympy/Python print (`sqrt(2)/2`, `3*pi/4`, `(1, 2)`) or fall back to LaTeX."""
+    tokens = _PY_TOKEN.findall(value)
+    words_ok = all(not (t[0].isalpha() or t[0] == "_") or t in _PY_NAMES or len(t) == 1 for t in tokens)
+    if "".join(tokens) == value and words_ok:
+        # Only whitelisted names, numbers and operators reach eval: no attributes, strings or calls
+        # to anything but sympy constructors.
+        try:
+            expr = parse_expr(value, global_dict=_PY_GLOBALS, transformations=_TRANSFORMS)
+        except (
+            SyntaxError,
+            TypeError,
+            ValueError,
+            NameError,
+            ZeroDivisionError,
+            sympy.SympifyError,
+            TokenError,
+        ):
+            expr = None
+        if isinstance(expr, (list, tuple)):
+            return sympy.Tuple(*expr)
+        if isinstance(expr, (set, frozenset)):
+            return sympy.FiniteSet(*expr)
+        if isinstance(expr, sympy.Basic):
+            return expr
+    parsed = _parse_latex(value)
+    return list(parsed) if _has_math(parsed) else None
+
+
+def run_task(task: Task) -> Result:
+    """Run one check in this process; math-verify errors become outcomes, not exceptions."""
+    if task.kind == "check_gold":
+        gold = _parse_latex(task.a)
+        ok = _has_math(gold) and math_verify.verify(list(gold), list(gold), timeout_seconds=None)
+        return Result("correct" if ok else "gold_error")
+    gold = _parse_latex(task.a)
+    if not _has_math(gold):
+        return Result("gold_error")
+    if task.kind == "ground":
+        target = _parse_printed(task.b)
+        if target is None:
+            return Result("unparseable_answer")
+    else:
+        parsed = _parse_latex(task.b)
+        if not _has_math(parsed):
+            # Only math-verify's raw-string fallback is left: an exact string match still counts.
+            same = bool(parsed) and math_verify.verify(list(gold), list(parsed), timeout_seconds=None)
+            return Result("correct" if same else "unparseable_answer")
+        target = list(parsed)
+    places = max((len(m.group(1)) for m in _DECIMALS.finditer(task.a)), default=0)
+    rounding = max(FLOAT_ROUNDING, places)
+    ok = math_verify.verify(list(gold), target, float_rounding=rounding, timeout_seconds=None)
+    return Result("correct" if ok else "incorrect")
+
+
+def serve(conn: Connection) -> None:
+    """Worker main loop: receive batches of (id, Task), send back (id, Result) one by one.
+
+    A `None` message or a closed pipe ends the loop. An exception escaping a check is recorded as
+    grader_error with its type and message: this is the worker boundary.
+    """
+    conn.send("ready")
+    while True:
+        try:
+            batch = conn.recv()
+        except EOFError:
+            return
+        if batch is None:
+            return
+        for item_id, task in batch:
+            try:
+                result = run_task(task)
+            except Exception as exc:  # worker boundary: record, never crash the loop
+                result = Result("grader_error", f"{type(exc).__name__}: {exc}")
+            conn.send((item_id, result))

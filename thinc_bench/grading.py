@@ -1,0 +1,377 @@
+"""The one judge: answer extraction, grading against a gold answer, answer equivalence, grounding.
+
+Contract (DESIGN.md "Grading", "Grounding"): the answer is the content of the last `\\boxed{}`;
+equivalence is math-verify's, run in worker processes that are killed on a hard timeout, so a
+pathological answer is `grader_timeout`, never a hang; a crashed worker is `grader_error`, never a
+wrong answer. Golds keep their source form ("025", "33,124,147", LaTeX). Exact fast paths (both
+sides plain integers; integer grounding by token match) skip math-verify. Verdicts are cached per
+(gold, answer) in this process. This is the only module that calls math-verify (via its workers).
+It does no IO, logging setup or retries of model errors; timeouts and kills live in `_grading_pool`.
+"""
+
+import asyncio
+import atexit
+import functools
+import logging
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, TypeVar
+
+from thinc_bench._grading_pool import Outcome, Result, Task, WorkerPool
+from thinc_bench._grading_text import (
+    MAX_ANSWER_CHARS,
+    as_integer,
+    extract_answer,
+    grounding_candidates,
+    integer_grounded,
+    normalize_answer,
+)
+from thinc_bench.errors import ConfigError, GraderError
+
+__all__ = [
+    "Grade",
+    "GradeRequest",
+    "GradeStatus",
+    "Grader",
+    "Trajectory",
+    "agrade",
+    "check_golds",
+    "equivalent",
+    "extract_answer",
+    "grade",
+    "grade_many",
+    "grounded",
+    "is_grounded",
+]
+
+logger = logging.getLogger(__name__)
+
+GradeStatus = Literal[
+    "correct",
+    "incorrect",
+    "no_answer",
+    "unparseable_answer",
+    "gold_error",
+    "grader_timeout",
+    "grader_error",
+]
+
+DEFAULT_TIMEOUT_S = 5.0
+"""math-verify's own default per parse/compare; every benchmark gold verifies in < 0.1 s."""
+
+MAX_DEFAULT_WORKERS = 8
+"""Default worker count is the CPUs available, capped: each worker holds ~150 MB of sympy."""
+
+CACHE_SIZE = 200_000
+"""Verdicts kept (LRU): a GRPO run sees ~1e5 distinct (gold, answer) pairs; ~200 B each is ~40 MB."""
+
+_CACHEABLE: frozenset[Outcome] = frozenset({"correct", "incorrect", "unparseable_answer", "gold_error"})
+# Timeouts depend on machine load and errors on infrastructure: both are worth another try later.
+
+T = TypeVar("T")
+U = TypeVar("U")
+
+
+@dataclass(frozen=True)
+class Grade:
+    """The verdict on one response. `correct` is derived from `status`; `detail` explains errors."""
+
+    status: GradeStatus
+    answer: str | None
+    detail: str | None = None
+    correct: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "correct", self.status == "correct")
+
+
+@dataclass(frozen=True)
+class GradeRequest:
+    """One (gold, full response) pair for `grade_many`."""
+
+    gold: str
+    pred: str
+
+
+class Trajectory(Protocol):
+    """What grounding needs from `thinc_bench.trajectory.Trajectory` (kept structural on purpose)."""
+
+    @property
+    def outputs(self) -> Sequence[str]:
+        """The content of each interpreter-output block, fences excluded."""
+        ...
+
+    def render(self) -> str:
+        """The whole response text."""
+        ...
+
+
+def _done(value: T) -> "Future[T]":
+    fut: Future[T] = Future()
+    fut.set_result(value)
+    return fut
+
+
+def _then(fut: "Future[T]", fn: Callable[[T], U]) -> "Future[U]":
+    out: Future[U] = Future()
+
+    def _relay(src: "Future[T]") -> None:
+        exc = src.exception()
+        if exc is not None:
+            out.set_exception(exc)
+        else:
+            out.set_result(fn(src.result()))
+
+    fut.add_done_callback(_relay)
+    return out
+
+
+class Grader:
+    """Owns the worker pool and the verdict cache. Thread-safe; use as a context manager.
+
+    Args:
+        workers: worker processes; default: available CPUs, at most MAX_DEFAULT_WORKERS.
+        timeout_s: hard limit per check (one parse+verify); past it the worker is killed and the
+            item is `grader_timeout`. Default DEFAULT_TIMEOUT_S.
+        cache_size: verdicts kept in the LRU cache; default CACHE_SIZE.
+
+    Raises:
+        ConfigError: a setting is out of range.
+    """
+
+    def __init__(
+        self,
+        *,
+        workers: int | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        cache_size: int = CACHE_SIZE,
+    ) -> None:
+        if workers is None:
+            workers = min(len(os.sched_getaffinity(0)), MAX_DEFAULT_WORKERS)
+        if workers < 1 or timeout_s <= 0 or cache_size < 0:
+            raise ConfigError(
+                f"Grader(workers={workers}, timeout_s={timeout_s}, cache_size={cache_size}): "
+                "need workers >= 1, timeout_s > 0 and cache_size >= 0"
+            )
+        self.workers = workers
+        self.timeout_s = timeout_s
+        self._cache_size = cache_size
+        self._cache: OrderedDict[Task, Result] = OrderedDict()
+        self._inflight: dict[Task, Future[Result]] = {}
+        self._lock = threading.Lock()
+        self._pool: WorkerPool | None = None
+        self._closed = False
+        self._pid = os.getpid()
+
+    def __enter__(self) -> "Grader":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the workers. Idempotent; later calls that need a worker raise GraderError."""
+        with self._lock:
+            self._closed = True
+            pool, self._pool = self._pool, None
+        if pool is not None and os.getpid() == self._pid:
+            pool.close()
+
+    def _run(self, tasks: list[Task]) -> list["Future[Result]"]:
+        """Cached and in-flight verdicts first; the rest go to the pool as one batch."""
+        with self._lock:
+            if self._closed or os.getpid() != self._pid:
+                raise GraderError("this Grader is closed or was created in another process; make a new one")
+            missing = [t for t in dict.fromkeys(tasks) if t not in self._cache and t not in self._inflight]
+            new: dict[Task, Future[Result]] = {}
+            if missing:
+                if self._pool is None:
+                    self._pool = WorkerPool(self.workers, self.timeout_s)
+                new = dict(zip(missing, self._pool.submit(missing), strict=True))
+                self._inflight.update(new)
+            futures: list[Future[Result]] = []
+            for task in tasks:
+                hit = self._cache.get(task)
+                if hit is not None:
+                    self._cache.move_to_end(task)
+                    futures.append(_done(hit))
+                else:
+                    futures.append(self._inflight[task])
+        # Outside the lock: a callback on an already finished future runs at once and takes it.
+        for task, fut in new.items():
+            fut.add_done_callback(functools.partial(self._remember, task))
+        return futures
+
+    def _remember(self, task: Task, fut: "Future[Result]") -> None:
+        with self._lock:
+            self._inflight.pop(task, None)
+            if fut.cancelled() or fut.exception() is not None:
+                return
+            result = fut.result()
+            if result.outcome in _CACHEABLE and self._cache_size:
+                self._cache[task] = result
+                if len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+
+    def _grade_future(self, gold: str, pred: str) -> "Future[Grade]":
+        answer = extract_answer(pred)
+        if answer is None:
+            return _done(Grade("no_answer", None))
+        if len(answer) > MAX_ANSWER_CHARS:
+            return _done(Grade("unparseable_answer", answer, f"answer longer than {MAX_ANSWER_CHARS} chars"))
+        g, a = normalize_answer(gold), normalize_answer(answer)
+        gi, ai = as_integer(g), as_integer(a)
+        if gi is not None and ai is not None:  # exact: both sides are plain integers
+            return _done(Grade("correct" if gi == ai else "incorrect", answer))
+        return _then(self._run([Task("verify", g, a)])[0], lambda r: Grade(r.outcome, answer, r.detail))
+
+    def grade(self, *, gold: str, pred: str) -> Grade:
+        """Grade the full response `pred` against `gold`.
+
+        Args:
+            gold: the reference answer in its source form ("025", "33,124,147", LaTeX).
+            pred: the whole response; its last `\\boxed{}` is the answer.
+
+        Returns:
+            The Grade; infrastructure trouble shows as status grader_timeout / grader_error.
+
+        Raises:
+            GraderError: the grader is closed or its workers cannot start.
+        """
+        return self._grade_future(gold, pred).result()
+
+    def grade_many(self, requests: Sequence[GradeRequest]) -> list[Grade]:
+        """Grade many responses at once, spread over all workers; results in request order.
+
+        Raises:
+            GraderError: the grader is closed or its workers cannot start.
+        """
+        futures = [self._grade_future(r.gold, r.pred) for r in requests]
+        return [f.result() for f in futures]
+
+    async def agrade(self, *, gold: str, pred: str) -> Grade:
+        """`grade` for asyncio callers: awaits the worker without blocking the event loop.
+
+        Raises:
+            GraderError: the grader is closed or its workers cannot start.
+        """
+        return await asyncio.wrap_future(self._grade_future(gold, pred))
+
+    def equivalent(self, a: str, b: str) -> bool:
+        """Whether two extracted answers are mathematically equal (`a` takes math-verify's gold role).
+
+        Timeouts and errors count as not equal. Used for maj@k grouping.
+
+        Raises:
+            GraderError: the grader is closed or its workers cannot start.
+        """
+        na, nb = normalize_answer(a), normalize_answer(b)
+        if na and na == nb:
+            return True
+        ia, ib = as_integer(na), as_integer(nb)
+        if ia is not None and ib is not None:
+            return ia == ib
+        return self._run([Task("verify", na, nb)])[0].result().outcome == "correct"
+
+    def check_golds(self, golds: Sequence[str]) -> list[bool]:
+        """Whether each gold parses to mathematics and verifies against itself.
+
+        A gold that times out is bad (False). An infrastructure failure is not the gold's fault.
+
+        Raises:
+            GraderError: a worker crashed twice on a gold, or the workers cannot start.
+        """
+        norm = [normalize_answer(g) for g in golds]
+        todo = [Task("check_gold", g, "") for g in norm if as_integer(g) is None]
+        results = dict(zip(todo, (f.result() for f in self._run(todo)), strict=True))
+        verdicts: list[bool] = []
+        for gold, g in zip(golds, norm, strict=True):
+            r = results.get(Task("check_gold", g, ""))
+            if r is not None and r.outcome == "grader_error":
+                raise GraderError(f"grading infrastructure failed while checking gold {gold!r}: {r.detail}")
+            verdicts.append(r is None or r.outcome == "correct")
+        return verdicts
+
+    def grounded(self, answer: str | None, outputs: Sequence[str]) -> bool | None:
+        """Whether `answer` equals a value printed in `outputs`; None when there is no answer.
+
+        Integer answers need a standalone printed number of the same value (1 is not in "10").
+        Other answers are compared by math-verify with up to MAX_GROUNDING_CANDIDATES printed
+        values (numbers, fractions, sympy prints, list elements). A decimal grounds an irrational
+        answer when they agree to math-verify's 6-decimal float rounding (0.7071067811865476
+        grounds `\\frac{\\sqrt{2}}{2}`; 0.7071 does not). A candidate that times out does not ground.
+
+        Raises:
+            GraderError: the grader is closed or its workers cannot start.
+        """
+        if answer is None:
+            return None
+        na = normalize_answer(answer)
+        ai = as_integer(na)
+        if ai is not None:
+            return integer_grounded(ai, outputs)
+        if not na or len(na) > MAX_ANSWER_CHARS:
+            return False
+        tasks = [Task("ground", na, c) for c in grounding_candidates(outputs)]
+        return any(f.result().outcome == "correct" for f in self._run(tasks))
+
+    def is_grounded(self, trajectory: Trajectory) -> bool | None:
+        """`grounded` on the trajectory's last boxed answer and its interpreter outputs.
+
+        Raises:
+            GraderError: the grader is closed or its workers cannot start.
+        """
+        return self.grounded(extract_answer(trajectory.render()), trajectory.outputs)
+
+
+_default: Grader | None = None
+_default_lock = threading.Lock()
+
+
+def _default_grader() -> Grader:
+    """The lazily created process-wide Grader (recreated in a forked child), closed at exit."""
+    global _default
+    with _default_lock:
+        if _default is None or _default._pid != os.getpid():
+            _default = Grader()
+            atexit.register(_default.close)
+        return _default
+
+
+def grade(*, gold: str, pred: str) -> Grade:
+    """`Grader.grade` on the default grader."""
+    return _default_grader().grade(gold=gold, pred=pred)
+
+
+def grade_many(requests: Sequence[GradeRequest]) -> list[Grade]:
+    """`Grader.grade_many` on the default grader."""
+    return _default_grader().grade_many(requests)
+
+
+async def agrade(*, gold: str, pred: str) -> Grade:
+    """`Grader.agrade` on the default grader."""
+    return await _default_grader().agrade(gold=gold, pred=pred)
+
+
+def equivalent(a: str, b: str) -> bool:
+    """`Grader.equivalent` on the default grader."""
+    return _default_grader().equivalent(a, b)
+
+
+def check_golds(golds: Sequence[str]) -> list[bool]:
+    """`Grader.check_golds` on the default grader."""
+    return _default_grader().check_golds(golds)
+
+
+def grounded(answer: str | None, outputs: Sequence[str]) -> bool | None:
+    """`Grader.grounded` on the default grader (no worker is started for integer answers)."""
+    return _default_grader().grounded(answer, outputs)
+
+
+def is_grounded(trajectory: Trajectory) -> bool | None:
+    """`Grader.is_grounded` on the default grader."""
+    return _default_grader().is_grounded(trajectory)
