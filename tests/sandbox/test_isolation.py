@@ -1,0 +1,95 @@
+"""Isolation, checked from outside where possible: network, environment, harness files, jail modes."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from thinc_bench.errors import SandboxUnavailable
+from thinc_bench.sandbox import Sandbox, SandboxConfig, Session, _jail
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_no_connection_to_a_socket_listening_on_loopback(session: Session) -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        server.settimeout(0.5)
+        port = server.getsockname()[1]
+        code = f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=1)\n    print('connected')\nexcept OSError as e:\n    print('refused')"
+        assert session.run(code).output == "refused\n"
+        with pytest.raises(TimeoutError):
+            server.accept()
+
+
+def test_harness_secrets_in_environment_are_invisible(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("THINC_TEST_API_KEY", "sk-do-not-leak")
+    with Sandbox() as sb, sb.session() as s:
+        out = s.run(
+            "import os\nprint(sorted(os.environ))\nprint(os.environ.get('THINC_TEST_API_KEY'))"
+        ).output
+    assert "sk-do-not-leak" not in out and "THINC_TEST_API_KEY" not in out
+
+
+def test_harness_files_are_not_visible_in_the_jail(session: Session) -> None:
+    code = f"import os\nprint(os.path.exists({str(REPO_ROOT / 'pyproject.toml')!r}), os.path.exists('/etc/shadow'))"
+    assert session.run(code).output == "False False\n"
+
+
+def test_proc_of_other_processes_is_hidden(session: Session) -> None:
+    assert session.run("import os\nos.listdir('/proc')").output == "[]\n"
+
+
+def test_system_paths_are_read_only(session: Session) -> None:
+    r = session.run("open('/usr/thinc_probe', 'w')")
+    assert r.status == "error" and "Read-only file system" in r.output
+
+
+def test_demanding_bwrap_without_it_raises_with_apt_command(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    _jail.bwrap_problem.cache_clear()
+    try:
+        with pytest.raises(SandboxUnavailable, match="apt-get install -y bubblewrap"):
+            Sandbox(SandboxConfig(isolation="bwrap")).start()
+    finally:
+        _jail.bwrap_problem.cache_clear()
+
+
+def test_without_jail_one_warning_lists_active_and_missing_protections(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with (
+        caplog.at_level(logging.INFO, logger="thinc_bench.sandbox"),
+        Sandbox(SandboxConfig(isolation="none")) as sb,
+        sb.session() as s,
+    ):
+        s.run("1")
+    lines = [r.getMessage() for r in caplog.records if "protections" in r.getMessage()]
+    assert (
+        len(lines) == 1
+        and "NOT ACTIVE: bubblewrap jail" in lines[0]
+        and "ACTIVE: clean environment" in lines[0]
+    )
+
+
+def test_jail_is_used_when_bubblewrap_works() -> None:
+    if _jail.bwrap_problem() is not None:
+        pytest.skip(f"bubblewrap unavailable here: {_jail.bwrap_problem()}")
+    with Sandbox() as sb:
+        assert sb.jailed and sb.protections[1] == []
+
+
+def test_degraded_mode_removes_host_scratch_folder(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(_jail.NO_NAMESPACES_ENV, "1")
+    with Sandbox(SandboxConfig(isolation="none")) as sb:
+        with sb.session() as s:
+            scratch = s.run("import os\nopen('f.txt', 'w').write('x')\nprint(os.getcwd())").output.strip()
+            assert os.path.isfile(os.path.join(scratch, "f.txt"))
+        assert not os.path.exists(scratch)

@@ -1,0 +1,155 @@
+"""Kernel-level confinement of one session process, applied inside the fork-server's children.
+
+Contract: `enter_namespaces` (in the session's parent, "A") puts it in new user, mount, PID, network
+and IPC namespaces; `confine` (in the session process "B", PID 1 of that PID namespace) makes the
+root read-only, mounts a private size-limited tmpfs scratch on /tmp (also /dev/shm), hides /proc,
+drops every capability and sets the resource limits. Each step reports failure by raising OSError;
+the server probes once which steps this kernel allows. Standard library only (runs in the jail).
+It does not choose policy (the limits come from the harness) and does not run user code.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+import signal
+import struct
+from typing import Any
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+NAMESPACE_FLAGS = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC
+MS_RDONLY = 1
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+PR_SET_PDEATHSIG = 1
+PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS = 38
+SYS_MOUNT_SETATTR = 442  # same number on every architecture since Linux 5.12
+AT_FDCWD = -100
+AT_RECURSIVE = 0x8000
+MOUNT_ATTR_RDONLY = 0x1
+# Capability numbers run 0..40 on current kernels; dropping a few past the end is harmless (EINVAL).
+CAP_LAST_PROBE = 63
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+# Inside its namespace the session looks like an ordinary user, not root.
+SESSION_UID = 1000
+SESSION_GID = 1000
+# /proc is covered by an empty read-only tmpfs: a fresh procfs is refused under bwrap's masked /proc.
+HIDDEN_PROC_OPTIONS = b"size=4k,mode=0555"
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def die_with_parent() -> None:
+    """Ask the kernel to SIGKILL this process when its parent exits."""
+    _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
+
+
+def enter_namespaces() -> None:
+    """Unshare user/mount/PID/net/IPC namespaces and map the caller to SESSION_UID inside.
+
+    Raises:
+        OSError: the kernel refused (user namespaces disabled, or nesting not allowed here).
+    """
+    uid, gid = os.geteuid(), os.getegid()
+    _check(_libc.unshare(NAMESPACE_FLAGS), "unshare(user|mnt|pid|net|ipc)")
+    with open("/proc/self/setgroups", "w") as fh:
+        fh.write("deny")
+    with open("/proc/self/uid_map", "w") as fh:
+        fh.write(f"{SESSION_UID} {uid} 1")
+    with open("/proc/self/gid_map", "w") as fh:
+        fh.write(f"{SESSION_GID} {gid} 1")
+
+
+def _mount(source: bytes, target: bytes, fstype: bytes | None, flags: int, data: bytes | None) -> None:
+    _check(_libc.mount(source, target, fstype, flags, data), f"mount {target.decode()}")
+
+
+def make_root_readonly() -> None:
+    """Make every mount the session sees private and read-only (one recursive mount_setattr).
+
+    Raises:
+        OSError: the kernel lacks mount_setattr or refused it.
+    """
+    _mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None)
+    attr = struct.pack("QQQQ", MOUNT_ATTR_RDONLY, 0, 0, 0)
+    buf = ctypes.create_string_buffer(attr, len(attr))
+    res = _libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, b"/", AT_RECURSIVE, buf, len(attr))
+    _check(0 if res == 0 else -1, "mount_setattr(/, rdonly, recursive)")
+
+
+def mount_scratch(scratch_mb: int) -> None:
+    """Mount the private scratch tmpfs on /tmp and /dev/shm and cover /proc.
+
+    Raises:
+        OSError: a mount was refused.
+    """
+    opts = f"size={scratch_mb}m,mode=0700,uid={SESSION_UID},gid={SESSION_GID}".encode()
+    _mount(b"tmpfs", b"/tmp", b"tmpfs", MS_NOSUID | MS_NODEV, opts)
+    if os.path.isdir("/dev/shm"):
+        _mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, opts)
+    _mount(b"tmpfs", b"/proc", b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, HIDDEN_PROC_OPTIONS)
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+def drop_capabilities() -> None:
+    """Drop every capability (bounding, effective, permitted, inheritable) and forbid regaining any.
+
+    Raises:
+        OSError: capset or prctl failed.
+    """
+    for cap in range(CAP_LAST_PROBE + 1):
+        if (
+            _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != 22
+        ):  # EINVAL: no such cap
+            _check(-1, f"prctl(PR_CAPBSET_DROP, {cap})")
+    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (_CapData * 2)()
+    _check(_libc.capset(ctypes.byref(header), data), "capset(0)")
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+
+
+def set_limits(limits: dict[str, Any]) -> None:
+    """Apply the per-process resource limits (soft = hard, so user code cannot raise them).
+
+    Raises:
+        OSError: a limit could not be set (e.g. it is above an inherited hard limit).
+    """
+    mib = 1024 * 1024
+    pairs = [
+        (resource.RLIMIT_CPU, int(limits["cpu_time_s"])),
+        (resource.RLIMIT_AS, int(limits["memory_mb"]) * mib),
+        (resource.RLIMIT_FSIZE, int(limits["file_size_mb"]) * mib),
+        (resource.RLIMIT_NOFILE, int(limits["open_files"])),
+        (resource.RLIMIT_NPROC, int(limits["max_processes"])),
+        (resource.RLIMIT_CORE, 0),
+    ]
+    for which, value in pairs:
+        _soft, hard = resource.getrlimit(which)
+        if hard != resource.RLIM_INFINITY:
+            value = min(value, hard)
+        resource.setrlimit(which, (value, value))

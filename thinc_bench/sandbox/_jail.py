@@ -1,0 +1,237 @@
+"""How the harness launches the fork-server: bubblewrap jail or plain process, env, pids cgroup.
+
+Contract: `plan_launch(config)` returns the argv/env to start `thinc_bench.sandbox.server` and
+whether it is jailed; with `isolation="bwrap"` it raises `SandboxUnavailable` (with the apt command)
+when bubblewrap is missing or cannot create namespaces. `describe_protections` turns the server's
+probe into the lists of active and missing protections that `Sandbox` logs once. The jail shows
+only read-only system paths, the Python installation and this package; never the working tree,
+$HOME or the harness's environment. It does not start or talk to the server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from thinc_bench.errors import SandboxUnavailable
+from thinc_bench.sandbox.config import SandboxConfig
+
+logger = logging.getLogger(__name__)
+
+APT_FIX = "apt-get install -y bubblewrap"
+# bwrap's own start-up check runs `true`; a second is plenty even on a loaded 2-core machine.
+BWRAP_PROBE_TIMEOUT_S = 10.0
+# Where this package appears inside the jail (read-only); PYTHONPATH points at its parent.
+JAIL_PKG_PARENT = "/opt/thinc_sandbox"
+# Where the harness's pids cgroup for this sandbox appears inside the jail.
+JAIL_CGROUP = "/run/thinc_pids"
+PIDS_CGROUP_ROOT = Path("/sys/fs/cgroup/pids")
+# Processes leave a cgroup a few milliseconds after they are reaped; a second covers a loaded box.
+CGROUP_DRAIN_S = 1.0
+# System files the interpreter may read; the rest of /etc (shadow, keys, configs) stays hidden.
+ETC_FILES = (
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/nsswitch.conf",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/hosts",
+)
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64")
+_cgroup_counter = itertools.count()
+# Test/debug switch: "1" makes sessions skip their namespaces, to exercise the degraded path.
+NO_NAMESPACES_ENV = "THINC_SANDBOX_NO_NAMESPACES"
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What to exec for the server, and what the harness must clean up afterwards."""
+
+    argv: list[str]
+    env: dict[str, str]
+    jailed: bool
+    bwrap_problem: str | None
+    cgroup_host_path: str | None
+
+
+def server_env(pythonpath: str) -> dict[str, str]:
+    """The whole environment of the server and its sessions: nothing inherited from the harness."""
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": "/tmp",
+        "LANG": "C.UTF-8",
+        "PYTHONPATH": pythonpath,
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONHASHSEED": "0",
+        # One BLAS/OpenMP thread: forking a multi-threaded process is unsafe, and cores are shared.
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "MPLBACKEND": "Agg",
+    }
+
+
+@functools.lru_cache(maxsize=1)
+def bwrap_problem() -> str | None:
+    """Why bubblewrap cannot jail us here, or None when it can (checked once per process)."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return f"bubblewrap (bwrap) is not installed; fix: {APT_FIX}"
+    try:
+        proc = subprocess.run(
+            [bwrap, "--unshare-all", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"],
+            capture_output=True,
+            text=True,
+            timeout=BWRAP_PROBE_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap could not run ({exc}); fix: {APT_FIX}, and allow user namespaces"
+    if proc.returncode != 0:
+        return (
+            f"bwrap cannot create namespaces here: {proc.stderr.strip()!r}; fix: {APT_FIX}, and allow user "
+            "namespaces (sysctl kernel.unprivileged_userns_clone=1, or run the container with them enabled)"
+        )
+    return None
+
+
+def make_pids_cgroup() -> str | None:
+    """Create a cgroup-v1 pids group for one Sandbox when the harness may (root); else None."""
+    if not (PIDS_CGROUP_ROOT.is_dir() and os.access(PIDS_CGROUP_ROOT, os.W_OK)):
+        return None
+    path = PIDS_CGROUP_ROOT / f"thinc-sandbox-{os.getpid()}-{next(_cgroup_counter)}"
+    try:
+        path.mkdir(exist_ok=True)
+    except OSError:
+        return None
+    return str(path)
+
+
+def remove_pids_cgroup(path: str | None) -> None:
+    """Remove the sandbox's cgroup and any session groups left behind, retrying while they drain."""
+    if path is None:
+        return
+    deadline = time.monotonic() + CGROUP_DRAIN_S
+    while True:
+        leftovers = [c for c in Path(path).glob("s*") if c.is_dir()]
+        for child in leftovers:
+            with contextlib.suppress(OSError):  # still populated for a moment; retried below
+                child.rmdir()
+        try:
+            os.rmdir(path)
+            return
+        except OSError as exc:
+            if time.monotonic() > deadline:
+                logger.warning("could not remove pids cgroup %s: %s", path, exc)
+                return
+        time.sleep(0.01)
+
+
+def _jail_binds(pkg_dir: Path, cgroup: str | None) -> list[str]:
+    args: list[str] = []
+    for d in SYSTEM_DIRS:
+        if os.path.islink(d):
+            args += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            args += ["--ro-bind", d, d]
+    for f in ETC_FILES:
+        args += ["--ro-bind-try", f, f]
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    prefixes |= {os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))}
+    prefixes |= {
+        p for p in sys.path if p and Path(p).name in ("site-packages", "dist-packages") and Path(p).is_dir()
+    }
+    for p in sorted(prefixes):
+        if not any(p == d or p.startswith(d + "/") for d in SYSTEM_DIRS):
+            args += ["--ro-bind", p, p]
+    args += ["--ro-bind", str(pkg_dir), f"{JAIL_PKG_PARENT}/{pkg_dir.name}"]
+    args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    if cgroup is not None:
+        args += ["--bind", cgroup, JAIL_CGROUP]
+    return args
+
+
+def plan_launch(config: SandboxConfig, ctrl_fd: int) -> Launch:
+    """Decide jail or not and build the server command line.
+
+    Raises:
+        SandboxUnavailable: `isolation="bwrap"` was demanded and bubblewrap cannot jail us.
+    """
+    pkg_dir = Path(__file__).resolve().parents[1]  # .../thinc_bench
+    problem = None if config.isolation == "none" else bwrap_problem()
+    if config.isolation == "bwrap" and problem is not None:
+        raise SandboxUnavailable(f"SandboxConfig(isolation='bwrap') but {problem}")
+    jailed = config.isolation != "none" and problem is None
+    cgroup = make_pids_cgroup()
+    limits = {
+        k: getattr(config, k)
+        for k in ("cpu_time_s", "memory_mb", "file_size_mb", "scratch_mb", "open_files", "max_processes")
+    }
+    server_args = [
+        "-m",
+        "thinc_bench.sandbox.server",
+        "--ctrl-fd",
+        str(ctrl_fd),
+        "--limits",
+        json.dumps(limits),
+        "--preload",
+        ",".join(config.preload),
+    ]
+    if os.environ.get(NO_NAMESPACES_ENV) == "1":
+        server_args.append("--no-namespaces")
+    if jailed:
+        env = server_env(JAIL_PKG_PARENT)
+        argv = [
+            "bwrap",
+            "--unshare-all",
+            "--die-with-parent",
+            "--new-session",
+            "--cap-drop",
+            "ALL",
+            "--clearenv",
+        ]
+        if os.geteuid() == 0:
+            # Mapping the jail's uid 0 into a session's user namespace needs CAP_SETFCAP (Linux >= 5.12).
+            argv += ["--cap-add", "CAP_SETFCAP"]
+        for key, value in env.items():
+            argv += ["--setenv", key, value]
+        argv += _jail_binds(pkg_dir, cgroup) + ["--chdir", "/tmp", "--", sys.executable, *server_args]
+        if cgroup is not None:
+            argv += ["--pids-cgroup", JAIL_CGROUP]
+    else:
+        env = server_env(str(pkg_dir.parent))
+        argv = [sys.executable, *server_args] + (["--pids-cgroup", cgroup] if cgroup else [])
+    return Launch(argv, env, jailed, problem, cgroup)
+
+
+def describe_protections(launch: Launch, hello: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """Split the protections into (active, missing) from the launch plan and the server's probe."""
+    checks = [
+        (launch.jailed, "bubblewrap jail (only read-only system paths visible; harness files hidden)"),
+        (True, "clean environment (no harness variables)"),
+        (True, "rlimits: cpu, address space, file size, open files"),
+        (bool(hello.get("namespaces")), "per-session PID namespace (all session processes die with it)"),
+        (bool(hello.get("namespaces")), "no network, loopback included (per-session net namespace)"),
+        (bool(hello.get("namespaces")), "private size-limited scratch tmpfs; /proc hidden"),
+        (bool(hello.get("ro_root")), "read-only filesystem outside scratch"),
+        (
+            bool(hello.get("pids_cgroup")) or os.geteuid() != 0,
+            "process-count limit (pids cgroup or RLIMIT_NPROC)",
+        ),
+    ]
+    active = [name for ok, name in checks if ok]
+    missing = [name for ok, name in checks if not ok]
+    return active, missing

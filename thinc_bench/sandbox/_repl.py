@@ -1,0 +1,98 @@
+"""The notebook loop of one session process: receive code, execute it, report a status.
+
+Contract: state (one globals dict) persists across cells; the value of a bare last expression is
+printed with repr(); stdout and stderr both go straight (unbuffered) to the output pipe on fds 1
+and 2, so prints, warnings, subprocess output and tracebacks arrive in order. An exception prints a
+traceback whose first frame is the user's cell (this module's frames are cut) and yields status
+"error" ("memory" for MemoryError). `SystemExit` ends the cell, not the session. It does not
+enforce limits or read output back: the harness times runs and collects the pipe.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import io
+import linecache
+import os
+import socket
+import sys
+import traceback
+import types
+from typing import Any, NoReturn
+
+from thinc_bench.sandbox import _wire
+
+CellStatus = str  # "ok" | "error" | "memory"; kept a plain str because it crosses the wire
+
+
+def _stream(fd: int) -> io.TextIOWrapper:
+    raw = io.FileIO(fd, "w", closefd=False)
+    return io.TextIOWrapper(raw, encoding="utf-8", errors="backslashreplace", write_through=True)
+
+
+def _fresh_namespace() -> dict[str, Any]:
+    return {"__name__": "__main__", "__builtins__": builtins, "__doc__": None}
+
+
+def _print_user_traceback(exc: BaseException) -> None:
+    tb: types.TracebackType | None = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc.with_traceback(tb), tb, file=sys.stderr)
+
+
+def run_cell(code: str, namespace: dict[str, Any], number: int) -> CellStatus:
+    """Execute one cell in `namespace`; print its last expression's value or its traceback."""
+    filename = f"<cell-{number}>"
+    linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
+    try:
+        tree = ast.parse(code, filename, "exec")
+        last: ast.Expression | None = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = ast.Expression(tree.body[-1].value)
+            del tree.body[-1]
+        exec(compile(tree, filename, "exec"), namespace)
+        if last is not None:
+            value = eval(compile(last, filename, "eval"), namespace)
+            if value is not None:
+                sys.stdout.write(repr(value) + "\n")
+        return "ok"
+    except SystemExit as exc:
+        # Notebook semantics: sys.exit() ends the cell; a non-zero code is reported like an error.
+        if exc.code in (None, 0):
+            return "ok"
+        sys.stderr.write(f"SystemExit: {exc.code}\n")
+        return "error"
+    except MemoryError as exc:
+        _print_user_traceback(exc)
+        return "memory"
+    except (Exception, KeyboardInterrupt) as exc:  # user code's failures are data (process boundary)
+        _print_user_traceback(exc)
+        return "error"
+
+
+def serve(sock: socket.socket) -> NoReturn:
+    """Answer run requests on `sock` until the harness closes it, then exit the process."""
+    out, err = _stream(1), _stream(2)
+    namespace = _fresh_namespace()
+    reader = _wire.FrameReader(sock)
+    _wire.send_frame(sock, {"op": "ready", "pid": os.getpid()})
+    number = 0
+    while True:
+        try:
+            request = reader.read_frame()
+        except _wire.WireError:
+            os._exit(0)
+        number += 1
+        sys.stdout, sys.stderr, sys.stdin = out, err, sys.__stdin__
+        status = run_cell(str(request.get("code", "")), namespace, number)
+        for stream in (out, err):
+            try:
+                stream.flush()
+            except (OSError, ValueError) as exc:  # user code may have closed fd 1 or 2
+                os.write(2, f"[sandbox] could not flush output: {exc!r}\n".encode())
+        try:
+            _wire.send_frame(sock, {"op": "done", "status": status})
+        except OSError:
+            os._exit(0)

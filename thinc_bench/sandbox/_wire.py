@@ -1,0 +1,109 @@
+"""Length-prefixed JSON frames over Unix stream sockets, shared by the harness and the jailed server.
+
+Contract: a frame is a 4-byte big-endian length followed by that many bytes of UTF-8 JSON (an
+object). File descriptors may ride along with a frame (SCM_RIGHTS); the reader hands them to the
+caller with the first frame that arrives with or after them. This module imports only the
+standard library because it also runs inside the jail. It does not retry, time out or log.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+from typing import Any
+
+HEADER = struct.Struct(">I")
+# Code blocks and control messages are kilobytes; a larger length means a corrupt or hostile stream.
+MAX_FRAME_BYTES = 64 * 1024 * 1024
+# One recv() worth of bytes; frames are small, so this rarely splits one.
+RECV_CHUNK_BYTES = 65536
+# A spawn request carries two descriptors (session socket, output pipe); anything more is refused.
+MAX_FDS_PER_FRAME = 4
+
+
+class WireError(Exception):
+    """The peer closed the stream or sent bytes that are not a valid frame."""
+
+
+def encode(obj: dict[str, Any]) -> bytes:
+    """Serialise one frame (header + JSON body)."""
+    body = json.dumps(obj, ensure_ascii=False).encode("utf-8")
+    return HEADER.pack(len(body)) + body
+
+
+def send_frame(sock: socket.socket, obj: dict[str, Any], fds: list[int] | None = None) -> None:
+    """Send one frame, optionally passing file descriptors with its first byte.
+
+    Raises:
+        OSError: the peer is gone (EPIPE, ECONNRESET) or the socket is closed.
+    """
+    data = encode(obj)
+    if fds:
+        sent = socket.send_fds(sock, [data], fds)
+        data = data[sent:]
+    if data:
+        sock.sendall(data)
+
+
+class FrameReader:
+    """Incremental frame parser for one socket; keeps partial frames and received descriptors."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self._buffer = bytearray()
+        self._fds: list[int] = []
+        self.eof = False
+
+    def feed_from_socket(self) -> None:
+        """Read what the socket has now (blocking if it is blocking); sets `eof` on end of stream."""
+        try:
+            data, fds, _flags, _addr = socket.recv_fds(self.sock, RECV_CHUNK_BYTES, MAX_FDS_PER_FRAME)
+        except ConnectionResetError:
+            data, fds = b"", []  # the peer died with our last frame unread: same as end of stream
+        self._fds.extend(fds)
+        if not data:
+            self.eof = True
+        self._buffer.extend(data)
+
+    def next_frame(self) -> dict[str, Any] | None:
+        """Return the next complete frame already buffered, or None.
+
+        Raises:
+            WireError: the buffered bytes are not a valid frame.
+        """
+        if len(self._buffer) < HEADER.size:
+            return None
+        (length,) = HEADER.unpack_from(self._buffer)
+        if length > MAX_FRAME_BYTES:
+            raise WireError(f"frame of {length} bytes exceeds the {MAX_FRAME_BYTES}-byte bound")
+        if len(self._buffer) < HEADER.size + length:
+            return None
+        body = bytes(self._buffer[HEADER.size : HEADER.size + length])
+        del self._buffer[: HEADER.size + length]
+        try:
+            obj = json.loads(body)
+        except ValueError as exc:
+            raise WireError(f"frame is not JSON: {exc}") from exc
+        if not isinstance(obj, dict):
+            raise WireError(f"frame is a {type(obj).__name__}, not an object")
+        return obj
+
+    def take_fds(self) -> list[int]:
+        """Hand over (and forget) the descriptors received so far."""
+        fds, self._fds = self._fds, []
+        return fds
+
+    def read_frame(self) -> dict[str, Any]:
+        """Block until one whole frame is available and return it.
+
+        Raises:
+            WireError: end of stream before a whole frame, or a malformed frame.
+        """
+        while True:
+            frame = self.next_frame()
+            if frame is not None:
+                return frame
+            if self.eof:
+                raise WireError("stream closed")
+            self.feed_from_socket()

@@ -1,0 +1,151 @@
+"""Settings and results of the sandbox: `SandboxConfig` (goes into the run config) and `ExecResult`.
+
+Contract: `SandboxConfig` is a plain dataclass; `dataclasses.asdict(config)` is JSON-serialisable and
+is what callers record in `config.json`. Every limit has a documented default that needs no
+arguments. `ExecResult.status` is a closed set (STYLE rule 6). This module runs nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+from thinc_bench.errors import ConfigError
+
+Status = Literal["ok", "error", "timeout", "memory", "killed", "infra_error"]
+Isolation = Literal["auto", "bwrap", "none"]
+StateMode = Literal["persistent", "fresh"]
+
+# Modules the fork-server imports once so that no session pays for them (ThinC blocks use these).
+DEFAULT_PRELOAD = ("math", "itertools", "fractions", "functools", "collections", "numpy", "sympy")
+# Looks like what CPython prints when a block dies mid-way; the model cannot tell it was injected.
+DEFAULT_FAULT_OUTPUT = (
+    "Traceback (most recent call last):\n"
+    '  File "<cell-1>", line 1, in <module>\n'
+    "RuntimeError: execution failed: the interpreter raised an internal error"
+)
+
+
+@dataclass
+class SandboxConfig:
+    """How sandbox sessions run and what they may use. Defaults need no arguments.
+
+    Every limit applies per session unless stated; a session is one trajectory's interpreter.
+    """
+
+    isolation: Isolation = field(
+        default="auto",
+        metadata={
+            "help": "auto: bubblewrap jail when it works, else the same server unjailed with one warning; "
+            "bwrap: demand the jail (SandboxUnavailable if missing); none: never jail."
+        },
+    )
+    state: StateMode = field(
+        default="persistent",
+        metadata={
+            "help": "persistent: variables/imports persist across runs (notebook); fresh: new process per run."
+        },
+    )
+    timeout_s: float = field(
+        default=10.0,
+        metadata={
+            "help": "Wall-clock seconds per run; the session is killed past it. ThinC blocks take <1 s."
+        },
+    )
+    cpu_time_s: int = field(
+        default=300,
+        metadata={
+            "help": "CPU seconds per session process over its life (RLIMIT_CPU); backstop to timeout_s."
+        },
+    )
+    memory_mb: int = field(
+        default=2048,
+        metadata={
+            "help": "Address space per process in MiB (RLIMIT_AS); the warm server itself uses ~140 MiB."
+        },
+    )
+    file_size_mb: int = field(
+        default=64,
+        metadata={"help": "Largest file a session may write, MiB (RLIMIT_FSIZE)."},
+    )
+    scratch_mb: int = field(
+        default=256,
+        metadata={"help": "Size of the private scratch tmpfs (the session's /tmp and cwd), MiB."},
+    )
+    open_files: int = field(
+        default=256,
+        metadata={"help": "Open file descriptors per process (RLIMIT_NOFILE)."},
+    )
+    max_processes: int = field(
+        default=64,
+        metadata={"help": "Processes+threads per session (pids cgroup when root, else RLIMIT_NPROC)."},
+    )
+    max_output_bytes: int = field(
+        default=8192,
+        metadata={"help": "Output kept per run: head and tail halves with a marker saying how much was cut."},
+    )
+    max_sessions: int = field(
+        default=128,
+        metadata={"help": "Live sessions at once (the bounded pool); session() waits for a free slot."},
+    )
+    max_concurrent_runs: int = field(
+        default=16,
+        metadata={
+            "help": "Worker threads behind arun(); runs beyond this queue without their clock running."
+        },
+    )
+    preload: tuple[str, ...] = field(
+        default=DEFAULT_PRELOAD,
+        metadata={"help": "Modules imported once by the fork-server before any session forks."},
+    )
+    fault_output: str = field(
+        default=DEFAULT_FAULT_OUTPUT,
+        metadata={"help": "Output of an injected execution failure (Recovery@k); the code is not executed."},
+    )
+
+    def __post_init__(self) -> None:
+        if self.isolation not in ("auto", "bwrap", "none"):
+            raise ConfigError(f"SandboxConfig.isolation={self.isolation!r}; use 'auto', 'bwrap' or 'none'")
+        if self.state not in ("persistent", "fresh"):
+            raise ConfigError(f"SandboxConfig.state={self.state!r}; use 'persistent' or 'fresh'")
+        if not (math.isfinite(self.timeout_s) and self.timeout_s > 0):
+            raise ConfigError(
+                f"SandboxConfig.timeout_s={self.timeout_s!r} must be a positive number of seconds"
+            )
+        for name in (
+            "cpu_time_s",
+            "memory_mb",
+            "file_size_mb",
+            "scratch_mb",
+            "open_files",
+            "max_processes",
+            "max_output_bytes",
+            "max_sessions",
+            "max_concurrent_runs",
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value <= 0:
+                raise ConfigError(f"SandboxConfig.{name}={value!r} must be a positive integer")
+        self.preload = tuple(self.preload)
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """Outcome of one code run.
+
+    Attributes:
+        status: ok | error (exception in user code) | timeout (wall or CPU limit) | memory
+            (MemoryError) | killed (the process died: signal, os._exit, segfault) | infra_error
+            (the sandbox itself failed twice; not the code's fault).
+        output: interleaved stdout+stderr, then the traceback or a sandbox notice, possibly truncated.
+        elapsed_s: wall-clock seconds of the run as seen by the harness.
+        truncated: True when the middle of the output was cut (see `max_output_bytes`).
+        injected: True when this was an injected failure (the code was not executed).
+    """
+
+    status: Status
+    output: str
+    elapsed_s: float
+    truncated: bool = False
+    injected: bool = False

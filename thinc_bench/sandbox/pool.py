@@ -1,0 +1,283 @@
+"""`Sandbox`: owns the fork-server process, the bounded pool of sessions and the counters.
+
+Contract: `Sandbox(config)` starts nothing until `start()`/`with`; `session()` hands out one
+`Session` per trajectory, waiting for one of `max_sessions` slots. Control requests to the server
+are serialised under one lock (each takes about a millisecond). When the server dies, the next
+request restarts it (counted in `stats.server_starts`); sessions of the dead server notice and
+start fresh. The protections in force are logged once per Sandbox (a warning when any is missing).
+It does not run code itself: sessions talk to their processes directly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import socket
+import subprocess
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from thinc_bench.errors import SandboxUnavailable
+from thinc_bench.sandbox import _jail, _wire
+from thinc_bench.sandbox.config import SandboxConfig
+from thinc_bench.sandbox.session import InfraFailure, Session
+
+logger = logging.getLogger(__name__)
+
+# Importing numpy+sympy takes 1-2 s here; 60 s covers a cold disk cache on a loaded machine.
+SERVER_START_TIMEOUT_S = 60.0
+# A spawn is one fork (~5 ms); 30 s means the server is wedged, not busy.
+CONTROL_TIMEOUT_S = 30.0
+# How long session() waits for a free pool slot before declaring the pool exhausted.
+POOL_WAIT_S = 600.0
+
+
+@dataclass
+class SandboxStats:
+    """Counters since the Sandbox started (a snapshot is returned by `Sandbox.stats`)."""
+
+    server_starts: int = 0
+    sessions_started: int = 0
+    runs: int = 0
+    timeouts: int = 0
+    sessions_died: int = 0
+    infra_errors: int = 0
+    infra_retries: int = 0
+    injected_failures: int = 0
+
+
+class _Server:
+    """One running fork-server and its control socket."""
+
+    proc: subprocess.Popen[bytes]
+
+    def __init__(self, config: SandboxConfig, generation: int) -> None:
+        self.generation = generation
+        harness_end, server_end = socket.socketpair()
+        self.launch = _jail.plan_launch(config, server_end.fileno())
+        # bwrap --die-with-parent (and the server's own parent-death signal) fire when the *thread*
+        # that forked them exits, so a dedicated thread launches the server and lives as long as it.
+        started = threading.Event()
+        failure: list[OSError] = []
+        threading.Thread(
+            target=self._launch_and_wait,
+            args=(server_end, started, failure),
+            name="sandbox-server",
+            daemon=True,
+        ).start()
+        started.wait()
+        server_end.close()
+        if failure:
+            harness_end.close()
+            _jail.remove_pids_cgroup(self.launch.cgroup_host_path)
+            raise SandboxUnavailable(
+                f"could not start the sandbox server {self.launch.argv[0]!r}: {failure[0]}"
+            )
+        self.sock = harness_end
+        self.sock.settimeout(SERVER_START_TIMEOUT_S)
+        self.reader = _wire.FrameReader(self.sock)
+        try:
+            self.hello = self.reader.read_frame()
+        except (OSError, _wire.WireError) as exc:
+            self.close()
+            raise SandboxUnavailable(
+                f"the sandbox server did not start (exit code {self.proc.poll()}): {exc}; "
+                "its stderr is logged above by thinc_bench.sandbox"
+            ) from exc
+        self.sock.settimeout(CONTROL_TIMEOUT_S)
+        self.lock = threading.Lock()
+        self.dead = False
+
+    def _launch_and_wait(
+        self, server_end: socket.socket, started: threading.Event, failure: list[OSError]
+    ) -> None:
+        try:
+            self.proc = subprocess.Popen(
+                self.launch.argv,
+                env=self.launch.env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                pass_fds=[server_end.fileno()],
+                cwd="/",
+            )
+        except OSError as exc:
+            failure.append(exc)
+            return
+        finally:
+            started.set()
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            logger.warning("sandbox server: %s", line.decode(errors="replace").rstrip())
+        self.proc.wait()
+
+    def request(self, message: dict[str, Any], fds: list[int] | None = None) -> dict[str, Any]:
+        """Send one control frame and wait for its answer.
+
+        Raises:
+            InfraFailure: the server is dead or answered nonsense.
+        """
+        with self.lock:
+            if self.dead:
+                raise InfraFailure("the sandbox server is gone")
+            try:
+                _wire.send_frame(self.sock, message, fds)
+                reply = self.reader.read_frame()
+            except (OSError, _wire.WireError) as exc:
+                self.dead = True
+                raise InfraFailure(f"sandbox server failed during {message.get('op')!r}: {exc!r}") from exc
+        if not reply.get("ok"):
+            raise InfraFailure(f"sandbox server refused {message.get('op')!r}: {reply.get('error')}")
+        return reply
+
+    def close(self) -> None:
+        self.dead = True
+        self.sock.close()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        _jail.remove_pids_cgroup(self.launch.cgroup_host_path)
+
+
+class Sandbox:
+    """A pool of isolated, stateful Python sessions backed by one warm fork-server.
+
+    Example:
+        >>> with Sandbox(SandboxConfig()) as sb, sb.session() as s:
+        ...     s.run("x = 6*7").status, s.run("x").output
+        ('ok', '42\\n')
+    """
+
+    def __init__(self, config: SandboxConfig | None = None) -> None:
+        self.config = config if config is not None else SandboxConfig()
+        self._server: _Server | None = None
+        self._generation = 0
+        self._lock = threading.Lock()
+        self._stats = SandboxStats()
+        self._stats_lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(self.config.max_sessions)
+        self._sid = 0
+        self._executor: ThreadPoolExecutor | None = None
+        self._logged = False
+        self._closed = False
+        self.protections: tuple[list[str], list[str]] = ([], [])
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    def start(self) -> Sandbox:
+        """Start the fork-server now (otherwise the first session starts it).
+
+        Raises:
+            SandboxUnavailable: the server cannot start, or `isolation="bwrap"` and no jail is possible.
+        """
+        self._current_server()
+        return self
+
+    def close(self) -> None:
+        """Stop the server; every session process dies with it."""
+        with self._lock:
+            self._closed = True
+            if self._server is not None:
+                self._server.close()
+                self._server = None
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def __enter__(self) -> Sandbox:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    @property
+    def stats(self) -> SandboxStats:
+        """A snapshot of the counters."""
+        with self._stats_lock:
+            return dataclasses.replace(self._stats)
+
+    @property
+    def jailed(self) -> bool:
+        """Whether the running server is inside the bubblewrap jail."""
+        return self._current_server().launch.jailed
+
+    def session(self, *, inject_failures: int = 0) -> Session:
+        """Open a session (one per trajectory); it takes a pool slot until closed.
+
+        Args:
+            inject_failures: the first k runs return an injected execution failure (Recovery@k);
+                the code is not executed and state does not advance.
+
+        Raises:
+            SandboxUnavailable: no slot freed within POOL_WAIT_S, or the sandbox is closed.
+        """
+        if self._closed:
+            raise SandboxUnavailable("this Sandbox is closed; open a new one")
+        if not self._slots.acquire(timeout=POOL_WAIT_S):
+            raise SandboxUnavailable(
+                f"all {self.config.max_sessions} sandbox sessions stayed busy for {POOL_WAIT_S} s; "
+                "close finished sessions or raise SandboxConfig.max_sessions"
+            )
+        return Session(self, inject_failures=inject_failures)
+
+    # ---- used by Session ---------------------------------------------------------------------
+    def _current_server(self) -> _Server:
+        with self._lock:
+            if self._closed:
+                raise SandboxUnavailable("this Sandbox is closed; open a new one")
+            if self._server is None or self._server.dead or self._server.proc.poll() is not None:
+                if self._server is not None:
+                    self._server.close()
+                self._generation += 1
+                self._server = _Server(self.config, self._generation)
+                self._count("server_starts")
+                self._log_protections(self._server)
+            return self._server
+
+    def _log_protections(self, server: _Server) -> None:
+        active, missing = _jail.describe_protections(server.launch, server.hello)
+        self.protections = (active, missing)
+        if self._logged:
+            return
+        self._logged = True
+        if server.hello.get("preload_failed"):
+            logger.warning("sandbox preload failed for: %s", "; ".join(server.hello["preload_failed"]))
+        if missing:
+            why = server.launch.bwrap_problem or server.hello.get("probe_error") or "isolation='none'"
+            logger.warning(
+                "sandbox protections ACTIVE: %s | NOT ACTIVE: %s | because: %s",
+                "; ".join(active),
+                "; ".join(missing),
+                why,
+            )
+        else:
+            logger.info("sandbox protections active: %s", "; ".join(active))
+
+    def _next_sid(self) -> int:
+        with self._lock:
+            self._sid += 1
+            return self._sid
+
+    def _count(self, name: str, n: int = 1) -> None:
+        with self._stats_lock:
+            setattr(self._stats, name, getattr(self._stats, name) + n)
+
+    def _release_slot(self) -> None:
+        self._slots.release()
+
+    def _run_executor(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(
+                    self.config.max_concurrent_runs, thread_name_prefix="sandbox-run"
+                )
+            return self._executor
+
+    def __repr__(self) -> str:
+        return f"Sandbox(generation={self._generation}, pid={os.getpid()}, config={self.config})"
