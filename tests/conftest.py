@@ -36,3 +36,9 @@ def two_problem_benchmark(tmp_path: Path) -> Path:
     ]
     path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     return path
+
+
+@pytest.fixture(scope="session")
+def scripted_turns() -> Path:
+    """Model turns for the two-problem benchmark: a one-block and a two-block ThinC trajectory."""
+    return REPO_ROOT / "tests" / "data" / "scripted_turns.jsonl"

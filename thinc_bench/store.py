@@ -201,6 +201,11 @@ class RunDir:
             handle.flush()
             os.fsync(handle.fileno())
 
+    def annotate(self, key: str, value: Any) -> None:
+        """Record what was resolved at run time (backend, sandbox) in config.json; not hashed."""
+        self.config[key] = json.loads(json.dumps(value, default=str))
+        _atomic_write_json(self.path / CONFIG_FILE, self.config)
+
     def write_summary(self, summary: Mapping[str, Any]) -> None:
         _atomic_write_json(self.path / SUMMARY_FILE, summary)
 

@@ -1,0 +1,179 @@
+"""`python -m thinc_bench.eval` end to end with the scripted backend (real sandbox, real grader)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from thinc_bench import eval as thinc_eval
+from thinc_bench.backends import smollm2_gguf
+from thinc_bench.errors import ConfigError
+
+
+def _records(out: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+
+
+def _scripted_args(benchmark: Path, turns: Path, out: Path, *extra: str) -> list[str]:
+    return [
+        "--backend",
+        "scripted",
+        "--model",
+        str(turns),
+        "--benchmarks",
+        str(benchmark),
+        "--out",
+        str(out),
+        *extra,
+    ]
+
+
+def test_scripted_run_grades_correct_grounded_thinc_trajectories(
+    two_problem_benchmark, scripted_turns, tmp_path
+):
+    out = tmp_path / "run"
+    assert thinc_eval.main(_scripted_args(two_problem_benchmark, scripted_turns, out, "--samples", "2")) == 0
+    records = _records(out)
+    assert len(records) == 4
+    assert all(r["correct"] and r["grounded"] and r["style"] == "thinc" for r in records)
+    assert {r["problem_id"]: r["n_tool_calls"] for r in records} == {"tiny-1": 1, "tiny-2": 2}
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["per_benchmark"]["tiny"]["accuracy"]["value"] == 1.0
+    assert summary["per_benchmark"]["tiny"]["tool_calls"]["mean"] == 1.5
+    assert "tiny-2" in (out / "report.html").read_text()
+    config = json.loads((out / "config.json").read_text())
+    assert config["resolved"]["generator"]["backend"] == "scripted"
+    assert config["resolved"]["sandbox"]["timeout_s"] == 10.0
+
+
+def test_recovery_k_injections_are_visible_in_the_records(two_problem_benchmark, scripted_turns, tmp_path):
+    out = tmp_path / "run"
+    thinc_eval.main(
+        _scripted_args(two_problem_benchmark, scripted_turns, out, "--samples", "1", "--recovery-k", "1,2")
+    )
+    by_key = {(r["problem_id"], r["k"]): r for r in _records(out)}
+    assert sorted(by_key) == [(p, k) for p in ("tiny-1", "tiny-2") for k in (0, 1, 2)]
+    assert by_key[("tiny-2", 0)]["exec_statuses"] == ["ok", "ok"]
+    assert by_key[("tiny-2", 1)]["exec_statuses"] == ["error", "error"]  # injected, then x undefined
+    assert by_key[("tiny-2", 2)]["n_exec_errors"] == 2
+    recovery = json.loads((out / "summary.json").read_text())["per_benchmark"]["tiny"]["recovery"]
+    assert set(recovery) == {"1", "2"}
+    assert recovery["1"]["clean_accuracy"] == 1.0
+
+
+def test_other_settings_are_refused_in_the_same_directory(
+    two_problem_benchmark, scripted_turns, tmp_path, capsys
+):
+    out = tmp_path / "run"
+    assert thinc_eval.main(_scripted_args(two_problem_benchmark, scripted_turns, out, "--samples", "1")) == 0
+    assert thinc_eval.main(_scripted_args(two_problem_benchmark, scripted_turns, out, "--samples", "3")) == 2
+    assert "other settings (differ: samples)" in capsys.readouterr().err
+    assert len(_records(out)) == 2
+
+
+def test_rerun_with_same_settings_runs_nothing_twice(two_problem_benchmark, scripted_turns, tmp_path):
+    out = tmp_path / "run"
+    args = _scripted_args(two_problem_benchmark, scripted_turns, out, "--samples", "2")
+    thinc_eval.main(args)
+    thinc_eval.main([*args, "--concurrency", "1"])  # runtime settings may change on resume
+    assert len(_records(out)) == 4
+
+
+def test_resume_after_kill_9_loses_and_duplicates_nothing(two_problem_benchmark, tmp_path):
+    turns = tmp_path / "slow_turns.jsonl"
+    slow = (
+        "<think>\\nwait\\n</think>\\n```python\\nimport time\\ntime.sleep(0.3)\\nprint(5)\\n```\\n```output"
+    )
+    turns.write_text(
+        f'{{"problem_id": "tiny-1", "turns": ["{slow}", "\\\\boxed{{5}}"]}}\n'
+        f'{{"problem_id": "tiny-2", "turns": ["{slow}", "\\\\boxed{{5}}"]}}\n'
+    )
+    out = tmp_path / "run"
+    cmd = [
+        sys.executable,
+        "-m",
+        "thinc_bench.eval",
+        *_scripted_args(two_problem_benchmark, turns, out, "--samples", "6", "--concurrency", "2"),
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        samples = out / "samples.jsonl"
+        if samples.exists() and len(samples.read_text().splitlines()) >= 3:
+            break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = len(_records(out))
+    assert 3 <= before < 12, "the kill must land mid-run"
+    assert subprocess.run(cmd, capture_output=True, timeout=120).returncode == 0
+    keys = Counter((r["problem_id"], r["sample_idx"], r["k"]) for r in _records(out))
+    assert len(keys) == 12 and set(keys.values()) == {1}
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_openai_outage_is_recorded_as_infra_errors_not_wrong_answers(two_problem_benchmark, tmp_path):
+    out = tmp_path / "run"
+    args = [
+        "--backend",
+        "openai",
+        "--model",
+        "smollm2",
+        "--tokenizer",
+        str(smollm2_gguf()),
+        "--base-url",
+        f"http://127.0.0.1:{_closed_port()}/v1",
+        "--max-retries",
+        "1",
+        "--benchmarks",
+        str(two_problem_benchmark),
+        "--samples",
+        "1",
+        "--out",
+        str(out),
+    ]
+    assert thinc_eval.main(args) == 0
+    records = _records(out)
+    assert [r["status"] for r in records] == ["infra_error", "infra_error"]
+    assert all("BackendUnavailable" in str(r["error"]) for r in records)
+    block = json.loads((out / "summary.json").read_text())["per_benchmark"]["tiny"]
+    assert block["n_infra_errors"] == 2
+    assert "accuracy" not in block  # nothing scored: an outage is not 0% accuracy
+
+
+def test_demo_preset_applies_only_without_a_model() -> None:
+    demo = thinc_eval.EvalConfig(data_dir="unused")
+    assert (demo.samples, demo.limit, demo.max_tokens) == (2, 2, 1024)
+    paper = thinc_eval.EvalConfig(model="Qwen/Qwen3-1.7B")
+    assert (paper.samples, paper.limit, paper.max_tokens, paper.benchmark_names[0]) == (
+        16,
+        None,
+        32768,
+        "aime2024",
+    )
+
+
+@pytest.mark.parametrize(("flag", "value"), [("shard", "2/2"), ("recovery_k", "a"), ("samples", 0)])
+def test_bad_flags_are_config_errors(flag: str, value: object) -> None:
+    with pytest.raises(ConfigError, match=flag.replace("_", "-")):
+        thinc_eval.EvalConfig(model="m", **{flag: value})
+
+
+def test_sample_seed_depends_on_the_sample_not_the_schedule() -> None:
+    seeds = {thinc_eval.sample_seed(0, "b", "p", i, 0) for i in range(100)}
+    assert len(seeds) == 100
+    assert thinc_eval.sample_seed(0, "b", "p", 3, 0) == thinc_eval.sample_seed(0, "b", "p", 3, 0)

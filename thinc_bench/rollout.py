@@ -1,0 +1,195 @@
+"""The ThinC loop: generate -> execute -> feed the output back, in token ids, with limits and faults.
+
+`rollout()` runs one trajectory: the chat prompt is rendered once, then the model generates until it
+opens an output block (the dialect's stop string) or ends; the last code block runs in the
+trajectory's own sandbox session; the output block is appended **as token ids** (never re-encoding
+what the model wrote, so SFT masks and RL's env_mask stay exact); and the loop continues. It stops at
+a final answer, the token budget (prompt + completion <= `max_tokens`), or the tool-call limit, and
+records why. Many rollouts run as asyncio tasks at once, so code execution of one overlaps
+generation of others. Grading and storage are the caller's job.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from thinc_bench.backends import BackendUnavailable, Generator, SamplingParams
+from thinc_bench.sandbox import ExecResult, Session
+from thinc_bench.trajectory import DIALECTS, Dialect
+
+logger = logging.getLogger(__name__)
+
+StopReason = Literal["answer", "eos", "max_tokens", "max_tool_calls", "infra_error"]
+
+NO_CODE_OUTPUT = "Error: no code block to run before this output block."
+"""What the interpreter 'says' when the model opens an output block without writing code first."""
+
+_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
+
+
+@dataclass(frozen=True)
+class RolloutLimits:
+    """Budgets of one trajectory; each hit is a recorded stop reason, not an error."""
+
+    max_tokens: int = 32768
+    """Prompt plus completion tokens, model and interpreter alike (the paper's 32K context)."""
+    max_tool_calls: int = 32
+    """Code executions per trajectory; the model asking for one more ends the trajectory."""
+
+
+@dataclass(frozen=True)
+class Execution:
+    """One code execution as the trajectory saw it."""
+
+    status: str
+    elapsed_s: float
+    truncated: bool
+    injected: bool
+
+
+@dataclass
+class RolloutResult:
+    """A finished trajectory in token ids with its per-token source mask (1 model, 0 interpreter)."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    env_mask: list[int]
+    text: str
+    stop_reason: StopReason
+    executions: list[Execution] = field(default_factory=list)
+    generate_s: float = 0.0
+    execute_s: float = 0.0
+    error: str | None = None
+
+    @property
+    def n_tool_calls(self) -> int:
+        return len(self.executions)
+
+    @property
+    def n_exec_errors(self) -> int:
+        return sum(e.status != "ok" for e in self.executions)
+
+    @property
+    def gen_tokens(self) -> int:
+        return sum(self.env_mask)
+
+    @property
+    def total_tokens(self) -> int:
+        return len(self.prompt_ids) + len(self.completion_ids)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "stop_reason": self.stop_reason,
+            "n_tool_calls": self.n_tool_calls,
+            "gen_tokens": self.gen_tokens,
+        }
+
+
+def render_prompt(generator: Generator, messages: list[dict[str, str]]) -> list[int]:
+    """Token ids of the chat prompt with the generation header, from the model's own template."""
+    encoded: Any = generator.tokenizer.apply_chat_template(
+        messages, add_generation_prompt=True, tokenize=True
+    )
+    ids = (
+        encoded["input_ids"] if hasattr(encoded, "keys") else encoded
+    )  # transformers 5 returns a BatchEncoding
+    return [int(i) for i in ids]
+
+
+async def rollout(
+    generator: Generator,
+    session: Session,
+    prompt_ids: list[int],
+    params: SamplingParams,
+    *,
+    limits: RolloutLimits,
+    dialect: str | Dialect = "markdown",
+    request_id: str | None = None,
+) -> RolloutResult:
+    """Run one trajectory to its end.
+
+    Args:
+        generator: the model.
+        session: this trajectory's sandbox session (fresh state; closed by the caller).
+        prompt_ids: the rendered chat prompt.
+        params: sampling parameters; `max_tokens` and `stop` are set per turn from `limits`.
+        limits: token budget and tool-call limit (injected failures are the session's, see Sandbox).
+        dialect: the trajectory dialect (its stop string opens an output block).
+        request_id: a stable id for this trajectory (the scripted backend keys its turns on it).
+
+    Returns:
+        The trajectory; a backend outage comes back with stop_reason `infra_error` and the error text,
+        so the caller records it apart from wrong answers.
+    """
+    spec = DIALECTS[dialect] if isinstance(dialect, str) else dialect
+    tokenizer = generator.tokenizer
+    result = RolloutResult(list(prompt_ids), [], [], "", "eos")
+    text = ""
+    while True:
+        budget = limits.max_tokens - result.total_tokens
+        if budget <= 0:
+            result.stop_reason = "max_tokens"
+            break
+        turn = replace(params, max_tokens=min(params.max_tokens, budget), stop=(spec.stop,))
+        started = time.perf_counter()
+        try:
+            generation = await generator.generate(
+                result.prompt_ids + result.completion_ids, turn, request_id=request_id
+            )
+        except BackendUnavailable as exc:
+            result.stop_reason, result.error = "infra_error", f"{type(exc).__name__}: {exc}"
+            break
+        finally:
+            result.generate_s += time.perf_counter() - started
+        result.completion_ids += generation.token_ids
+        result.env_mask += [1] * len(generation.token_ids)
+        text += generation.text
+        if generation.stop is None:
+            hit_budget = generation.finish_reason == "length"
+            result.stop_reason = "max_tokens" if hit_budget else ("answer" if _BOXED.search(text) else "eos")
+            break
+        if result.n_tool_calls >= limits.max_tool_calls:
+            result.stop_reason = "max_tool_calls"
+            break
+        output = await _execute(session, spec, text, limits, result)
+        if result.executions[-1].status == "infra_error":
+            result.stop_reason, result.error = "infra_error", f"sandbox: {output}"
+            break
+        appended = _after_stop(spec.format_output(output), text, generation.stop)
+        output_ids = tokenizer.encode(appended, add_special_tokens=False)
+        result.completion_ids += output_ids
+        result.env_mask += [0] * len(output_ids)
+        text += appended
+    result.text = text
+    return result
+
+
+def _after_stop(formatted: str, text: str, stop: str) -> str:
+    """What to append after the model's text so the output block reads exactly as the dialect writes it.
+
+    A backend keeps the token that completed the stop string whole, so the text may already run a few
+    characters past it (e.g. the newline of "```output\n"); those characters are not written twice.
+    """
+    overrun = text[text.rfind(stop) + len(stop) :]
+    return formatted[len(overrun) :] if overrun and formatted.startswith(overrun) else formatted
+
+
+async def _execute(
+    session: Session, spec: Dialect, text: str, limits: RolloutLimits, result: RolloutResult
+) -> str:
+    """Run the block the model just closed; injected failures and missing code still count as calls."""
+    code = spec.last_code(text)
+    started = time.perf_counter()
+    if code is None:
+        exec_result = ExecResult(status="error", output=NO_CODE_OUTPUT, elapsed_s=0.0, truncated=False)
+    else:
+        exec_result = await session.arun(code)
+    result.execute_s += time.perf_counter() - started
+    result.executions.append(
+        Execution(exec_result.status, exec_result.elapsed_s, exec_result.truncated, exec_result.injected)
+    )
+    return exec_result.output
