@@ -24,3 +24,7 @@ class GraderError(ThincError):
 
 class SandboxUnavailable(ThincError):
     """The sandbox cannot execute code at all (server died, no fork possible): infrastructure, not user code."""
+
+
+class BackendUnavailable(ThincError):
+    """A generation backend cannot serve (server down, HTTP 5xx after retries, engine dead): infrastructure."""

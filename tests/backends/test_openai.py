@@ -1,0 +1,419 @@
+"""The openai backend over real sockets: a stub HTTP server for retries and outages, `vllm serve` for real.
+
+The stub is a real `ThreadingHTTPServer` on 127.0.0.1 that answers POSTs from a list of canned
+responses (status, JSON body, headers, delay). Retry tests use millisecond backoffs so each finishes
+well under a second; the `vllm` tests start a
+real `vllm serve` (vLLM's CPU build, SmolLM2) on 127.0.0.1 and stop it afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from thinc_bench.backends import BackendUnavailable, Generation, SamplingParams, load_generator
+from thinc_bench.backends.openai import OpenAIGenerator
+from thinc_bench.errors import ConfigError
+
+FAST = {"backoff_s": 0.01, "max_backoff_s": 0.05, "timeout_s": 2.0, "connect_timeout_s": 1.0}
+STOP = ("```output",)
+CODE = "```python\nprint(2 + 3)\n```\n```output"
+SERVER_START_S = 240
+"""`vllm serve` of SmolLM2 starts in 30-90 s on 2 busy cores; beyond this it is broken, not slow."""
+
+STUB_POLL_S = 0.02
+"""Stub server shutdown latency; the default 0.5 s would dominate each test."""
+
+
+@dataclass
+class Canned:
+    """One stub response: HTTP status, JSON body, extra headers, and a delay before answering."""
+
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+
+
+class StubServer:
+    """A real HTTP server on 127.0.0.1 that replays `Canned` responses (the last one repeats)."""
+
+    def __init__(self, responses: list[Canned]) -> None:
+        self.responses = list(responses)
+        self.requests: list[dict[str, Any]] = []
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length", 0))
+                stub.requests.append(
+                    {
+                        "path": self.path,
+                        "headers": dict(self.headers),
+                        "json": json.loads(self.rfile.read(length)),
+                    }
+                )
+                canned = stub.responses.pop(0) if len(stub.responses) > 1 else stub.responses[0]
+                time.sleep(canned.delay_s)
+                payload = json.dumps(canned.body).encode()
+                try:
+                    self.send_response(canned.status)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(payload)))
+                    for key, value in canned.headers.items():
+                        self.send_header(key, value)
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client timed out and hung up, which is what a delay test wants
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(STUB_POLL_S,), daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@pytest.fixture
+def stub_server() -> Iterator[type[StubServer]]:
+    """A factory for stub servers; every server made is shut down after the test."""
+    made: list[StubServer] = []
+
+    class Factory(StubServer):
+        def __init__(self, responses: list[Canned]) -> None:
+            super().__init__(responses)
+            made.append(self)
+
+    yield Factory
+    for server in made:
+        server.close()
+
+
+def completion_body(text: str, **choice: Any) -> dict[str, Any]:
+    """A completions response in the OpenAI format with one choice."""
+    return {
+        "id": "cmpl-test",
+        "object": "text_completion",
+        "created": 0,
+        "model": "smollm2",
+        "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None, **choice}],
+    }
+
+
+def free_port() -> int:
+    """A port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def make(base_url: str, tokenizer: str, **options: Any) -> OpenAIGenerator:
+    gen = load_generator("openai", "smollm2", base_url=base_url, tokenizer=tokenizer, **{**FAST, **options})
+    assert isinstance(gen, OpenAIGenerator)
+    return gen
+
+
+def generate(
+    gen: OpenAIGenerator, params: SamplingParams | None = None, prompt: list[int] | None = None
+) -> Generation:
+    async def go() -> Generation:
+        try:
+            return await gen.generate(
+                prompt or [1, 2, 3], params or SamplingParams(stop=STOP), request_id="p/0"
+            )
+        finally:
+            await gen.aclose()
+
+    return asyncio.run(go())
+
+
+@pytest.fixture
+def ok_body(smollm2_tokenizer: Any) -> dict[str, Any]:
+    ids = smollm2_tokenizer.encode(CODE, add_special_tokens=False)
+    return completion_body(CODE, token_ids=ids, stop_reason="```output")
+
+
+def test_prompt_goes_out_as_token_ids_with_vllm_fields(
+    stub_server: type[StubServer], smollm2_path: str, ok_body: Any
+) -> None:
+    server = stub_server([Canned(200, ok_body)])
+    generate(make(server.base_url, smollm2_path), SamplingParams(stop=STOP, top_k=20, seed=3, max_tokens=50))
+    sent = server.requests[0]
+    assert sent["path"] == "/v1/completions" and sent["json"]["prompt"] == [1, 2, 3]
+    assert {k: sent["json"][k] for k in ("model", "stop", "top_k", "seed", "max_tokens")} == {
+        "model": "smollm2",
+        "stop": ["```output"],
+        "top_k": 20,
+        "seed": 3,
+        "max_tokens": 50,
+    }
+    assert sent["json"]["return_token_ids"] is True and sent["json"]["include_stop_str_in_output"] is True
+
+
+def test_returned_token_ids_and_stop_reason_become_the_generation(
+    stub_server: type[StubServer], smollm2_path: str, ok_body: Any
+) -> None:
+    server = stub_server([Canned(200, ok_body)])
+    generation = generate(make(server.base_url, smollm2_path))
+    assert generation.token_ids == ok_body["choices"][0]["token_ids"]
+    assert (generation.text, generation.finish_reason, generation.stop) == (CODE, "stop", "```output")
+
+
+def test_api_key_is_read_from_the_named_environment_variable(
+    stub_server: type[StubServer], smollm2_path: str, ok_body: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("THINC_TEST_KEY", "sk-test-123")
+    server = stub_server([Canned(200, ok_body)])
+    generate(make(server.base_url, smollm2_path, api_key_env="THINC_TEST_KEY"))
+    assert server.requests[0]["headers"]["authorization"] == "Bearer sk-test-123"
+
+
+def test_503_then_success_is_retried_transparently(
+    stub_server: type[StubServer], smollm2_path: str, ok_body: Any
+) -> None:
+    server = stub_server(
+        [Canned(503, {"error": "loading"}), Canned(503, {"error": "loading"}), Canned(200, ok_body)]
+    )
+    assert generate(make(server.base_url, smollm2_path)).text == CODE
+    assert len(server.requests) == 3
+
+
+def test_persistent_503_raises_backend_unavailable_after_all_retries(
+    stub_server: type[StubServer], smollm2_path: str
+) -> None:
+    server = stub_server([Canned(503, {"error": "overloaded"})])
+    started = time.monotonic()
+    with pytest.raises(BackendUnavailable, match=r"failed request p/0 4 times; last: HTTP 503"):
+        generate(make(server.base_url, smollm2_path, max_retries=3))
+    assert len(server.requests) == 4 and time.monotonic() - started < 2.0
+
+
+def test_429_retry_after_is_honoured_up_to_the_cap(
+    stub_server: type[StubServer], smollm2_path: str, ok_body: Any
+) -> None:
+    server = stub_server(
+        [Canned(429, {"error": "slow down"}, headers={"Retry-After": "0.3"}), Canned(200, ok_body)]
+    )
+    started = time.monotonic()
+    generate(make(server.base_url, smollm2_path, max_backoff_s=0.5))
+    assert 0.3 <= time.monotonic() - started < 2.0 and len(server.requests) == 2
+
+
+def test_connection_refused_is_backend_unavailable(smollm2_path: str) -> None:
+    gen = make(f"http://127.0.0.1:{free_port()}/v1", smollm2_path, max_retries=2)
+    with pytest.raises(BackendUnavailable, match="3 times; last: APIConnectionError"):
+        generate(gen)
+
+
+def test_read_timeout_is_retried_then_backend_unavailable(
+    stub_server: type[StubServer], smollm2_path: str
+) -> None:
+    server = stub_server([Canned(200, {}, delay_s=1.0)])
+    with pytest.raises(BackendUnavailable, match="last: APITimeoutError"):
+        generate(make(server.base_url, smollm2_path, max_retries=1, timeout_s=0.2))
+    assert len(server.requests) == 2
+
+
+def test_400_is_a_config_error_without_retry(stub_server: type[StubServer], smollm2_path: str) -> None:
+    body = {"error": {"message": "maximum context length is 2048 tokens", "type": "BadRequestError"}}
+    server = stub_server([Canned(400, body)])
+    with pytest.raises(ConfigError, match="HTTP 400: .*maximum context length is 2048"):
+        generate(make(server.base_url, smollm2_path))
+    assert len(server.requests) == 1
+
+
+def test_text_only_server_is_retokenized_with_the_cut_stop_string(
+    stub_server: type[StubServer], smollm2_path: str, smollm2_tokenizer: Any
+) -> None:
+    stripped = CODE.removesuffix("```output")
+    server = stub_server([Canned(200, completion_body(stripped, stop_reason="```output"))])
+    generation = generate(make(server.base_url, smollm2_path, vllm_extensions=False))
+    assert (generation.text, generation.stop) == (CODE, "```output")
+    assert generation.token_ids == smollm2_tokenizer.encode(CODE, add_special_tokens=False)
+    assert "return_token_ids" not in server.requests[0]["json"]
+
+
+def test_text_only_server_eos_stop_appends_the_eos_id(
+    stub_server: type[StubServer], smollm2_path: str, smollm2_tokenizer: Any
+) -> None:
+    server = stub_server([Canned(200, completion_body("\\boxed{5}"))])
+    generation = generate(make(server.base_url, smollm2_path, vllm_extensions=False))
+    assert (generation.text, generation.stop, generation.token_ids[-1]) == (
+        "\\boxed{5}",
+        None,
+        smollm2_tokenizer.eos_token_id,
+    )
+
+
+def test_unknown_finish_reason_is_backend_unavailable(
+    stub_server: type[StubServer], smollm2_path: str
+) -> None:
+    server = stub_server([Canned(200, completion_body("x", finish_reason="abort", token_ids=[87]))])
+    with pytest.raises(BackendUnavailable, match="finish_reason 'abort'"):
+        generate(make(server.base_url, smollm2_path))
+
+
+def test_bad_options_are_a_config_error(smollm2_path: str) -> None:
+    with pytest.raises(ConfigError, match="max_concurrency=0"):
+        make("http://127.0.0.1:1/v1", smollm2_path, max_concurrency=0)
+
+
+def test_describe_records_the_server_but_never_the_key(
+    smollm2_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    info = make("http://127.0.0.1:1/v1", smollm2_path).describe()
+    assert info["backend"] == "openai" and info["base_url"] == "http://127.0.0.1:1/v1"
+    assert "sk-secret" not in repr(info)
+
+
+def test_folder_without_tokenizer_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no tokenizer at"):
+        load_generator("openai", str(tmp_path), base_url="http://127.0.0.1:1/v1")
+
+
+# --- against a real `vllm serve` ------------------------------------------------------------------
+
+
+class VllmServer:
+    def __init__(self, process: subprocess.Popen[bytes], base_url: str, log: Path) -> None:
+        self.process, self.base_url, self.log = process, base_url, log
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def vllm_server(
+    vllm_python: str, smollm2_folder: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[VllmServer]:
+    """`vllm serve` of SmolLM2 on a free local port, float32, 2K context, 1 GiB KV cache."""
+    import httpx2
+
+    port = free_port()
+    log = tmp_path_factory.mktemp("vllm") / "serve.log"
+    command = [vllm_python, "-m", "vllm.entrypoints.openai.api_server", "--model", smollm2_folder]
+    command += ["--served-model-name", "smollm2", "--host", "127.0.0.1", "--port", str(port)]
+    command += ["--dtype", "float32", "--max-model-len", "2048", "--seed", "0"]
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+    server = VllmServer(process, f"http://127.0.0.1:{port}/v1", log)
+    deadline = time.monotonic() + SERVER_START_S
+    try:
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"vllm serve exited with {process.returncode}:\n{log.read_text()[-3000:]}")
+            try:
+                if httpx2.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                    break
+            except httpx2.TransportError:
+                pass  # not listening yet
+            if time.monotonic() > deadline:
+                pytest.fail(f"vllm serve not healthy after {SERVER_START_S} s:\n{log.read_text()[-3000:]}")
+            time.sleep(1)
+        yield server
+    finally:
+        server.stop()
+
+
+def chat_prompt(tokenizer: Any, question: str) -> list[int]:
+    ids = tokenizer.apply_chat_template(
+        [{"role": "user", "content": question}], add_generation_prompt=True, tokenize=True
+    )
+    return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_vllm_serve_returns_ids_whose_decode_is_the_text_and_keeps_the_stop(
+    vllm_server: VllmServer, smollm2_path: str, smollm2_tokenizer: Any
+) -> None:
+    prompt = chat_prompt(smollm2_tokenizer, "Write Python code in a ```python block that prints 2+3.")
+    generation = generate(
+        make(vllm_server.base_url, smollm2_path),
+        SamplingParams(temperature=0, max_tokens=64, stop=("```\n",)),
+        prompt,
+    )
+    assert (generation.finish_reason, generation.stop) == ("stop", "```\n")
+    assert generation.text.endswith("```\n") and generation.text.count("```\n") == 1
+    assert generation.text == smollm2_tokenizer.decode(generation.token_ids, skip_special_tokens=True)
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_vllm_serve_eos_and_length_finish_reasons(
+    vllm_server: VllmServer, smollm2_path: str, smollm2_tokenizer: Any
+) -> None:
+    prompt = chat_prompt(smollm2_tokenizer, "Say hello.")
+    ended = generate(
+        make(vllm_server.base_url, smollm2_path), SamplingParams(temperature=0, max_tokens=200), prompt
+    )
+    cut = generate(
+        make(vllm_server.base_url, smollm2_path), SamplingParams(temperature=0, max_tokens=3), prompt
+    )
+    assert (ended.finish_reason, ended.stop, ended.token_ids[-1]) == (
+        "stop",
+        None,
+        smollm2_tokenizer.eos_token_id,
+    )
+    assert (cut.finish_reason, len(cut.token_ids)) == ("length", 3)
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_vllm_serve_same_seed_same_sample_under_concurrency(
+    vllm_server: VllmServer, smollm2_path: str, smollm2_tokenizer: Any
+) -> None:
+    prompt = chat_prompt(smollm2_tokenizer, "Tell me a story.")
+    gen = make(vllm_server.base_url, smollm2_path)
+
+    async def go() -> list[Generation]:
+        try:
+            calls = [
+                gen.generate(prompt, SamplingParams(temperature=1.0, max_tokens=24, seed=s))
+                for s in (7, 8, 7, 9)
+            ]
+            return await asyncio.gather(*calls)
+        finally:
+            await gen.aclose()
+
+    first, other, again, _ = asyncio.run(go())
+    assert first.token_ids == again.token_ids and first.token_ids != other.token_ids
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_vllm_serve_killed_mid_run_is_backend_unavailable(vllm_server: VllmServer, smollm2_path: str) -> None:
+    # Runs last in this module: it stops the shared server.
+    vllm_server.stop()
+    with pytest.raises(BackendUnavailable, match="APIConnectionError"):
+        generate(make(vllm_server.base_url, smollm2_path, max_retries=2))

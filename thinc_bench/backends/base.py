@@ -1,0 +1,178 @@
+"""The Generator contract: token ids and sampling parameters in, one `Generation` out.
+
+Every backend (hf, vllm, openai, scripted) implements `Generator`. The rollout works in token ids
+end to end: it renders the chat prompt with `Generator.tokenizer`, sends ids, and appends the ids it
+gets back without re-encoding text. Stop strings are kept at the end of the output, and generation
+stops at the first token whose text completes one; that token is kept whole, so the text may run a
+few characters past the stop string (documented on `Generation`). An infrastructure failure (server
+down, engine dead) raises `BackendUnavailable`; nothing here retries, grades or executes code.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal
+
+from thinc_bench.errors import ConfigError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+FinishReason = Literal["stop", "length"]
+
+MAX_SEED = 2**63 - 1
+"""Seeds travel as signed 64-bit integers in torch, vLLM and the OpenAI API alike."""
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to sample one generation; the defaults sample the model's own distribution.
+
+    Attributes:
+        temperature: softmax temperature; 0 means greedy decoding.
+        top_p: nucleus sampling mass in (0, 1]; 1 keeps every token.
+        top_k: keep only the k most likely tokens; None keeps all.
+        max_tokens: most tokens to generate in this call.
+        stop: strings that end the generation; the matched one is kept at the end of the text.
+        seed: per-request seed; None draws from the backend's generator (see each backend for what
+            determinism it gives).
+    """
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int | None = None
+    max_tokens: int = 1024
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.stop, str) or not isinstance(self.stop, tuple | list):
+            raise ConfigError(
+                f"SamplingParams.stop={self.stop!r}: pass a tuple of strings, e.g. ('```output',)"
+            )
+        object.__setattr__(self, "stop", tuple(self.stop))
+        if not math.isfinite(self.temperature) or self.temperature < 0:
+            raise ConfigError(
+                f"SamplingParams.temperature={self.temperature}: use a finite value >= 0 (0 = greedy)"
+            )
+        if not 0 < self.top_p <= 1:
+            raise ConfigError(
+                f"SamplingParams.top_p={self.top_p}: use a value in (0, 1]; 1 disables nucleus sampling"
+            )
+        if self.top_k is not None and self.top_k < 1:
+            raise ConfigError(
+                f"SamplingParams.top_k={self.top_k}: use an integer >= 1, or None to disable top-k"
+            )
+        if self.max_tokens < 1:
+            raise ConfigError(f"SamplingParams.max_tokens={self.max_tokens}: generate at least one token")
+        if any(not isinstance(s, str) or not s for s in self.stop):
+            raise ConfigError(f"SamplingParams.stop={self.stop!r}: every stop string must be a non-empty str")
+        if self.seed is not None and not 0 <= self.seed <= MAX_SEED:
+            raise ConfigError(f"SamplingParams.seed={self.seed}: use an integer in [0, 2**63 - 1] or None")
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One generation call's result.
+
+    Attributes:
+        token_ids: the generated ids, ending with the EOS id when the model ended the turn.
+        text: `tokenizer.decode(token_ids, skip_special_tokens=True)`. When a stop string matched,
+            the text contains it and ends with it, except that the token completing the match is
+            kept whole: with stop "```output", a last token "output\\n" leaves the text ending in
+            "```output\\n".
+        finish_reason: "stop" (EOS or a stop string) or "length" (`max_tokens` reached).
+        stop: the stop string that ended the generation, None for EOS or length.
+    """
+
+    token_ids: list[int]
+    text: str
+    finish_reason: FinishReason
+    stop: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.stop is not None and self.finish_reason != "stop":
+            raise ValueError(f"Generation with stop={self.stop!r} must have finish_reason 'stop'")
+
+
+class Generator(ABC):
+    """A text generator over token ids; use as `async with` or call `aclose()` when done."""
+
+    @property
+    @abstractmethod
+    def tokenizer(self) -> PreTrainedTokenizerBase:
+        """The HF tokenizer that renders the chat prompt and decodes what this backend returns.
+
+        Raises:
+            BackendUnavailable: never after construction; loading errors surface in the constructor.
+        """
+
+    @abstractmethod
+    async def generate(
+        self, prompt_ids: list[int], params: SamplingParams, *, request_id: str | None = None
+    ) -> Generation:
+        """Generate a continuation of `prompt_ids`.
+
+        Args:
+            prompt_ids: the full prompt in token ids (chat prompt plus the trajectory so far).
+            params: sampling parameters of this call.
+            request_id: a stable id of the trajectory across its turns, for logs; the scripted
+                backend reads the problem id from it.
+
+        Returns:
+            The generated ids, their text, why generation ended and the matched stop string.
+
+        Raises:
+            BackendUnavailable: the engine or server cannot serve (down, dead, closed, retries spent).
+            ConfigError: the request cannot be served as configured (e.g. prompt longer than the
+                model's context, or no script for the problem).
+        """
+
+    @abstractmethod
+    async def aclose(self) -> None:
+        """Release the engine, threads and connections; later `generate` calls fail.
+
+        Raises:
+            BackendUnavailable: never; closing twice is allowed.
+        """
+
+    @abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """What goes into the run config: backend, model, revision or file hash, dtype, device, options.
+
+        Raises:
+            BackendUnavailable: never; it reports what the constructor resolved.
+        """
+
+    async def __aenter__(self) -> Generator:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+def first_stop(text: str, stops: tuple[str, ...]) -> str | None:
+    """The stop string whose match ends earliest in `text` (ties: the longer one), or None."""
+    best: tuple[int, int, str] | None = None
+    for stop in stops:
+        at = text.find(stop)
+        if at >= 0:
+            key = (at + len(stop), -len(stop), stop)
+            if best is None or key < best:
+                best = key
+    return None if best is None else best[2]
+
+
+def decode(tokenizer: PreTrainedTokenizerBase, token_ids: list[int]) -> str:
+    """The text of generated ids, as every backend reports it (special tokens such as EOS dropped)."""
+    return str(tokenizer.decode(token_ids, skip_special_tokens=True, clean_up_tokenization_spaces=False))
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one line (`Type: message`), for errors that quote a library's multi-line text."""
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"

@@ -1,0 +1,275 @@
+"""The hf backend: a transformers causal LM on CPU or GPU, with dynamic batching of concurrent calls.
+
+`HFGenerator` loads a local folder, a Hub id or a `.gguf` file (converted once per machine, see
+`_sources.py`). Concurrent `generate` calls go to one worker thread (torch releases the GIL), which
+takes every request waiting when it becomes free (up to `max_batch_size`, after a `BATCH_WAIT_S`
+gathering window) and decodes them as one left-padded batch; a request arriving mid-batch waits for
+the next one. There is no prefix cache: every call prefills its whole prompt.
+
+Determinism: a request with `seed` samples from its own `torch.Generator`, so its draws do not depend
+on the other rows of its batch; unseeded requests share one generator (seeded by the `seed` option).
+Batched logits can differ from unbatched ones in the last bits (padding changes kernel shapes), so a
+seeded request is reproducible for the same batch composition, and usually, not provably, otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+import torch
+
+from thinc_bench.backends import _sources
+from thinc_bench.backends._hf_batch import Row, decode_batch
+from thinc_bench.backends.base import Generation, Generator, SamplingParams, one_line
+from thinc_bench.errors import BackendUnavailable, ConfigError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+logger = logging.getLogger(__name__)
+
+Dtype = Literal["auto", "float32", "bfloat16", "float16"]
+Device = Literal["auto", "cpu", "cuda"]
+
+MAX_BATCH_SIZE = 16
+"""Default rows per batch: on 2 CPU cores throughput stops growing past about 8-16 rows."""
+
+BATCH_WAIT_S = 0.01
+"""How long the worker waits for more requests after the first one: negligible against one decode step."""
+
+
+@dataclass
+class _Request:
+    prompt_ids: list[int]
+    params: SamplingParams
+    future: asyncio.Future[Generation]
+    loop: asyncio.AbstractEventLoop
+
+
+class HFGenerator(Generator):
+    """A transformers model behind the Generator interface.
+
+    Args:
+        model: a local HF folder, a Hub id, or a `.gguf` file (tokenizer and chat template from the file).
+        revision: Hub revision (branch, tag or commit) for a Hub id.
+        dtype: "auto" is bfloat16 on CUDA and float32 on CPU.
+        device: "auto" is CUDA when available, else CPU.
+        max_batch_size: most requests decoded together.
+        seed: seeds the generator shared by requests without their own seed; None seeds from the OS.
+
+    Raises:
+        ConfigError: a bad option, a missing `.gguf`, or a model transformers cannot load.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        revision: str | None = None,
+        dtype: Dtype = "auto",
+        device: Device = "auto",
+        max_batch_size: int = MAX_BATCH_SIZE,
+        seed: int | None = None,
+    ) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if max_batch_size < 1:
+            raise ConfigError(f"hf backend: max_batch_size={max_batch_size}; use at least 1")
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        if dtype == "auto":
+            dtype = "bfloat16" if device == "cuda" else "float32"
+        self._source = _sources.resolve(model)
+        started = time.perf_counter()
+        try:
+            self._tokenizer: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(
+                self._source.load_path, revision=revision
+            )
+            loaded: Any = AutoModelForCausalLM.from_pretrained(
+                self._source.load_path, revision=revision, dtype=getattr(torch, dtype)
+            )
+            self._model: PreTrainedModel = loaded.to(device)
+        except (OSError, ValueError) as exc:  # transformers' missing-files and bad-folder errors
+            raise ConfigError(
+                f"hf backend cannot load model {model!r}: {one_line(exc)}; pass a folder, Hub id or .gguf"
+            ) from exc
+        self._model.eval()
+        logger.info(
+            "hf backend loaded %s on %s (%s) in %.1f s", model, device, dtype, time.perf_counter() - started
+        )
+        self._eos_ids = _eos_ids(self._model, self._tokenizer)
+        pad = self._tokenizer.pad_token_id
+        self._pad_id = int(pad) if pad is not None else min(self._eos_ids)
+        self._context = int(getattr(self._model.config, "max_position_embeddings", 0) or 0)
+        self._options = {
+            "revision": revision,
+            "dtype": dtype,
+            "device": device,
+            "max_batch_size": max_batch_size,
+        }
+        self._max_batch_size = max_batch_size
+        self._shared_rng = torch.Generator(device=device)
+        if seed is None:
+            self._shared_rng.seed()
+        else:
+            self._shared_rng.manual_seed(seed)
+        self._queue: queue.Queue[_Request | None] = queue.Queue()
+        self._closed = False
+        self._worker = threading.Thread(target=self._serve, name="thinc-hf-batcher", daemon=True)
+        self._worker.start()
+
+    @property
+    def tokenizer(self) -> PreTrainedTokenizerBase:
+        return self._tokenizer
+
+    async def generate(
+        self, prompt_ids: list[int], params: SamplingParams, *, request_id: str | None = None
+    ) -> Generation:
+        if self._closed or not self._worker.is_alive():
+            raise BackendUnavailable("hf backend is closed or its worker thread died; create a new generator")
+        if not prompt_ids:
+            raise ConfigError(f"request {request_id}: empty prompt; render the chat prompt first")
+        if self._context and len(prompt_ids) >= self._context:
+            raise ConfigError(
+                f"request {request_id}: prompt of {len(prompt_ids)} tokens does not fit the model's context of "
+                f"{self._context}; lower the token budget"
+            )
+        loop = asyncio.get_running_loop()
+        request = _Request(list(prompt_ids), params, loop.create_future(), loop)
+        self._queue.put(request)
+        return await request.future
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(None)
+        await asyncio.to_thread(self._worker.join)
+
+    def describe(self) -> dict[str, Any]:
+        import transformers
+
+        return {
+            "backend": "hf",
+            "model": self._source.origin,
+            "file_sha256": self._source.sha256,
+            "transformers": transformers.__version__,
+            **self._options,
+        }
+
+    def _serve(self) -> None:
+        """Worker thread: gather waiting requests into batches until the `None` sentinel arrives."""
+        while True:
+            first = self._queue.get()
+            if first is None:
+                break
+            batch, stopping = [first], False
+            deadline = time.monotonic() + BATCH_WAIT_S
+            while len(batch) < self._max_batch_size:
+                try:
+                    item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    break
+                if item is None:
+                    stopping = True
+                    break
+                batch.append(item)
+            self._run(batch)
+            if stopping:
+                break
+        self._fail_pending()
+
+    def _run(self, batch: list[_Request]) -> None:
+        batch = [r for r in batch if not r.future.cancelled()]
+        if not batch:
+            return
+        rows = [Row(r.prompt_ids, self._fit(r), self._rng(r.params)) for r in batch]
+        started = time.perf_counter()
+        try:
+            results = decode_batch(
+                self._model, self._tokenizer, rows, eos_ids=self._eos_ids, pad_id=self._pad_id
+            )
+        except torch.OutOfMemoryError as exc:
+            error: Exception = BackendUnavailable(
+                f"hf backend ran out of memory on a batch of {len(rows)}: {one_line(exc)}"
+            )
+            for r in batch:
+                _deliver(r, error)
+            return
+        except Exception as exc:  # worker boundary: hand our bug to every caller, loudly, with its type
+            for r in batch:
+                _deliver(r, exc)
+            return
+        elapsed = time.perf_counter() - started
+        tokens = sum(len(g.token_ids) for g in results)
+        logger.debug(
+            "hf batch of %d: %d tokens in %.2f s (%.1f tok/s)", len(rows), tokens, elapsed, tokens / elapsed
+        )
+        for r, generation in zip(batch, results, strict=True):
+            _deliver(r, generation)
+
+    def _fit(self, request: _Request) -> SamplingParams:
+        """Cap max_tokens so prompt plus generation fits the context; the cap ends with 'length'."""
+        if not self._context:
+            return request.params
+        room = self._context - len(request.prompt_ids)
+        if request.params.max_tokens <= room:
+            return request.params
+        return replace(request.params, max_tokens=room)
+
+    def _rng(self, params: SamplingParams) -> torch.Generator:
+        if params.seed is None:
+            return self._shared_rng
+        rng = torch.Generator(device=self._shared_rng.device)
+        rng.manual_seed(params.seed)
+        return rng
+
+    def _fail_pending(self) -> None:
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if item is not None:
+                error = BackendUnavailable("hf backend closed while this request was waiting")
+                _deliver(item, error)
+
+
+def _eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> frozenset[int]:
+    """Every id that ends a turn: the generation config's EOS (int or list) and the tokenizer's."""
+    ids: set[int] = set()
+    configured = getattr(model.generation_config, "eos_token_id", None)
+    if isinstance(configured, int):
+        ids.add(configured)
+    elif isinstance(configured, list):
+        ids.update(int(i) for i in configured)
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    if not ids:
+        raise ConfigError(
+            "hf backend: the model defines no EOS token; set eos_token_id in its generation_config.json"
+        )
+    return frozenset(ids)
+
+
+def _deliver(request: _Request, outcome: Generation | BaseException) -> None:
+    """Hand a result or error to the caller's event loop; a caller whose loop has closed is gone."""
+    try:
+        request.loop.call_soon_threadsafe(_settle, request.future, outcome)
+    except RuntimeError as exc:
+        logger.warning("hf backend dropped a result: the caller's event loop is closed (%s)", exc)
+
+
+def _settle(future: asyncio.Future[Generation], outcome: Generation | BaseException) -> None:
+    if future.done():  # the caller cancelled while its batch ran
+        return
+    if isinstance(outcome, BaseException):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)

@@ -1,0 +1,182 @@
+"""The vllm backend: vLLM's async engine in this process, with prefix caching on by default.
+
+`VLLMGenerator` wraps `AsyncLLMEngine` (vLLM's V1 `AsyncLLM`): every `generate` is one engine
+request, and vLLM batches concurrent requests continuously and reuses the shared prompt prefix of a
+trajectory's turns from its KV cache. Stop strings are kept (`include_stop_str_in_output`), and the
+text is re-derived from the returned ids so it is exactly their decode. Seeds are per request (vLLM's
+own per-request generators). A dead engine raises `BackendUnavailable`; a request vLLM rejects (prompt
+over `max_model_len`) raises `ConfigError`. Scripts that build it need an `if __name__ == "__main__":`
+guard (vLLM spawns workers). This module does not start HTTP servers (see `openai.py`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from thinc_bench.backends import _sources
+from thinc_bench.backends.base import Generation, Generator, SamplingParams, decode, first_stop, one_line
+from thinc_bench.errors import BackendUnavailable, ConfigError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+logger = logging.getLogger(__name__)
+
+GPU_MEMORY_UTILIZATION = 0.9
+"""vLLM's own default share of GPU memory for weights plus KV cache; lower it to share the GPU."""
+
+
+def _error_classes() -> tuple[tuple[type[Exception], ...], tuple[type[Exception], ...]]:
+    """vLLM's request errors (-> ConfigError) and engine errors (-> BackendUnavailable), by version."""
+    from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError
+
+    try:  # vLLM 0.32 splits its errors into client (4xx) and server (5xx) classes
+        from vllm.exceptions import VLLMClientError, VLLMServerError
+    except ImportError:
+        return (ValueError,), (EngineDeadError, EngineGenerateError)
+    return (VLLMClientError, ValueError), (VLLMServerError, EngineDeadError, EngineGenerateError)
+
+
+class VLLMGenerator(Generator):
+    """vLLM's async engine behind the Generator interface.
+
+    Args:
+        model: a local HF folder, a Hub id, or a `.gguf` file (converted to a folder once per machine).
+        revision: Hub revision of a Hub id.
+        dtype: vLLM dtype ("auto", "bfloat16", "float16", "float32").
+        tensor_parallel_size: GPUs the model is sharded over.
+        max_model_len: context length; None takes the model's.
+        gpu_memory_utilization: share of GPU memory vLLM may take (ignored by the CPU build, which
+            sizes its KV cache from `VLLM_CPU_KVCACHE_SPACE` in GiB).
+        enable_prefix_caching: reuse KV cache across requests that share a prompt prefix.
+        seed: engine seed, for requests without their own.
+        enforce_eager: skip CUDA graph capture (faster start, slower decoding).
+
+    Raises:
+        ConfigError: vLLM is not installed, or the engine cannot be built from these options.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        revision: str | None = None,
+        dtype: str = "auto",
+        tensor_parallel_size: int = 1,
+        max_model_len: int | None = None,
+        gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
+        enable_prefix_caching: bool = True,
+        seed: int = 0,
+        enforce_eager: bool = False,
+    ) -> None:
+        from thinc_bench.backends import require
+
+        require("vllm")
+        import vllm
+
+        self._client_errors, self._server_errors = _error_classes()
+        from transformers import AutoTokenizer
+
+        self._source = _sources.resolve(model)
+        args = vllm.AsyncEngineArgs(
+            model=self._source.load_path,
+            revision=revision,
+            dtype=dtype,
+            tensor_parallel_size=tensor_parallel_size,
+            max_model_len=max_model_len,  # None: the model's own
+            gpu_memory_utilization=gpu_memory_utilization,
+            enable_prefix_caching=enable_prefix_caching,
+            seed=seed,
+            enforce_eager=enforce_eager,
+            disable_log_stats=True,
+        )
+        started = time.perf_counter()
+        try:
+            self._engine = vllm.AsyncLLMEngine.from_engine_args(args)
+        except (ValueError, OSError) as exc:
+            raise ConfigError(f"vllm backend cannot start on {model!r}: {one_line(exc)}") from exc
+        logger.info("vllm engine for %s ready in %.1f s", model, time.perf_counter() - started)
+        self._tokenizer: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(
+            self._source.load_path, revision=revision
+        )
+        config = self._engine.vllm_config
+        self._options: dict[str, Any] = {
+            "revision": revision,
+            "dtype": str(config.model_config.dtype).removeprefix("torch."),
+            "device": str(config.device_config.device_type),
+            "tensor_parallel_size": tensor_parallel_size,
+            "max_model_len": config.model_config.max_model_len,
+            "gpu_memory_utilization": gpu_memory_utilization,
+            "enable_prefix_caching": enable_prefix_caching,
+            "seed": seed,
+            "enforce_eager": enforce_eager,
+            "vllm": vllm.__version__,
+        }
+        self._closed = False
+
+    @property
+    def tokenizer(self) -> PreTrainedTokenizerBase:
+        return self._tokenizer
+
+    async def generate(
+        self, prompt_ids: list[int], params: SamplingParams, *, request_id: str | None = None
+    ) -> Generation:
+        import vllm
+
+        if self._closed:
+            raise BackendUnavailable("vllm backend is closed; create a new generator")
+        sampling = vllm.SamplingParams(
+            temperature=params.temperature,
+            top_p=params.top_p,
+            top_k=params.top_k or 0,  # 0 = all tokens
+            max_tokens=params.max_tokens,
+            stop=list(params.stop),
+            include_stop_str_in_output=True,
+            seed=params.seed,
+            output_kind=vllm.sampling_params.RequestOutputKind.FINAL_ONLY,
+        )
+        # Engine request ids must be unique among live requests; a trajectory's turns share request_id.
+        engine_id = f"{request_id or 'thinc'}-{uuid.uuid4().hex[:12]}"
+        final = None
+        try:
+            async for output in self._engine.generate(
+                vllm.TokensPrompt(prompt_token_ids=list(prompt_ids)), sampling, engine_id
+            ):
+                final = output
+        except self._server_errors as exc:
+            raise BackendUnavailable(f"vllm engine failed request {request_id}: {one_line(exc)}") from exc
+        except self._client_errors as exc:
+            raise ConfigError(f"vllm rejected request {request_id}: {one_line(exc)}") from exc
+        if final is None or not final.outputs:
+            raise BackendUnavailable(f"vllm engine returned nothing for request {request_id}")
+        return self._generation(final.outputs[0], params, request_id)
+
+    async def aclose(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._engine.shutdown()
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "backend": "vllm",
+            "model": self._source.origin,
+            "file_sha256": self._source.sha256,
+            **self._options,
+        }
+
+    def _generation(self, completion: Any, params: SamplingParams, request_id: str | None) -> Generation:
+        finish = completion.finish_reason
+        if finish not in ("stop", "length"):
+            raise BackendUnavailable(f"vllm engine ended request {request_id} with finish_reason {finish!r}")
+        token_ids = [int(i) for i in completion.token_ids]
+        text = decode(self._tokenizer, token_ids)
+        stop = None
+        if finish == "stop":
+            reason = completion.stop_reason
+            stop = (
+                reason if isinstance(reason, str) and reason in params.stop else first_stop(text, params.stop)
+            )
+        return Generation(token_ids=token_ids, text=text, finish_reason=finish, stop=stop)
