@@ -157,7 +157,7 @@ def test_openai_outage_is_recorded_as_infra_errors_not_wrong_answers(two_problem
 
 def test_demo_preset_applies_only_without_a_model() -> None:
     demo = thinc_eval.EvalConfig(data_dir="unused")
-    assert (demo.samples, demo.limit, demo.max_tokens) == (2, 2, 1024)
+    assert (demo.samples, demo.limit, demo.max_tokens, demo.exec_on) == (2, 2, 2048, "code_close")
     paper = thinc_eval.EvalConfig(model="Qwen/Qwen3-1.7B")
     assert (paper.samples, paper.limit, paper.max_tokens, paper.benchmark_names[0]) == (
         16,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -103,3 +104,35 @@ def test_output_opened_without_code_is_an_error_the_model_sees(sandbox, tmp_path
     result = _run(ScriptedGenerator(script), sandbox, "p", limits=RolloutLimits(), request="nocode")
     assert result.executions[0].status == "error"
     assert NO_CODE_OUTPUT in result.text
+
+
+def test_code_close_trigger_executes_a_closed_block_and_writes_the_output_opener(
+    sandbox, tmp_path: Path
+) -> None:
+    script = tmp_path / "turns.jsonl"
+    turns = ["Look:\n```\nnot code\n```\n", "```python\nprint(6 * 7)\n```\n", "\\boxed{42}"]
+    script.write_text(json.dumps({"problem_id": "p", "turns": turns}) + "\n")
+    generator = ScriptedGenerator(script)
+
+    async def go() -> RolloutResult:
+        with sandbox.session() as session:
+            return await rollout(
+                generator,
+                session,
+                [1],
+                PARAMS,
+                limits=RolloutLimits(),
+                exec_on="code_close",
+                response_prefix="<think>\nplan\n</think>\n",
+                request_id="p/close",
+            )
+
+    result = asyncio.run(go())
+    assert result.n_tool_calls == 1  # the plain ``` block closed a fence but was no code
+    assert trajectory.parse(result.text).outputs == ["42"]
+    assert "```\n```output\n42\n```\n" in result.text
+    harness = generator.tokenizer.decode(
+        [t for t, m in zip(result.completion_ids, result.env_mask) if m == 0]
+    )
+    assert harness == "<think>\nplan\n</think>\n```output\n42\n```\n"
+    assert result.stop_reason == "answer"

@@ -32,6 +32,7 @@ from thinc_bench.errors import ConfigError, ThincError
 if TYPE_CHECKING:
     from thinc_bench.backends import Generator
     from thinc_bench.grading import Grader
+    from thinc_bench.prompts import Example
     from thinc_bench.sandbox import Sandbox
     from thinc_bench.store import RunDir, SampleRecord
 
@@ -39,9 +40,27 @@ logger = logging.getLogger("thinc_bench.eval")
 
 DEMO_BENCHMARKS = "aime2025"
 """The embedded default runs one benchmark: enough to exercise every path, short enough for 2 cores."""
-DEMO = {"samples": 2, "limit": 2, "max_tokens": 1024, "concurrency": 4, "max_tool_calls": 4}
+DEMO = {
+    "samples": 2,
+    "limit": 2,
+    "max_tokens": 2048,
+    "concurrency": 4,
+    "max_tool_calls": 4,
+    "few_shot": 1,
+    "exec_on": "code_close",
+    "response_prefix": "```python\n",
+}
 """Settings of the embedded default (no --model): the bundled tiny model on CPU in a few minutes."""
-PAPER = {"samples": 16, "limit": None, "max_tokens": 32768, "concurrency": 64, "max_tool_calls": 32}
+PAPER = {
+    "samples": 16,
+    "limit": None,
+    "max_tokens": 32768,
+    "concurrency": 64,
+    "max_tool_calls": 32,
+    "few_shot": 0,
+    "exec_on": "output_open",
+    "response_prefix": "",
+}
 """Defaults with a --model: the ThinC paper's avg@16 at 32K tokens."""
 DATA_DIR_CANDIDATES = ("shared/data/benchmarks", "../shared/data/benchmarks")
 """Where the embedded default looks for local benchmark copies (a checkout with shared data beside it)."""
@@ -113,6 +132,27 @@ class EvalConfig:
     system_prompt: str = field(
         default="thinc", metadata={"help": "thinc | interleaved | none | path to a text file."}
     )
+    few_shot: int | None = field(
+        default=None,
+        metadata={
+            "help": "Bundled ThinC example trajectories shown as earlier chat turns; default 0 "
+            "(trained models need none), demo 1 (a 135M instruct model needs the format shown)."
+        },
+    )
+    exec_on: str | None = field(
+        default=None,
+        metadata={
+            "help": "output_open: run code when the model opens an output block (ThinC); code_close: as soon "
+            "as a code block closes (ReTool-style </code>). Default output_open; demo code_close."
+        },
+    )
+    response_prefix: str | None = field(
+        default=None,
+        metadata={
+            "help": "Text that starts every assistant turn (prefill; harness-written, not model tokens). "
+            "Default none; the demo opens a python block, since a 135M model rarely does by itself."
+        },
+    )
     concurrency: int | None = field(
         default=None, metadata={"help": "Trajectories in flight at once; default 64, demo 4."}
     )
@@ -171,6 +211,10 @@ class EvalConfig:
         for name in ("samples", "max_tokens", "max_tool_calls", "concurrency"):
             if int(getattr(self, name)) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)}: use a positive integer")
+        if self.exec_on not in ("output_open", "code_close"):
+            raise ConfigError(f"--exec-on {self.exec_on!r}: use output_open or code_close")
+        if int(self.few_shot or 0) < 0:
+            raise ConfigError(f"--few-shot {self.few_shot}: use 0 or more bundled examples")
         _parse_shard(self.shard)
         _parse_ks(self.recovery_k)
 
@@ -196,10 +240,11 @@ class EvalConfig:
     def settings(self) -> dict[str, Any]:
         """What defines the results (hashed into the run config): every field but the runtime ones,
         plus the full system prompt text, so an edited prompt file never mixes into an old run."""
-        from thinc_bench.prompts import load_system_prompt
+        from thinc_bench.prompts import load_examples, load_system_prompt
 
         settings = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in RUNTIME_FIELDS}
         settings["system_prompt_text"] = load_system_prompt(self.system_prompt)
+        settings["few_shot_trajectories"] = [e.trajectory for e in load_examples(self.few_shot)]
         return settings
 
 
@@ -281,13 +326,14 @@ async def _evaluate_one(
     sandbox: Sandbox,
     grader: Grader,
     system_prompt: str,
+    examples: list[Example],
 ) -> SampleRecord:
     from thinc_bench import rollout, trajectory
     from thinc_bench.backends import SamplingParams
     from thinc_bench.prompts import build_messages
     from thinc_bench.store import SampleRecord
 
-    prompt_ids = rollout.render_prompt(generator, build_messages(problem.problem, system_prompt))
+    prompt_ids = rollout.render_prompt(generator, build_messages(problem.problem, system_prompt, examples))
     params = SamplingParams(
         temperature=config.temperature,
         top_p=config.top_p,
@@ -306,6 +352,8 @@ async def _evaluate_one(
             limits=limits,
             dialect=config.dialect,
             request_id=f"{problem.id}/{sample_idx}/{k}",
+            exec_on=config.exec_on,  # type: ignore[arg-type]
+            response_prefix=config.response_prefix or "",
         )
     finally:
         await asyncio.to_thread(session.close)
@@ -351,7 +399,7 @@ async def run_eval(config: EvalConfig, run: RunDir, problems: Sequence[Problem])
 
     from thinc_bench.backends import load_generator, smollm2_gguf
     from thinc_bench.grading import Grader
-    from thinc_bench.prompts import load_system_prompt
+    from thinc_bench.prompts import load_examples, load_system_prompt
     from thinc_bench.sandbox import Sandbox, SandboxConfig
 
     done = run.done_keys()
@@ -366,6 +414,7 @@ async def run_eval(config: EvalConfig, run: RunDir, problems: Sequence[Problem])
         logger.info("nothing to do: all %d samples are in %s", len(done), run.path)
         return
     system_prompt = load_system_prompt(config.system_prompt)
+    examples = load_examples(config.few_shot)
     model = config.model or str(smollm2_gguf())
     concurrency = int(config.concurrency or 1)
     sandbox_config = SandboxConfig(
@@ -396,6 +445,7 @@ async def run_eval(config: EvalConfig, run: RunDir, problems: Sequence[Problem])
                         sandbox=sandbox,
                         grader=grader,
                         system_prompt=system_prompt,
+                        examples=examples,
                     )
                 run.append(record)
                 progress.done += 1

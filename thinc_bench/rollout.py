@@ -24,6 +24,7 @@ from thinc_bench.trajectory import DIALECTS, Dialect
 logger = logging.getLogger(__name__)
 
 StopReason = Literal["answer", "eos", "max_tokens", "max_tool_calls", "infra_error"]
+ExecTrigger = Literal["output_open", "code_close"]
 
 NO_CODE_OUTPUT = "Error: no code block to run before this output block."
 """What the interpreter 'says' when the model opens an output block without writing code first."""
@@ -108,6 +109,8 @@ async def rollout(
     *,
     limits: RolloutLimits,
     dialect: str | Dialect = "markdown",
+    exec_on: ExecTrigger = "output_open",
+    response_prefix: str = "",
     request_id: str | None = None,
 ) -> RolloutResult:
     """Run one trajectory to its end.
@@ -119,6 +122,10 @@ async def rollout(
         params: sampling parameters; `max_tokens` and `stop` are set per turn from `limits`.
         limits: token budget and tool-call limit (injected failures are the session's, see Sandbox).
         dialect: the trajectory dialect (its stop string opens an output block).
+        exec_on: `output_open` executes when the model opens an output block (ThinC, DESIGN.md);
+            `code_close` also executes as soon as a code block closes and the harness writes the
+            output opener itself (ReTool-style `</code>`, or models that never open output blocks).
+        response_prefix: text that starts the assistant turn (prefill); harness-written, mask 0.
         request_id: a stable id for this trajectory (the scripted backend keys its turns on it).
 
     Returns:
@@ -128,13 +135,14 @@ async def rollout(
     spec = DIALECTS[dialect] if isinstance(dialect, str) else dialect
     tokenizer = generator.tokenizer
     result = RolloutResult(list(prompt_ids), [], [], "", "eos")
-    text = ""
+    text = _append_harness(result, tokenizer, response_prefix) if response_prefix else ""
+    stops = (spec.stop,) if exec_on == "output_open" else (spec.stop, spec.code_end)
     while True:
         budget = limits.max_tokens - result.total_tokens
         if budget <= 0:
             result.stop_reason = "max_tokens"
             break
-        turn = replace(params, max_tokens=min(params.max_tokens, budget), stop=(spec.stop,))
+        turn = replace(params, max_tokens=min(params.max_tokens, budget), stop=stops)
         started = time.perf_counter()
         try:
             generation = await generator.generate(
@@ -152,20 +160,28 @@ async def rollout(
             hit_budget = generation.finish_reason == "length"
             result.stop_reason = "max_tokens" if hit_budget else ("answer" if _BOXED.search(text) else "eos")
             break
+        opened_output = generation.stop == spec.stop
+        if not opened_output and spec.last_code(text) is None:
+            continue  # a fence closed that ends no code block (e.g. a plain ``` block): keep writing
         if result.n_tool_calls >= limits.max_tool_calls:
             result.stop_reason = "max_tool_calls"
             break
-        output = await _execute(session, spec, text, limits, result)
+        output = await _execute(session, spec, text, result)
         if result.executions[-1].status == "infra_error":
             result.stop_reason, result.error = "infra_error", f"sandbox: {output}"
             break
-        appended = _after_stop(spec.format_output(output), text, generation.stop)
-        output_ids = tokenizer.encode(appended, add_special_tokens=False)
-        result.completion_ids += output_ids
-        result.env_mask += [0] * len(output_ids)
-        text += appended
+        block = spec.format_output(output) if opened_output else spec.stop + spec.format_output(output)
+        text += _append_harness(result, tokenizer, _after_stop(block, text, generation.stop))
     result.text = text
     return result
+
+
+def _append_harness(result: RolloutResult, tokenizer: Any, text: str) -> str:
+    """Append harness-written text (prefill, interpreter output) as token ids with mask 0."""
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    result.completion_ids += ids
+    result.env_mask += [0] * len(ids)
+    return str(text)
 
 
 def _after_stop(formatted: str, text: str, stop: str) -> str:
@@ -178,9 +194,7 @@ def _after_stop(formatted: str, text: str, stop: str) -> str:
     return formatted[len(overrun) :] if overrun and formatted.startswith(overrun) else formatted
 
 
-async def _execute(
-    session: Session, spec: Dialect, text: str, limits: RolloutLimits, result: RolloutResult
-) -> str:
+async def _execute(session: Session, spec: Dialect, text: str, result: RolloutResult) -> str:
     """Run the block the model just closed; injected failures and missing code still count as calls."""
     code = spec.last_code(text)
     started = time.perf_counter()

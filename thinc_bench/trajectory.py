@@ -133,6 +133,8 @@ class Dialect:
         code_content, output_content: where the inner text lies between the delimiters.
         output_tail: what `format_output` appends after the output to close the block.
         output_guard: a closer that may occur inside interpreter output, and its neutralised form.
+        code_end: the literal that closes a code block; a rollout that executes on a closed code
+            block (for models that never open the output block themselves) stops there.
     """
 
     name: DialectName
@@ -145,6 +147,7 @@ class Dialect:
     output_content: ContentRule
     output_tail: str
     output_guard: tuple[re.Pattern[str], str]
+    code_end: str
 
     def format_output(self, output: str) -> str:
         """Return exactly the text to append right after `stop` so the output block is closed.
@@ -192,6 +195,7 @@ MARKDOWN = Dialect(
     output_content=_fenced_content,
     output_tail="\n```\n",
     output_guard=(_FENCE_LINE, r" \1"),
+    code_end="```\n",
 )
 XML = Dialect(
     name="xml",
@@ -204,6 +208,7 @@ XML = Dialect(
     output_content=_xml_output_content,
     output_tail="\n</interpreter>\n",
     output_guard=(re.compile(r"</interpreter>"), "</ interpreter>"),
+    code_end="</code>",
 )
 DIALECTS: dict[str, Dialect] = {d.name: d for d in (MARKDOWN, XML)}
 

@@ -1,0 +1,150 @@
+"""Rollout-engine performance, measured side by side in one run (not a timed test).
+
+1. Harness overhead per turn: an instant scripted model, real sandbox, trivial code.
+2. Overlap: a generator of fixed latency that serves one request at a time (a saturated engine) and
+   code of fixed run time, at concurrency 1, 8 and 64; wall time vs. the ideal, which is the larger of
+   the generator's total busy time and one trajectory's critical path. Goal: >= 85 % at 64.
+3. The hf backend through the harness vs. plain `model.generate` on the same prompts and token counts
+   (bundled SmolLM2 on CPU). Goal: harness >= 0.9x plain.
+
+Run: `python perf/rollout.py [--skip-hf]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+from typing import Any
+
+from thinc_bench.backends import Generation, Generator, SamplingParams, load_generator, smollm2_gguf
+from thinc_bench.backends._sources import load_tokenizer
+from thinc_bench.rollout import RolloutLimits, rollout
+from thinc_bench.sandbox import Sandbox, SandboxConfig
+
+TURNS = 4  # code blocks per trajectory, then the answer
+GEN_LATENCY_S = 0.010  # per generation call of the saturated engine
+CODE_S = 0.100  # run time of each code block
+
+
+class FixedLatencyGenerator(Generator):
+    """Replays fixed turns; one request at a time, each taking `latency_s` (a saturated engine)."""
+
+    def __init__(self, code: str, latency_s: float) -> None:
+        self._tokenizer = load_tokenizer(str(smollm2_gguf()))
+        self._code_turn = f"```python\n{code}\n```\n```output"
+        self._code_ids = self._tokenizer.encode(self._code_turn, add_special_tokens=False)
+        self._answer_ids = self._tokenizer.encode("\\boxed{1}", add_special_tokens=False)
+        self._latency_s = latency_s
+        self._lock = asyncio.Lock()
+        self._calls: dict[str, int] = {}
+
+    @property
+    def tokenizer(self) -> Any:
+        return self._tokenizer
+
+    async def generate(self, prompt_ids: list[int], params: SamplingParams, *, request_id: str | None = None) -> Generation:
+        async with self._lock:
+            if self._latency_s:
+                await asyncio.sleep(self._latency_s)
+        turn = self._calls.get(str(request_id), 0)
+        self._calls[str(request_id)] = turn + 1
+        if turn < TURNS:
+            return Generation(list(self._code_ids), self._code_turn, "stop", "```output")
+        return Generation(list(self._answer_ids), "\\boxed{1}", "stop", None)
+
+    async def aclose(self) -> None:
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": "perf-fixed-latency"}
+
+
+async def _trajectories(generator: Generator, sandbox: Sandbox, n: int, tag: str) -> float:
+    limits = RolloutLimits(max_tokens=100_000, max_tool_calls=TURNS + 1)
+    params = SamplingParams(max_tokens=1000)
+
+    async def one(i: int) -> None:
+        session = await asyncio.to_thread(sandbox.session)
+        try:
+            await rollout(generator, session, [1, 2, 3], params, limits=limits, request_id=f"{tag}/{i}")
+        finally:
+            await asyncio.to_thread(session.close)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(n)))
+    return time.perf_counter() - started
+
+
+def overhead(sandbox: Sandbox) -> None:
+    generator = FixedLatencyGenerator("x = 1", 0.0)
+    asyncio.run(_trajectories(generator, sandbox, 2, "warm"))
+    walls = [asyncio.run(_trajectories(generator, sandbox, 1, f"o{i}")) for i in range(20)]
+    per_turn_ms = statistics.median(walls) / TURNS * 1000
+    print(f"1. harness overhead per turn (instant model, trivial code): {per_turn_ms:.2f} ms (median of 20)")
+
+
+def overlap(sandbox: Sandbox) -> None:
+    print(f"2. overlap: generator {GEN_LATENCY_S * 1000:.0f} ms/call serial, code {CODE_S * 1000:.0f} ms/block, {TURNS} blocks")
+    print(f"   {'concurrency':>11} {'wall s':>8} {'ideal s':>8} {'lock-step s':>12} {'efficiency':>11}")
+    for concurrency in (1, 8, 64):
+        generator = FixedLatencyGenerator(f"import time\ntime.sleep({CODE_S})", GEN_LATENCY_S)
+        wall = asyncio.run(_trajectories(generator, sandbox, concurrency, f"c{concurrency}"))
+        calls = concurrency * (TURNS + 1)
+        critical = (TURNS + 1) * GEN_LATENCY_S + TURNS * CODE_S
+        ideal = max(calls * GEN_LATENCY_S, critical)
+        lock_step = calls * GEN_LATENCY_S + TURNS * CODE_S
+        print(f"   {concurrency:>11} {wall:>8.2f} {ideal:>8.2f} {lock_step:>12.2f} {ideal / wall:>10.0%}")
+
+
+def hf_vs_plain(n_prompts: int = 8, new_tokens: int = 64) -> None:
+    import torch
+
+    generator = load_generator("hf", str(smollm2_gguf()), max_batch_size=n_prompts)
+    tokenizer = generator.tokenizer
+    model = generator._model  # noqa: SLF001 - the same weights, called directly for the baseline
+    prompts = [
+        tokenizer.apply_chat_template([{"role": "user", "content": f"Write Python that prints {i} squared."}],
+                                      add_generation_prompt=True, tokenize=False)
+        for i in range(n_prompts)
+    ]
+    ids = [tokenizer.encode(p, add_special_tokens=False) for p in prompts]
+    params = SamplingParams(temperature=0.0, max_tokens=new_tokens)
+
+    async def through_harness() -> tuple[float, int]:
+        started = time.perf_counter()
+        gens = await asyncio.gather(*(generator.generate(p, params, request_id=str(i)) for i, p in enumerate(ids)))
+        return time.perf_counter() - started, sum(len(g.token_ids) for g in gens)
+
+    asyncio.run(through_harness())  # warm-up
+    harness_s, harness_tokens = asyncio.run(through_harness())
+    tokenizer.padding_side = "left"
+    batch = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+    with torch.no_grad():
+        model.generate(**batch, max_new_tokens=4, do_sample=False)  # warm-up
+        started = time.perf_counter()
+        out = model.generate(**batch, max_new_tokens=new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id)
+        plain_s = time.perf_counter() - started
+    plain_tokens = int((out[:, batch["input_ids"].shape[1]:] != tokenizer.pad_token_id).sum())
+    harness_rate, plain_rate = harness_tokens / harness_s, plain_tokens / plain_s
+    print(f"3. hf backend, {n_prompts} prompts x up to {new_tokens} tokens, greedy:")
+    print(f"   through the harness: {harness_tokens} tokens in {harness_s:.2f} s = {harness_rate:.1f} tok/s")
+    print(f"   plain model.generate: {plain_tokens} tokens in {plain_s:.2f} s = {plain_rate:.1f} tok/s")
+    print(f"   ratio harness / plain: {harness_rate / plain_rate:.2f}x (goal >= 0.9x)")
+    asyncio.run(generator.aclose())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--skip-hf", action="store_true", help="skip part 3 (loads the bundled model)")
+    args = parser.parse_args()
+    with Sandbox(SandboxConfig(max_sessions=128, max_concurrent_runs=64)) as sandbox:
+        overhead(sandbox)
+        overlap(sandbox)
+    if not args.skip_hf:
+        hf_vs_plain()
+
+
+if __name__ == "__main__":
+    main()
