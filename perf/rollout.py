@@ -44,7 +44,9 @@ class FixedLatencyGenerator(Generator):
     def tokenizer(self) -> Any:
         return self._tokenizer
 
-    async def generate(self, prompt_ids: list[int], params: SamplingParams, *, request_id: str | None = None) -> Generation:
+    async def generate(
+        self, prompt_ids: list[int], params: SamplingParams, *, request_id: str | None = None
+    ) -> Generation:
         async with self._lock:
             if self._latency_s:
                 await asyncio.sleep(self._latency_s)
@@ -86,7 +88,9 @@ def overhead(sandbox: Sandbox) -> None:
 
 
 def overlap(sandbox: Sandbox) -> None:
-    print(f"2. overlap: generator {GEN_LATENCY_S * 1000:.0f} ms/call serial, code {CODE_S * 1000:.0f} ms/block, {TURNS} blocks")
+    print(
+        f"2. overlap: generator {GEN_LATENCY_S * 1000:.0f} ms/call serial, code {CODE_S * 1000:.0f} ms/block, {TURNS} blocks"
+    )
     print(f"   {'concurrency':>11} {'wall s':>8} {'ideal s':>8} {'lock-step s':>12} {'efficiency':>11}")
     for concurrency in (1, 8, 64):
         generator = FixedLatencyGenerator(f"import time\ntime.sleep({CODE_S})", GEN_LATENCY_S)
@@ -105,8 +109,11 @@ def hf_vs_plain(n_prompts: int = 8, new_tokens: int = 64) -> None:
     tokenizer = generator.tokenizer
     model = generator._model  # noqa: SLF001 - the same weights, called directly for the baseline
     prompts = [
-        tokenizer.apply_chat_template([{"role": "user", "content": f"Write Python that prints {i} squared."}],
-                                      add_generation_prompt=True, tokenize=False)
+        tokenizer.apply_chat_template(
+            [{"role": "user", "content": f"Write Python that prints {i} squared."}],
+            add_generation_prompt=True,
+            tokenize=False,
+        )
         for i in range(n_prompts)
     ]
     ids = [tokenizer.encode(p, add_special_tokens=False) for p in prompts]
@@ -114,7 +121,9 @@ def hf_vs_plain(n_prompts: int = 8, new_tokens: int = 64) -> None:
 
     async def through_harness() -> tuple[float, int]:
         started = time.perf_counter()
-        gens = await asyncio.gather(*(generator.generate(p, params, request_id=str(i)) for i, p in enumerate(ids)))
+        gens = await asyncio.gather(
+            *(generator.generate(p, params, request_id=str(i)) for i, p in enumerate(ids))
+        )
         return time.perf_counter() - started, sum(len(g.token_ids) for g in gens)
 
     asyncio.run(through_harness())  # warm-up
@@ -124,9 +133,11 @@ def hf_vs_plain(n_prompts: int = 8, new_tokens: int = 64) -> None:
     with torch.no_grad():
         model.generate(**batch, max_new_tokens=4, do_sample=False)  # warm-up
         started = time.perf_counter()
-        out = model.generate(**batch, max_new_tokens=new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id)
+        out = model.generate(
+            **batch, max_new_tokens=new_tokens, do_sample=False, pad_token_id=tokenizer.pad_token_id
+        )
         plain_s = time.perf_counter() - started
-    plain_tokens = int((out[:, batch["input_ids"].shape[1]:] != tokenizer.pad_token_id).sum())
+    plain_tokens = int((out[:, batch["input_ids"].shape[1] :] != tokenizer.pad_token_id).sum())
     harness_rate, plain_rate = harness_tokens / harness_s, plain_tokens / plain_s
     print(f"3. hf backend, {n_prompts} prompts x up to {new_tokens} tokens, greedy:")
     print(f"   through the harness: {harness_tokens} tokens in {harness_s:.2f} s = {harness_rate:.1f} tok/s")

@@ -177,3 +177,39 @@ def test_sample_seed_depends_on_the_sample_not_the_schedule() -> None:
     seeds = {thinc_eval.sample_seed(0, "b", "p", i, 0) for i in range(100)}
     assert len(seeds) == 100
     assert thinc_eval.sample_seed(0, "b", "p", 3, 0) == thinc_eval.sample_seed(0, "b", "p", 3, 0)
+
+
+@pytest.mark.slow
+def test_demo_run_with_the_real_smollm2_writes_complete_consistent_records(two_problem_benchmark, tmp_path):
+    out = tmp_path / "run"
+    args = [
+        "--benchmarks",
+        str(two_problem_benchmark),
+        "--samples",
+        "2",
+        "--max-tokens",
+        "900",
+        "--out",
+        str(out),
+    ]
+    assert thinc_eval.main(args) == 0
+    records = _records(out)
+    assert sorted((r["problem_id"], r["sample_idx"]) for r in records) == [
+        ("tiny-1", 0),
+        ("tiny-1", 1),
+        ("tiny-2", 0),
+        ("tiny-2", 1),
+    ]
+    statuses = {"correct", "incorrect", "no_answer", "unparseable_answer", "grader_timeout", "grader_error"}
+    for r in records:
+        assert r["status"] in statuses and r["correct"] == (r["status"] == "correct")
+        assert 0 < r["gen_tokens"] <= r["total_tokens"] <= 900
+        assert r["n_tool_calls"] == len(r["exec_statuses"])
+        assert r["n_exec_errors"] == sum(s != "ok" for s in r["exec_statuses"])
+        assert r["text"].startswith("```python\n")  # the demo's prefill
+        assert r["finish_reason"] in {"answer", "eos", "max_tokens", "max_tool_calls"}
+    assert any(r["n_tool_calls"] > 0 for r in records), "the real model's code must reach the sandbox"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["per_benchmark"]["tiny"]["accuracy"]["n_samples"] == 4
+    assert (out / "report.html").stat().st_size > 1000
+    assert json.loads((out / "config.json").read_text())["resolved"]["generator"]["backend"] == "hf"

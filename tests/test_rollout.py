@@ -132,7 +132,7 @@ def test_code_close_trigger_executes_a_closed_block_and_writes_the_output_opener
     assert trajectory.parse(result.text).outputs == ["42"]
     assert "```\n```output\n42\n```\n" in result.text
     harness = generator.tokenizer.decode(
-        [t for t, m in zip(result.completion_ids, result.env_mask) if m == 0]
+        [t for t, m in zip(result.completion_ids, result.env_mask, strict=True) if m == 0]
     )
     assert harness == "<think>\nplan\n</think>\n```output\n42\n```\n"
     assert result.stop_reason == "answer"

@@ -202,7 +202,8 @@ class EvalConfig:
                     f"--backend {self.backend} needs --model; omit both for the bundled demo model"
                 )
             self.benchmarks = self.benchmarks or DEMO_BENCHMARKS
-            self.data_dir = self.data_dir or _find_demo_data()
+            if self.data_dir is None and any(name in REGISTRY for name in self.benchmark_names):
+                self.data_dir = _find_demo_data()
         self.benchmarks = self.benchmarks or ",".join(PAPER_BENCHMARKS)
         if self.backend not in _BACKEND_OPTIONS:
             raise ConfigError(f"--backend {self.backend!r}; choose one of {', '.join(_BACKEND_OPTIONS)}")
