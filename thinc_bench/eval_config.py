@@ -1,0 +1,259 @@
+"""What defines an evaluation run: `EvalConfig`, its two presets, and the parsing of its flags.
+
+`EvalConfig` is the dataclass behind `python -m thinc_bench.eval` (parsed by HfArgumentParser). Fields
+left as None take the paper's defaults, or the embedded demo's when no model is given, so that one
+command runs the bundled tiny model and the same flags run a real one. `settings()` is what the run
+directory hashes: runtime-only fields (output folder, concurrency, log level) stay out, so a resume may
+change them. Nothing here loads a model, data or the sandbox.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from thinc_bench.benchmarks import PAPER_BENCHMARKS, REGISTRY
+from thinc_bench.errors import ConfigError
+
+DEMO_BENCHMARKS = "aime2025"
+"""The embedded default runs one benchmark: enough to exercise every path, short enough for 2 cores."""
+DEMO = {
+    "samples": 2,
+    "limit": 2,
+    "max_tokens": 2048,
+    "concurrency": 4,
+    "max_tool_calls": 4,
+    "few_shot": 1,
+    "exec_on": "code_close",
+    "response_prefix": "```python\n",
+}
+"""Settings of the embedded default (no --model): the bundled tiny model on CPU in a few minutes."""
+PAPER = {
+    "samples": 16,
+    "limit": None,
+    "max_tokens": 32768,
+    "concurrency": 64,
+    "max_tool_calls": 32,
+    "few_shot": 0,
+    "exec_on": "output_open",
+    "response_prefix": "",
+}
+"""Defaults with a --model: the ThinC paper's avg@16 at 32K tokens."""
+DATA_DIR_CANDIDATES = ("shared/data/benchmarks", "../shared/data/benchmarks")
+"""Where the embedded default looks for local benchmark copies (a checkout with shared data beside it)."""
+RUNTIME_FIELDS = frozenset({"out", "concurrency", "log_level"})
+"""Settings that do not change results: left out of the config hash, so a resume may change them."""
+_BACKEND_OPTIONS: dict[str, tuple[str, ...]] = {
+    "hf": ("revision", "dtype", "max_batch_size"),
+    "vllm": ("revision", "dtype", "tensor_parallel_size", "max_model_len", "gpu_memory_utilization"),
+    "openai": ("base_url", "tokenizer", "api_key_env", "max_retries"),
+    "scripted": ("tokenizer",),
+}
+
+
+@dataclass
+class EvalConfig:
+    """Everything that defines an evaluation run; None means "the documented default"."""
+
+    model: str | None = field(
+        default=None,
+        metadata={
+            "help": "Folder, Hub id or .gguf (hf, vllm); served model name (openai); script (scripted). "
+            "Omitted: the bundled SmolLM2-135M-Instruct GGUF on a tiny demo run."
+        },
+    )
+    backend: str = field(default="hf", metadata={"help": "hf | vllm | openai | scripted."})
+    benchmarks: str | None = field(
+        default=None,
+        metadata={
+            "help": f"Comma list of {', '.join(REGISTRY)} or .jsonl/.parquet paths. "
+            f"Default: the paper's five ({DEMO_BENCHMARKS} for the demo)."
+        },
+    )
+    data_dir: str | None = field(
+        default=None,
+        metadata={
+            "help": "Folder with <benchmark>.jsonl copies; omitted: the Hugging Face Hub "
+            "(the demo looks for ../shared/data/benchmarks)."
+        },
+    )
+    samples: int | None = field(
+        default=None, metadata={"help": "Samples per problem (avg@n); default 16, demo 2."}
+    )
+    max_tokens: int | None = field(
+        default=None,
+        metadata={"help": "Prompt + completion token budget per trajectory; default 32768, demo 1024."},
+    )
+    max_tool_calls: int | None = field(
+        default=None,
+        metadata={"help": "Code executions per trajectory; default 32 (ThinC averages ~6), demo 4."},
+    )
+    temperature: float = field(
+        default=0.6, metadata={"help": "Sampling temperature (Qwen3 thinking's advice)."}
+    )
+    top_p: float = field(default=0.95, metadata={"help": "Nucleus sampling mass (Qwen3 thinking's advice)."})
+    top_k: int | None = field(default=None, metadata={"help": "Top-k; omitted keeps every token."})
+    seed: int = field(
+        default=0, metadata={"help": "Base seed; each sample's seed derives from it and the sample key."}
+    )
+    limit: int | None = field(
+        default=None, metadata={"help": "Problems per benchmark (first N); default all, demo 2."}
+    )
+    recovery_k: str = field(
+        default="0",
+        metadata={"help": "Comma list of injected-failure counts k; 0 is the clean run (Recovery@k)."},
+    )
+    dialect: str = field(
+        default="markdown", metadata={"help": "markdown (ThinC) | xml (interleaved TIR baselines)."}
+    )
+    system_prompt: str = field(
+        default="thinc", metadata={"help": "thinc | interleaved | none | path to a text file."}
+    )
+    few_shot: int | None = field(
+        default=None,
+        metadata={
+            "help": "Bundled ThinC example trajectories shown as earlier chat turns; default 0 "
+            "(trained models need none), demo 1 (a 135M instruct model needs the format shown)."
+        },
+    )
+    exec_on: str | None = field(
+        default=None,
+        metadata={
+            "help": "output_open: run code when the model opens an output block (ThinC); code_close: as soon "
+            "as a code block closes (ReTool-style </code>). Default output_open; demo code_close."
+        },
+    )
+    response_prefix: str | None = field(
+        default=None,
+        metadata={
+            "help": "Text that starts every assistant turn (prefill; harness-written, not model tokens). "
+            "Default none; the demo opens a python block, since a 135M model rarely does by itself."
+        },
+    )
+    concurrency: int | None = field(
+        default=None, metadata={"help": "Trajectories in flight at once; default 64, demo 4."}
+    )
+    out: str | None = field(
+        default=None, metadata={"help": "Run directory; default runs/<model>-<config hash>."}
+    )
+    shard: str = field(default="0/1", metadata={"help": "i/n: evaluate every n-th problem starting at i."})
+    exec_timeout_s: float = field(
+        default=10.0, metadata={"help": "Wall seconds per code block before it is killed."}
+    )
+    sandbox_state: str = field(
+        default="persistent", metadata={"help": "persistent (notebook) | fresh per block."}
+    )
+    revision: str | None = field(default=None, metadata={"help": "Hub revision of the model (hf, vllm)."})
+    dtype: str | None = field(default=None, metadata={"help": "Model dtype (hf, vllm); default per backend."})
+    max_batch_size: int | None = field(
+        default=None, metadata={"help": "hf: most sequences decoded together."}
+    )
+    tensor_parallel_size: int | None = field(default=None, metadata={"help": "vllm: GPUs per model replica."})
+    max_model_len: int | None = field(default=None, metadata={"help": "vllm: context length to reserve."})
+    gpu_memory_utilization: float | None = field(
+        default=None, metadata={"help": "vllm: share of GPU memory."}
+    )
+    base_url: str | None = field(
+        default=None, metadata={"help": "openai: server URL, e.g. http://127.0.0.1:8000/v1."}
+    )
+    tokenizer: str | None = field(
+        default=None, metadata={"help": "openai/scripted: tokenizer folder, Hub id or .gguf."}
+    )
+    api_key_env: str | None = field(
+        default=None, metadata={"help": "openai: environment variable holding the key."}
+    )
+    max_retries: int | None = field(
+        default=None,
+        metadata={"help": "openai: retries (exponential backoff) before a request is an infra error."},
+    )
+    log_level: str = field(default="warning", metadata={"help": "debug | info | warning | error."})
+
+    def __post_init__(self) -> None:
+        preset = DEMO if self.model is None else PAPER
+        for name, value in preset.items():
+            if getattr(self, name) is None:
+                setattr(self, name, value)
+        if self.model is None:
+            if self.backend != "hf":
+                raise ConfigError(
+                    f"--backend {self.backend} needs --model; omit both for the bundled demo model"
+                )
+            self.benchmarks = self.benchmarks or DEMO_BENCHMARKS
+            if self.data_dir is None and any(name in REGISTRY for name in self.benchmark_names):
+                self.data_dir = _find_demo_data()
+        self.benchmarks = self.benchmarks or ",".join(PAPER_BENCHMARKS)
+        if self.backend not in _BACKEND_OPTIONS:
+            raise ConfigError(f"--backend {self.backend!r}; choose one of {', '.join(_BACKEND_OPTIONS)}")
+        if self.backend == "scripted" and self.model is None:
+            raise ConfigError("--backend scripted needs --model pointing at the turns .jsonl file")
+        for name in ("samples", "max_tokens", "max_tool_calls", "concurrency"):
+            if int(getattr(self, name)) < 1:
+                raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)}: use a positive integer")
+        if self.exec_on not in ("output_open", "code_close"):
+            raise ConfigError(f"--exec-on {self.exec_on!r}: use output_open or code_close")
+        if int(self.few_shot or 0) < 0:
+            raise ConfigError(f"--few-shot {self.few_shot}: use 0 or more bundled examples")
+        _parse_shard(self.shard)
+        _parse_ks(self.recovery_k)
+
+    @property
+    def shard_index(self) -> int:
+        return _parse_shard(self.shard)[0]
+
+    @property
+    def shard_count(self) -> int:
+        return _parse_shard(self.shard)[1]
+
+    @property
+    def recovery_ks(self) -> list[int]:
+        return _parse_ks(self.recovery_k)
+
+    @property
+    def benchmark_names(self) -> list[str]:
+        return [b.strip() for b in str(self.benchmarks).split(",") if b.strip()]
+
+    def backend_options(self) -> dict[str, Any]:
+        return {n: getattr(self, n) for n in _BACKEND_OPTIONS[self.backend] if getattr(self, n) is not None}
+
+    def settings(self) -> dict[str, Any]:
+        """What defines the results (hashed into the run config): every field but the runtime ones,
+        plus the full system prompt text, so an edited prompt file never mixes into an old run."""
+        from thinc_bench.prompts import load_examples, load_system_prompt
+
+        settings = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in RUNTIME_FIELDS}
+        settings["system_prompt_text"] = load_system_prompt(self.system_prompt)
+        settings["few_shot_trajectories"] = [e.trajectory for e in load_examples(self.few_shot)]
+        return settings
+
+
+def _find_demo_data() -> str:
+    for candidate in DATA_DIR_CANDIDATES:
+        if Path(candidate, f"{DEMO_BENCHMARKS}.jsonl").is_file():
+            return candidate
+    raise ConfigError(
+        f"the demo run needs local benchmark copies ({DEMO_BENCHMARKS}.jsonl) and found none in "
+        f"{' or '.join(DATA_DIR_CANDIDATES)}; pass --data-dir FOLDER (or --model M to read the Hub)"
+    )
+
+
+def _parse_shard(text: str) -> tuple[int, int]:
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise ConfigError(f"--shard {text!r}: use i/n with 0 <= i < n, e.g. 0/4") from None
+    if not 0 <= index < count:
+        raise ConfigError(f"--shard {text!r}: use i/n with 0 <= i < n, e.g. 0/4")
+    return index, count
+
+
+def _parse_ks(text: str) -> list[int]:
+    try:
+        ks = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise ConfigError(f"--recovery-k {text!r}: use a comma list of integers >= 0, e.g. 0,1,2,3") from None
+    if not ks or ks[0] < 0:
+        raise ConfigError(f"--recovery-k {text!r}: use a comma list of integers >= 0, e.g. 0,1,2,3")
+    if 0 not in ks:
+        ks.insert(0, 0)  # Recovery@k is read against the clean accuracy on the same problems
+    return ks
