@@ -266,6 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     parser = HfArgumentParser(
         EvalConfig,  # type: ignore[arg-type]
+        prog="python -m thinc_bench.eval",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
     try:
