@@ -93,3 +93,11 @@ def test_degraded_mode_removes_host_scratch_folder(monkeypatch: pytest.MonkeyPat
             scratch = s.run("import os\nopen('f.txt', 'w').write('x')\nprint(os.getcwd())").output.strip()
             assert os.path.isfile(os.path.join(scratch, "f.txt"))
         assert not os.path.exists(scratch)
+
+
+def test_python_prefixes_under_tmp_are_moved_out_of_the_scratch_mount() -> None:
+    from thinc_bench.sandbox._jail import JAIL_TMP_PREFIXES, jail_path
+
+    assert jail_path("/tmp/ci/main/.venv") == f"{JAIL_TMP_PREFIXES}/ci/main/.venv"
+    assert jail_path("/work/main/.venv") == "/work/main/.venv"
+    assert jail_path("/tmpfoo/venv") == "/tmpfoo/venv"

@@ -34,6 +34,9 @@ APT_FIX = "apt-get install -y bubblewrap"
 BWRAP_PROBE_TIMEOUT_S = 10.0
 # Where this package appears inside the jail (read-only); PYTHONPATH points at its parent.
 JAIL_PKG_PARENT = "/opt/thinc_sandbox"
+# Sessions cover /tmp with their private scratch, so a Python prefix (venv) that lives under /tmp -- a CI
+# checkout, say -- is bound here instead, where no scratch mount hides it.
+JAIL_TMP_PREFIXES = "/opt/thinc_tmp_prefixes"
 # Where the harness's pids cgroup for this sandbox appears inside the jail.
 JAIL_CGROUP = "/run/thinc_pids"
 PIDS_CGROUP_ROOT = Path("/sys/fs/cgroup/pids")
@@ -140,6 +143,13 @@ def remove_pids_cgroup(path: str | None) -> None:
         time.sleep(0.01)
 
 
+def jail_path(path: str) -> str:
+    """Where a host path of the Python installation appears inside the jail (moved off /tmp)."""
+    if path == "/tmp" or path.startswith("/tmp/"):
+        return JAIL_TMP_PREFIXES + path[len("/tmp") :]
+    return path
+
+
 def _jail_binds(pkg_dir: Path, cgroup: str | None) -> list[str]:
     args: list[str] = []
     for d in SYSTEM_DIRS:
@@ -156,7 +166,7 @@ def _jail_binds(pkg_dir: Path, cgroup: str | None) -> list[str]:
     }
     for p in sorted(prefixes):
         if not any(p == d or p.startswith(d + "/") for d in SYSTEM_DIRS):
-            args += ["--ro-bind", p, p]
+            args += ["--ro-bind", p, jail_path(p)]
     args += ["--ro-bind", str(pkg_dir), f"{JAIL_PKG_PARENT}/{pkg_dir.name}"]
     args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     if cgroup is not None:
@@ -208,7 +218,13 @@ def plan_launch(config: SandboxConfig, ctrl_fd: int) -> Launch:
             argv += ["--cap-add", "CAP_SETFCAP"]
         for key, value in env.items():
             argv += ["--setenv", key, value]
-        argv += _jail_binds(pkg_dir, cgroup) + ["--chdir", "/tmp", "--", sys.executable, *server_args]
+        argv += _jail_binds(pkg_dir, cgroup) + [
+            "--chdir",
+            "/tmp",
+            "--",
+            jail_path(sys.executable),
+            *server_args,
+        ]
         if cgroup is not None:
             argv += ["--pids-cgroup", JAIL_CGROUP]
     else:
