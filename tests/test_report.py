@@ -1,62 +1,102 @@
-"""The first report renders from a run directory alone and shows summary.json's numbers."""
+"""The report of a scripted-backend run: every headline number is summary.json's, figures are there,
+the page is self-contained, and model text cannot inject markup."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+
+import pytest
+from report.pages import expected_cells, parse_page, viewer_data
 
 from thinc_bench import eval as thinc_eval
 from thinc_bench.report import build_data, write_report
 
 
-def test_report_from_a_scripted_run_shows_the_summary_numbers(
-    two_problem_benchmark, scripted_turns, tmp_path
-):
-    out = tmp_path / "run"
-    args = [
-        "--backend",
-        "scripted",
-        "--model",
-        str(scripted_turns),
-        "--benchmarks",
-        str(two_problem_benchmark),
-        "--samples",
-        "2",
-        "--out",
-        str(out),
+@pytest.fixture(scope="module")
+def scripted_run(tmp_path_factory, scripted_turns) -> Path:
+    out = tmp_path_factory.mktemp("scripted") / "run"
+    bench = out.parent / "tiny.jsonl"
+    rows = [
+        {"id": "tiny-1", "problem": "Compute 2 + 3.", "answer": "5"},
+        {"id": "tiny-2", "problem": "Compute 1/2 + 1/3.", "answer": "\\frac{5}{6}"},
     ]
-    assert thinc_eval.main(args) == 0
-    (out / "report.html").unlink()
-    html = write_report(out).read_text()
-    summary = json.loads((out / "summary.json").read_text())
-    accuracy = summary["per_benchmark"]["tiny"]["accuracy"]["value"]
-    assert f"<td>{accuracy:.3f}</td>" in html
-    assert html.count("<details>") == 4
-    assert "http://" not in html and "https://" not in html  # self-contained: no network requests
-    assert build_data(out)["samples"][0]["problem_id"] == "tiny-1"
+    bench.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = ["--backend", "scripted", "--model", str(scripted_turns), "--benchmarks", str(bench)]
+    assert thinc_eval.main([*args, "--samples", "2", "--recovery-k", "0,1", "--out", str(out)]) == 0
+    return out
+
+
+def test_every_headline_number_matches_summary_json(scripted_run: Path) -> None:
+    html = write_report(scripted_run).read_text()
+    summary = json.loads((scripted_run / "summary.json").read_text())
+    cells = parse_page(html).cells
+    expected = expected_cells(summary)
+    assert set(expected) == set(cells)
+    for key, value in expected.items():
+        assert float(cells[key]) == pytest.approx(value), key
+
+
+def test_accuracy_is_printed_as_a_percentage_with_its_stderr(scripted_run: Path) -> None:
+    html = (scripted_run / "report.html").read_text()
+    block = json.loads((scripted_run / "summary.json").read_text())["per_benchmark"]["tiny"]["accuracy"]
+    assert f'>{100 * block["value"]:.1f}<span class="se"> ± {100 * block["stderr"]:.1f}</span>' in html
+
+
+def test_report_has_every_figure_as_inline_svg(scripted_run: Path) -> None:
+    page = parse_page(write_report(scripted_run).read_text())
+    assert page.figures == [
+        "fig-accuracy",
+        "fig-recovery",
+        "fig-tool_calls",
+        "fig-lengths",
+        "fig-grounding",
+        "fig-heatmap-tiny",
+    ]
+    assert page.svgs == len(page.figures)
+
+
+def test_report_requests_nothing_from_the_network(scripted_run: Path) -> None:
+    html = (scripted_run / "report.html").read_text()
+    assert "http://" not in html and "https://" not in html
+    assert "<link" not in html and " src=" not in html
+    assert "default-src 'none'" in html  # the page's CSP forbids any fetch the checks above could miss
+
+
+def test_viewer_holds_every_sample_with_segments_and_problem_text(scripted_run: Path) -> None:
+    data = viewer_data((scripted_run / "report.html").read_text())
+    assert len(data["samples"]) == 8  # 2 problems x 2 samples x k in {0, 1}
+    first = data["samples"][0]
+    assert first["problem"] == "Compute 2 + 3."
+    assert [s["kind"] for s in first["segments"]] == ["plan", "code", "output", "answer"]
+    injected = [s for s in data["samples"] if s["k"] == 1][0]["segments"][1]
+    assert injected["injected"] and injected["status"] == "error"
+
+
+def test_header_says_requested_and_generated_samples_are_equal(scripted_run: Path) -> None:
+    run = build_data(scripted_run)["runs"][0]
+    assert (run["requested_samples"], run["generated_samples"], run["complete"]) == (8, 8, True)
 
 
 def test_model_text_is_escaped(two_problem_benchmark, tmp_path: Path) -> None:
     turns = tmp_path / "turns.jsonl"
     turns.write_text(
         '{"problem_id": "tiny-1", "turns": ["<script>alert(1)</script> \\\\boxed{5}"]}\n'
-        '{"problem_id": "tiny-2", "turns": ["\\\\boxed{1}"]}\n'
+        '{"problem_id": "tiny-2", "turns": ["</script><b>x</b> \\\\boxed{1}"]}\n'
     )
     out = tmp_path / "run"
-    thinc_eval.main(
-        [
-            "--backend",
-            "scripted",
-            "--model",
-            str(turns),
-            "--benchmarks",
-            str(two_problem_benchmark),
-            "--samples",
-            "1",
-            "--out",
-            str(out),
-        ]
-    )
+    args = ["--backend", "scripted", "--model", str(turns), "--benchmarks", str(two_problem_benchmark)]
+    assert thinc_eval.main([*args, "--samples", "1", "--out", str(out)]) == 0
     html = (out / "report.html").read_text()
-    assert "<script>alert(1)</script>" not in html
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "<script>alert(1)" not in html and "</script><b>" not in html
+    texts = [seg["text"] for s in viewer_data(html)["samples"] for seg in s["segments"]]
+    assert any("<script>alert(1)</script>" in t for t in texts)  # kept as data, shown via textContent
+
+
+def test_recovery_cells_match_summary_json(scripted_run: Path) -> None:
+    html = (scripted_run / "report.html").read_text()
+    recovery = json.loads((scripted_run / "summary.json").read_text())["per_benchmark"]["tiny"]["recovery"]
+    shown = dict(re.findall(r'data-metric="recovery" data-k="(\d+)" data-value="([^"]*)"', html))
+    assert shown.keys() == recovery.keys() == {"1"}
+    assert float(shown["1"]) == pytest.approx(recovery["1"]["accuracy"])

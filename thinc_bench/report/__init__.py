@@ -1,45 +1,103 @@
-"""HTML report of a run directory, rendered from the directory alone (any old run re-renders).
+"""HTML reports of evaluation runs, rendered from run directories alone (any old run re-renders).
 
-`write_report(run_dir)` reads config.json, summary.json and samples.jsonl, builds a plain data dict
-and renders a jinja2 template into one self-contained `report.html` (no network, no JavaScript needed
-to read it). This first version shows the settings, the headline table and every trajectory; figures,
-comparisons and the interactive viewer come with the report issue.
+`write_report(run_dir)` writes one self-contained `report.html` into a run directory (eval calls it
+after every run); `write_comparison(run_dirs, out)` renders several runs, or the shards of one run
+merged, into one page (`python -m thinc_bench.report`). Both build a plain data dict (`data`,
+`tables`, `viewer`, `figures`) and render jinja2 templates from `templates/`: no network requests,
+tables and figures readable without JavaScript, the trajectory viewer rendered lazily in the browser.
+`environment()` and `figures.svg_figure` are public for other pages (the SFT report).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["build_data", "write_report"]
+from thinc_bench.report.figures import svg_figure
 
-REPORT_FILE = "report.html"
-
-
-def build_data(run_dir: str | Path) -> dict[str, Any]:
-    """The template's data: config, summary and samples, read from the run directory only."""
-    from thinc_bench.store import RunDir
-
-    path = Path(run_dir)
-    config = json.loads((path / "config.json").read_text(encoding="utf-8"))
-    run = RunDir(path, config)
-    samples = [dataclasses.asdict(r) for r in run.records()]
-    samples.sort(key=lambda s: (s["benchmark"], s["problem_id"], s["k"], s["sample_idx"]))
-    return {"run_dir": str(path), "config": config, "summary": run.read_summary() or {}, "samples": samples}
-
-
-def write_report(run_dir: str | Path) -> Path:
-    """Render `report.html` into the run directory and return its path."""
+if TYPE_CHECKING:
     import jinja2
 
-    env = jinja2.Environment(
+__all__ = [
+    "REPORT_FILE",
+    "build_data",
+    "environment",
+    "render",
+    "svg_figure",
+    "write_comparison",
+    "write_report",
+]
+
+REPORT_FILE = "report.html"
+"""The report's name inside a run directory (DESIGN.md, Run directory)."""
+
+
+def environment() -> jinja2.Environment:
+    """The jinja2 environment of every thinc_bench page: package templates, autoescape, strict names.
+
+    Example:
+        html = environment().get_template("sft.html.jinja").render(**data)
+    """
+    import jinja2
+
+    return jinja2.Environment(
         loader=jinja2.PackageLoader("thinc_bench.report", "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
     )
-    html = env.get_template("report.html.jinja").render(**build_data(run_dir))
+
+
+def build_data(
+    run_dirs: str | Path | Sequence[str | Path], *, title: str | None = None, problem_text: bool = True
+) -> dict[str, Any]:
+    """The report template's data for one run directory or several (shards of one run are merged).
+
+    Args:
+        run_dirs: a run directory, or several to compare.
+        title: page title; default from the run labels.
+        problem_text: include problem statements found in local benchmark files (see
+            `viewer.problem_texts`); False for reports kept in the repository.
+
+    Raises:
+        FileNotFoundError: a directory is not a run directory.
+        ValueError: no run directories.
+    """
+    from thinc_bench.report.data import build_report_data, load_run, merge_shards
+
+    dirs = [run_dirs] if isinstance(run_dirs, str | Path) else list(run_dirs)
+    runs = merge_shards([load_run(d) for d in dirs])
+    return build_report_data(runs, title=title, problem_text=problem_text)
+
+
+def render(data: dict[str, Any]) -> str:
+    """The report page for a data dict from `build_data`."""
+    return environment().get_template("report.html.jinja").render(**data)
+
+
+def write_report(run_dir: str | Path) -> Path:
+    """Render `report.html` into the run directory and return its path.
+
+    Raises:
+        FileNotFoundError: the directory is not a run directory.
+    """
     out = Path(run_dir) / REPORT_FILE
-    out.write_text(html, encoding="utf-8")
+    out.write_text(render(build_data(run_dir)), encoding="utf-8")
     return out
+
+
+def write_comparison(
+    run_dirs: Sequence[str | Path], out: str | Path, *, title: str | None = None, problem_text: bool = True
+) -> Path:
+    """Render several runs (or shards of one run, merged) into one page at `out`.
+
+    Raises:
+        FileNotFoundError: a directory is not a run directory.
+        ValueError: no run directories.
+    """
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render(build_data(run_dirs, title=title, problem_text=problem_text)), encoding="utf-8")
+    return path

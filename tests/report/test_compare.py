@@ -1,0 +1,126 @@
+"""Comparison reports from synthetic run directories: column groups, best values, merged shards,
+published numbers, reader warnings and the CLI."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from report.pages import expected_cells, parse_page, viewer_data
+from report.synthetic import PAPER_SIZES, synthetic_run
+from thinc_bench.report import __main__ as report_cli
+from thinc_bench.report import build_data, render, write_comparison
+from thinc_bench.report._warnings import gold_in_text
+from thinc_bench.report.reference import load_reference
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory) -> list[Path]:
+    root = tmp_path_factory.mktemp("runs")
+    return [
+        synthetic_run(root / "strong", model="org/strong-4b", p_correct=0.8, ks=(0, 1, 2)),
+        synthetic_run(root / "weak", model="org/weak-1.7b", p_correct=0.3, ks=(0, 1, 2)),
+    ]
+
+
+def test_every_headline_number_of_every_run_matches_its_summary(two_runs, tmp_path) -> None:
+    html = write_comparison(two_runs, tmp_path / "c.html").read_text()
+    cells = parse_page(html).cells
+    expected = {}
+    for r, run in enumerate(two_runs):
+        expected.update(expected_cells(json.loads((run / "summary.json").read_text()), run=r))
+    assert set(expected) == set(cells)
+    for key, value in expected.items():
+        assert float(cells[key]) == pytest.approx(value), key
+
+
+def test_one_column_group_per_run_with_the_best_accuracy_marked(two_runs) -> None:
+    data = build_data(two_runs)
+    assert [r["label"] for r in data["runs"]] == ["strong-4b", "weak-1.7b"]
+    average = data["headline"]["rows"][-1]
+    strong, weak = (group[0] for group in average["groups"])
+    assert strong["value"] > weak["value"]
+    assert (strong["best"], weak["best"]) == (True, False)
+    assert render(data).count('colspan="11"') == 2
+
+
+def test_shards_of_one_run_merge_into_one_column_with_the_unsharded_numbers(tmp_path) -> None:
+    whole = synthetic_run(tmp_path / "whole", model="org/m", seed=3)
+    shards = [synthetic_run(tmp_path / f"s{i}", model="org/m", seed=3, shard=f"{i}/2") for i in range(2)]
+    merged = build_data(shards)
+    assert len(merged["runs"]) == 1 and merged["runs"][0]["shards"] == ["0/2", "1/2"]
+    assert len(merged["samples"]) == sum(len((s / "samples.jsonl").read_text().splitlines()) for s in shards)
+    problems = {(s["benchmark"], s["problem_id"]) for s in merged["samples"]}
+    assert problems == {(s["benchmark"], s["problem_id"]) for s in build_data(whole)["samples"]}
+    assert merged["runs"][0]["complete"]
+
+
+def test_published_numbers_sit_beside_the_run_and_are_labelled(two_runs) -> None:
+    html = render(build_data(two_runs))
+    assert "published, not measured here" in html
+    for entry in load_reference()["numbers"]:
+        assert f"<td>{entry['model']}</td>" in html
+        assert f'<td class="pub">{entry["value"]}' in html
+    assert [n["value"] for n in load_reference()["numbers"] if n["metric"] == "avg_accuracy"] == [
+        78.1,
+        42.8,
+        32.2,
+        75.2,
+        74.0,
+    ]
+
+
+def test_warnings_list_every_kind_with_its_samples(two_runs) -> None:
+    data = build_data(two_runs[:1])
+    kinds = {w["kind"]: w for w in data["warnings"]}
+    assert set(kinds) == {"no_answer", "truncated", "gold_in_text", "grader_timeout", "infra_error"}
+    assert kinds["infra_error"]["count"] == 2  # problem 0 of each benchmark (synthetic)
+    no_answer = [s["id"] for s in data["samples"] if s["answer"] is None and s["status"] != "infra_error"]
+    assert kinds["no_answer"]["ids"] == no_answer
+    unverified = set(no_answer) | set(kinds["grader_timeout"]["ids"])
+    assert set(kinds["gold_in_text"]["ids"]) <= unverified  # synthetic: only these write the gold unboxed
+
+
+def test_gold_in_text_matches_whole_numbers_only() -> None:
+    assert gold_in_text("025", "so the answer is 25.")
+    assert gold_in_text("33,124,147", "total 33124147")
+    assert not gold_in_text("5", "we get 15 and 2.5")
+    assert gold_in_text("\\frac{5}{6}", "x = \\frac{5}{6}")
+
+
+def test_cli_compares_two_runs_into_one_file(two_runs, tmp_path, capsys) -> None:
+    out = tmp_path / "compare.html"
+    assert report_cli.main([*map(str, two_runs), "--out", str(out), "--no_problem_text"]) == 0
+    assert "report:" in capsys.readouterr().out
+    assert len(viewer_data(out.read_text())["samples"]) == 2 * 10 * 4 * 3
+
+
+def test_cli_refuses_a_directory_that_is_not_a_run(tmp_path, capsys) -> None:
+    assert report_cli.main([str(tmp_path), "--out", str(tmp_path / "x.html")]) == 2
+    assert "no config.json" in capsys.readouterr().err
+
+
+def test_paper_scale_report_renders_quickly(tmp_path) -> None:
+    run = synthetic_run(tmp_path / "big", model="org/big", sizes=PAPER_SIZES, samples=16)
+    started = time.perf_counter()
+    html = write_comparison([run], tmp_path / "big.html").read_text()
+    elapsed = time.perf_counter() - started
+    assert len(viewer_data(html)["samples"]) == 2240
+    assert elapsed < 60, f"rendering 2,240 trajectories took {elapsed:.1f} s"
+
+
+def test_two_runs_of_the_same_settings_stay_separate_columns(tmp_path) -> None:
+    runs = [synthetic_run(tmp_path / name, model="org/m", seed=1) for name in ("first", "again")]
+    data = build_data(runs)
+    assert [r["label"] for r in data["runs"]] == ["m (first)", "m (again)"]
+
+
+def test_a_killed_run_without_summary_json_still_reports_its_numbers(tmp_path) -> None:
+    run = synthetic_run(tmp_path / "killed", model="org/m")
+    summary = json.loads((run / "summary.json").read_text())
+    (run / "summary.json").unlink()
+    average = build_data(run)["headline"]["rows"][-1]["groups"][0][0]
+    assert average["value"] == pytest.approx(summary["overall"]["mean_accuracy"])

@@ -1,0 +1,107 @@
+"""Reader warnings (MathArena-style flags): samples whose verdict a reader should check by eye.
+
+Per sample: the gold answer appears in the model's own text but was not the extracted answer; the
+token budget cut the trajectory; no answer; the grader timed out; an infrastructure error kept the
+sample out of accuracy. Per run: fewer samples generated than requested. Each warning lists the
+sample ids the viewer opens. Flags are heuristics for attention, never a second verdict.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from thinc_bench.report.data import Run
+
+TRUNCATED_REASONS = frozenset({"max_tokens"})
+"""Finish reasons that mean the budget cut the trajectory (as in summary.TRUNCATED_REASONS)."""
+
+MIN_GOLD_CHARS = 1
+"""Golds this short still count: integer golds are matched as whole numbers, so 5 never hits 15."""
+
+KINDS: dict[str, tuple[str, str]] = {
+    "gold_in_text": (
+        "Gold answer in the text but not extracted",
+        "the model wrote the gold answer but the last \\boxed{} holds something else (or nothing): "
+        "check the extraction or the model's final step",
+    ),
+    "truncated": ("Hit the token budget", "generation stopped at max_tokens before a final answer"),
+    "no_answer": ("No answer", "no \\boxed{} in the final text; counted as incorrect"),
+    "grader_timeout": ("Grader timeout", "math-verify did not finish in time; counted as incorrect"),
+    "infra_error": (
+        "Infrastructure errors excluded from accuracy",
+        "backend or sandbox outage after retries; these samples are not in any accuracy",
+    ),
+}
+"""Warning kind -> (title, what it means for the numbers)."""
+
+_INTEGER = re.compile(r"^[+-]?[\d,]+$")
+
+
+def gold_in_text(gold: str, model_text: str) -> bool:
+    """Whether `gold` occurs in `model_text` as a whole number (integers) or verbatim (other forms)."""
+    core = gold.strip().strip("$").strip()
+    if len(core) < MIN_GOLD_CHARS:
+        return False
+    if _INTEGER.match(core):
+        digits = str(int(core.replace(",", "")))
+        return (
+            re.search(rf"(?<![\d.]){re.escape(digits)}(?![\d]|\.\d)", model_text.replace(",", "")) is not None
+        )
+    return core in model_text
+
+
+def flags(sample: dict[str, Any], segments: Sequence[dict[str, Any]]) -> dict[str, bool]:
+    """The viewer's filter flags and the per-sample warnings of one sample record."""
+    infra = sample["status"] == "infra_error"
+    model_text = "\n".join(s["text"] for s in segments if s["kind"] != "output")
+    return {
+        "exec_error": sample["n_exec_errors"] > 0,
+        "ungrounded": sample["grounded"] is False,
+        "nonconforming": sample["style"] != "thinc",
+        "gold_in_text": not infra and not sample["correct"] and gold_in_text(sample["gold"], model_text),
+        "truncated": sample["finish_reason"] in TRUNCATED_REASONS,
+        "no_answer": not infra and sample["answer"] is None,
+        "grader_timeout": sample["status"] == "grader_timeout",
+        "infra_error": infra,
+    }
+
+
+def collect(runs: Sequence[Run], samples: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every warning with a non-zero count, per run: kind, title, meaning, count and sample ids."""
+    from thinc_bench.report.data import header
+
+    out: list[dict[str, Any]] = []
+    for r, run in enumerate(runs):
+        facts = header(run)
+        if not facts["complete"]:
+            out.append(
+                {
+                    "run": r,
+                    "label": run.label,
+                    "kind": "incomplete",
+                    "title": "Incomplete run",
+                    "meaning": f"{facts['generated_samples']} samples generated of {facts['requested_samples']} "
+                    "requested (problems seen x samples x k); resume the run to finish it",
+                    "count": abs(facts["requested_samples"] - facts["generated_samples"]),
+                    "ids": [],
+                }
+            )
+        mine = [s for s in samples if s["run"] == r]
+        for kind, (title, meaning) in KINDS.items():
+            ids = [s["id"] for s in mine if s["flags"][kind]]
+            if ids:
+                out.append(
+                    {
+                        "run": r,
+                        "label": run.label,
+                        "kind": kind,
+                        "title": title,
+                        "meaning": meaning,
+                        "count": len(ids),
+                        "ids": ids,
+                    }
+                )
+    return out

@@ -1,0 +1,327 @@
+"""Report figures: matplotlib drawings embedded as inline SVG (no files, no network, printable).
+
+`svg_figure(fig)` is the one conversion, public for other pages (the SFT report): text stays text,
+ink drawn in the `INK` sentinel colour becomes `currentColor`, so axes and labels follow the page's
+light or dark theme, and every figure gets its own id salt so several SVGs share one page safely.
+`all_figures` draws the evaluation report's set from runs: accuracy per benchmark with error bars
+and published markers, Recovery@k, tool calls, response length by verdict, correctness heat maps
+and grounding by benchmark. Figures read summaries and sample records; they compute no metric that
+summary.json holds.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from markupsafe import Markup
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from thinc_bench.report.data import Run
+
+INK = "#010203"
+"""Sentinel colour for axes, ticks and text; replaced by currentColor so the page theme decides."""
+
+PALETTE = ("#4C78A8", "#F58518", "#54A24B", "#B279A2", "#E45756", "#72B7B2", "#9D755D", "#BAB0AC")
+"""Run colours: Vega's category10 variant, readable on light and dark backgrounds."""
+
+OK, BAD, MISSING = "#54A24B", "#E45756", "#BAB0AC"
+"""Heat-map cells: correct, incorrect, not scored (infra error or missing sample)."""
+
+WIDTH_IN = 7.0
+"""Figure width in inches: the report column at 96 dpi, and one printed page width."""
+
+_salt = itertools.count()
+_XMLNS = re.compile(r'\s+xmlns(?::\w+)?="[^"]*"')
+_METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.S)
+
+
+@contextmanager
+def _style() -> Iterator[None]:
+    import matplotlib as mpl
+
+    rc: dict[str, Any] = {
+        "svg.fonttype": "none",  # real <text>: smaller, searchable, themable
+        "svg.hashsalt": f"thinc-{next(_salt)}",
+        "text.color": INK,
+        "axes.labelcolor": INK,
+        "axes.edgecolor": INK,
+        "xtick.color": INK,
+        "ytick.color": INK,
+        "axes.facecolor": "none",
+        "figure.facecolor": "none",
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+        "font.size": 9,
+        "legend.frameon": False,
+    }
+    with mpl.rc_context(rc):  # type: ignore[arg-type]  # keys are valid rcParams; the stub wants Literals
+        yield
+
+
+def new_figure(height_in: float = 3.0, ncols: int = 1) -> tuple[Figure, Any]:
+    """A figure in the report's style (call inside no context: the style is applied on conversion)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(WIDTH_IN, height_in), layout="constrained")
+    axes = fig.subplots(1, ncols, squeeze=False)[0]
+    return fig, axes if ncols > 1 else axes[0]
+
+
+def svg_figure(fig: Figure) -> Markup:
+    """Inline SVG markup of a matplotlib figure, themed by the page (see module docstring).
+
+    Example:
+        fig, ax = new_figure(); ax.plot([1, 2]); html_fragment = svg_figure(fig)
+    """
+    buffer = io.StringIO()
+    with _style():
+        fig.savefig(buffer, format="svg", transparent=True)
+    text = buffer.getvalue()
+    text = text[text.index("<svg") :].replace(INK, "currentColor").replace(INK.upper(), "currentColor")
+    # Inline SVG in HTML needs no namespace declarations or RDF metadata; dropping them leaves the page
+    # free of any URL, so "no external URL" stays a simple check.
+    text = _METADATA.sub("", _XMLNS.sub("", text))
+    return Markup(text)  # noqa: S704 - matplotlib's own SVG, with no user text unescaped
+
+
+def _grouped_bars(
+    ax: Any,
+    runs: Sequence[Run],
+    names: Sequence[str],
+    values: list[list[float | None]],
+    errors: list[list[float | None]] | None = None,
+) -> list[float]:
+    width = 0.8 / max(len(runs), 1)
+    centres = list(range(len(names)))
+    for r, run in enumerate(runs):
+        xs = [c - 0.4 + width * (r + 0.5) for c in centres]
+        ys = [100 * v if v is not None else 0.0 for v in values[r]]
+        err = [100 * e if e is not None else 0.0 for e in errors[r]] if errors else None
+        ax.bar(
+            xs,
+            ys,
+            width * 0.9,
+            yerr=err,
+            capsize=2,
+            color=PALETTE[r % len(PALETTE)],
+            label=run.label,
+            error_kw={"ecolor": INK, "elinewidth": 0.8},
+        )
+    ax.set_xticks(centres, list(names))
+    ax.tick_params(axis="x", labelrotation=20 if len(names) > 3 else 0)
+    return [float(c) for c in centres]
+
+
+def accuracy_figure(runs: Sequence[Run], benchmarks: Sequence[str], reference: dict[str, Any]) -> Markup:
+    """avg@n per benchmark ± standard error, runs side by side; published averages as markers."""
+    with _style():
+        fig, ax = new_figure(3.2)
+        names = [*benchmarks, "average"]
+        values, errors = [], []
+        for run in runs:
+            per = run.summary.get("per_benchmark", {})
+            values.append(
+                [(per.get(b, {}).get("accuracy") or {}).get("value") for b in benchmarks]
+                + [run.summary.get("overall", {}).get("mean_accuracy")]
+            )
+            errors.append([(per.get(b, {}).get("accuracy") or {}).get("stderr") for b in benchmarks] + [None])
+        centres = _grouped_bars(ax, runs, names, values, errors)
+        markers = itertools.cycle("D^sv<>pho")
+        for entry in reference.get("numbers", []):
+            if entry["metric"] == "avg_accuracy":
+                ax.plot(
+                    [centres[-1] + 0.45],
+                    [entry["value"]],
+                    next(markers),
+                    color=INK,
+                    markersize=4,
+                    label=f"{entry['model']} {entry['value']} (published)",
+                )
+        ax.set_ylabel("accuracy (%)")
+        ax.set_ylim(0, 100)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return svg_figure(fig)
+
+
+def recovery_figure(runs: Sequence[Run], ks: Sequence[int]) -> Markup | None:
+    """Recovery@k (mean over benchmarks) against k, with each run's clean accuracy dashed."""
+    from thinc_bench.report.tables import mean_recovery
+
+    curves = [(run, {k: mean_recovery(run, k) for k in ks if k > 0}) for run in runs]
+    if not any(any(v is not None for v in c.values()) for _, c in curves):
+        return None
+    with _style():
+        fig, ax = new_figure(2.8)
+        for r, (run, curve) in enumerate(curves):
+            points = [(k, v) for k, v in sorted(curve.items()) if v is not None]
+            if not points:
+                continue
+            colour = PALETTE[r % len(PALETTE)]
+            clean = points[0][1]["clean"]
+            xs = [0] + [k for k, _ in points]
+            ys = [100 * clean] + [100 * v["accuracy"] for _, v in points]
+            ax.plot(xs, ys, "o-", color=colour, label=f"{run.label} Recovery@k")
+            ax.axhline(100 * clean, color=colour, linestyle="--", linewidth=0.8, label=f"{run.label} clean")
+        ax.set_xlabel("k (injected execution failures)")
+        ax.set_ylabel("accuracy (%)")
+        ax.set_xticks(sorted({0, *ks}))
+        ax.set_ylim(0, 100)
+        ax.legend(fontsize=7)
+    return svg_figure(fig)
+
+
+def _clean_scored(run: Run) -> list[dict[str, Any]]:
+    return [s for s in run.samples if s["k"] == 0 and s["status"] != "infra_error"]
+
+
+def tool_call_figure(runs: Sequence[Run]) -> Markup:
+    """Histogram of code executions per trajectory (clean samples), one bar group per run."""
+    with _style():
+        fig, ax = new_figure(2.6)
+        top = max((s["n_tool_calls"] for run in runs for s in _clean_scored(run)), default=0)
+        bins = [b - 0.5 for b in range(top + 2)]
+        data = [[s["n_tool_calls"] for s in _clean_scored(run)] for run in runs]
+        ax.hist(
+            data,
+            bins=bins,
+            label=[run.label for run in runs],
+            color=[PALETTE[r % len(PALETTE)] for r in range(len(runs))],
+        )
+        ax.set_xticks(range(top + 1))
+        ax.set_xlabel("tool calls per trajectory")
+        ax.set_ylabel("trajectories")
+        ax.legend(fontsize=7)
+    return svg_figure(fig)
+
+
+def length_figure(runs: Sequence[Run]) -> Markup:
+    """Model tokens per response, correct vs incorrect, one panel per run."""
+    with _style():
+        fig, axes = new_figure(2.6, ncols=len(runs))
+        for ax, run in zip(axes if len(runs) > 1 else [axes], runs, strict=True):
+            scored = _clean_scored(run)
+            right = [s["gen_tokens"] for s in scored if s["correct"]]
+            wrong = [s["gen_tokens"] for s in scored if not s["correct"]]
+            top = max([*right, *wrong, 1])
+            bins = [top * i / 20 for i in range(21)]
+            ax.hist([right, wrong], bins=bins, color=[OK, BAD], label=["correct", "incorrect"], stacked=True)
+            ax.set_title(run.label, fontsize=8)
+            ax.set_xlabel("model tokens per response")
+        (axes[0] if len(runs) > 1 else axes).set_ylabel("trajectories")
+        (axes[0] if len(runs) > 1 else axes).legend(fontsize=7)
+    return svg_figure(fig)
+
+
+def heatmap_figure(runs: Sequence[Run], benchmark: str) -> Markup:
+    """Problem x sample correctness of one benchmark (clean samples), one panel per run."""
+    from matplotlib.colors import ListedColormap
+
+    with _style():
+        grids = []
+        for run in runs:
+            mine = [s for s in run.samples if s["benchmark"] == benchmark and s["k"] == 0]
+            problems = sorted({s["problem_id"] for s in mine})
+            n = max((s["sample_idx"] for s in mine), default=0) + 1
+            grid = [[0] * n for _ in problems]
+            index = {p: i for i, p in enumerate(problems)}
+            for s in mine:
+                grid[index[s["problem_id"]]][s["sample_idx"]] = (
+                    0 if s["status"] == "infra_error" else (2 if s["correct"] else 1)
+                )
+            grids.append((run, problems, grid))
+        rows = max((len(g[1]) for g in grids), default=1)
+        fig, axes = new_figure(min(1.2 + 0.12 * rows, 9.0), ncols=len(runs))
+        for ax, (run, problems, grid) in zip(axes if len(runs) > 1 else [axes], grids, strict=True):
+            ax.imshow(
+                grid or [[0]],
+                cmap=ListedColormap([MISSING, BAD, OK]),
+                vmin=0,
+                vmax=2,
+                aspect="auto",
+                interpolation="nearest",
+            )
+            ax.set_title(run.label, fontsize=8)
+            ax.set_xticks(range(len(grid[0]) if grid else 1))
+            ax.set_xlabel("sample")
+            ax.set_yticks(
+                range(len(problems)), problems if len(problems) <= 40 else [""] * len(problems), fontsize=6
+            )
+    return svg_figure(fig)
+
+
+def grounding_figure(runs: Sequence[Run], benchmarks: Sequence[str]) -> Markup:
+    """Grounding rate (answered samples) per benchmark, runs side by side."""
+    with _style():
+        fig, ax = new_figure(2.6)
+        values = []
+        for run in runs:
+            per = run.summary.get("per_benchmark", {})
+            values.append(
+                [
+                    ((per.get(b, {}).get("grounding") or {}).get("answered") or {}).get("value")
+                    for b in benchmarks
+                ]
+            )
+        _grouped_bars(ax, runs, benchmarks, values)
+        ax.set_ylabel("grounded answers (%)")
+        ax.set_ylim(0, 100)
+        ax.legend(fontsize=7)
+    return svg_figure(fig)
+
+
+def all_figures(
+    runs: Sequence[Run], benchmarks: Sequence[str], reference: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The report's figures in page order: dicts with key, title, caption and svg (None when no data)."""
+    ks = sorted({int(s["k"]) for run in runs for s in run.samples})
+    figures: list[dict[str, Any]] = [
+        {
+            "key": "accuracy",
+            "title": "Accuracy per benchmark",
+            "caption": "avg@n ± standard error over problems; markers: published 5-benchmark averages "
+            "(not measured here)",
+            "svg": accuracy_figure(runs, benchmarks, reference),
+        },
+        {
+            "key": "recovery",
+            "title": "Recovery@k",
+            "caption": "accuracy with the first k executions failed (mean over benchmarks); dashed: clean "
+            "accuracy on the same problems",
+            "svg": recovery_figure(runs, ks),
+        },
+        {
+            "key": "tool_calls",
+            "title": "Tool calls",
+            "caption": "code executions per trajectory, clean runs",
+            "svg": tool_call_figure(runs),
+        },
+        {
+            "key": "lengths",
+            "title": "Response length",
+            "caption": "model tokens per response, by verdict",
+            "svg": length_figure(runs),
+        },
+        {
+            "key": "grounding",
+            "title": "Grounding by benchmark",
+            "caption": "answers equal to a value the interpreter printed",
+            "svg": grounding_figure(runs, benchmarks),
+        },
+    ]
+    for name in benchmarks:
+        figures.append(
+            {
+                "key": f"heatmap-{name}",
+                "title": f"Correctness: {name}",
+                "caption": "problems x samples: green correct, red incorrect, grey not scored",
+                "svg": heatmap_figure(runs, name),
+            }
+        )
+    return figures

@@ -1,0 +1,240 @@
+"""The report's tables as data: headline metrics, Recovery@k and published numbers beside measured ones.
+
+Every headline number is read from a run's summary (summary.json, or the merged shards' recomputed
+summary); nothing here recomputes a metric that summary.json holds. The "average" row takes the
+paper-style mean accuracy from `overall`, the pooled rates from `overall`, and pass@k / maj@k as the
+mean of the per-benchmark values (summary.json keeps those per benchmark only). Each cell carries its
+raw value (tests compare it with summary.json) and whether it is the best across runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from statistics import fmean
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from thinc_bench.report.data import Run
+
+Direction = Literal["higher", "lower", "none"]
+Format = Literal["pct", "float", "int"]
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One headline column: where its value sits in a summary block and how to show it."""
+
+    key: str
+    label: str
+    direction: Direction
+    fmt: Format
+    get: Callable[[dict[str, Any]], float | None]
+    help: str
+
+
+def _path(*keys: str) -> Callable[[dict[str, Any]], float | None]:
+    def get(block: dict[str, Any]) -> float | None:
+        value: Any = block
+        for key in keys:
+            if not isinstance(value, dict) or key not in value:
+                return None
+            value = value[key]
+        return None if value is None else float(value)
+
+    return get
+
+
+def _largest_key(summary: dict[str, Any], benchmark: str, name: str) -> str | None:
+    by_k = summary.get("per_benchmark", {}).get(benchmark, {}).get(name) or {}
+    return max(by_k, key=int) if by_k else None
+
+
+def _largest_k(name: str) -> Callable[[dict[str, Any]], float | None]:
+    def get(block: dict[str, Any]) -> float | None:
+        by_k = block.get(name) or {}
+        if not by_k:
+            return None
+        return float(by_k[max(by_k, key=int)]["value"])
+
+    return get
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("accuracy", "avg@n", "higher", "pct", _path("accuracy", "value"), "mean accuracy over problems"),
+    Metric("pass_at_k", "pass@k", "higher", "pct", _largest_k("pass_at_k"), "unbiased pass@k, largest k"),
+    Metric("maj_at_k", "maj@k", "higher", "pct", _largest_k("maj_at_k"), "majority vote over k samples"),
+    Metric(
+        "tool_calls", "tool calls", "none", "float", _path("tool_calls", "mean"), "executions per trajectory"
+    ),
+    Metric(
+        "model_tokens",
+        "tokens",
+        "none",
+        "int",
+        _path("lengths", "model_tokens", "mean"),
+        "model tokens per response",
+    ),
+    Metric(
+        "grounding",
+        "grounded",
+        "higher",
+        "pct",
+        _path("grounding", "answered", "value"),
+        "answers printed by code",
+    ),
+    Metric(
+        "exec_errors",
+        "exec err",
+        "lower",
+        "pct",
+        _path("execution_errors", "per_execution", "value"),
+        "failed executions / executions",
+    ),
+    Metric("no_answer", "no answer", "lower", "pct", _path("no_answer", "value"), "no \\boxed{} answer"),
+    Metric("truncation", "truncated", "lower", "pct", _path("truncation", "value"), "hit the token budget"),
+    Metric("conformance", "ThinC", "higher", "pct", _path("thinc_conformance", "value"), "ThinC-style share"),
+)
+"""Headline columns. Tool calls and tokens have no "best": fewer is only better at equal accuracy."""
+
+
+def fmt(value: float | None, kind: Format) -> str:
+    """A number as the report prints it: percentages with one decimal, like the ThinC paper."""
+    if value is None:
+        return "–"
+    if kind == "pct":
+        return f"{100 * value:.1f}"
+    if kind == "int":
+        return f"{value:.0f}"
+    return f"{value:.2f}"
+
+
+def _cell(metric: Metric, block: dict[str, Any] | None, value: float | None = None) -> dict[str, Any]:
+    if block is not None:
+        value = metric.get(block)
+    cell: dict[str, Any] = {"key": metric.key, "value": value, "text": fmt(value, metric.fmt), "best": False}
+    if metric.key == "accuracy" and block is not None:
+        stderr = _path("accuracy", "stderr")(block)
+        cell["stderr"] = stderr
+        cell["stderr_text"] = fmt(stderr, "pct") if stderr is not None else None
+    return cell
+
+
+def _average_cells(run: Run) -> list[dict[str, Any]]:
+    overall = run.summary.get("overall", {})
+    blocks = [b for b in run.summary.get("per_benchmark", {}).values() if "accuracy" in b]
+    cells = []
+    for metric in METRICS:
+        if metric.key == "accuracy":
+            cells.append(_cell(metric, None, overall.get("mean_accuracy")))
+        elif metric.key in ("pass_at_k", "maj_at_k"):
+            values = [v for v in (metric.get(b) for b in blocks) if v is not None]
+            cells.append(
+                _cell(metric, None, fmean(values) if values and len(values) == len(blocks) else None)
+            )
+        else:
+            cells.append(_cell(metric, overall))
+    return cells
+
+
+def _mark_best(groups: list[list[dict[str, Any]]]) -> None:
+    """Flag, per metric, the best value across runs (all tied best values); only with 2+ runs."""
+    if len(groups) < 2:
+        return
+    for i, metric in enumerate(METRICS):
+        if metric.direction == "none":
+            continue
+        values = [g[i]["value"] for g in groups if g[i]["value"] is not None]
+        if len(values) < 2:
+            continue
+        best = max(values) if metric.direction == "higher" else min(values)
+        for g in groups:
+            g[i]["best"] = g[i]["value"] == best
+
+
+def headline(runs: Sequence[Run], benchmarks: Sequence[str]) -> dict[str, Any]:
+    """Rows per benchmark plus the average; each row holds one cell group per run."""
+    rows: list[dict[str, Any]] = []
+    for name in benchmarks:
+        groups = []
+        for run in runs:
+            block = run.summary.get("per_benchmark", {}).get(name)
+            groups.append([_cell(m, block if block and "accuracy" in block else {}) for m in METRICS])
+        _mark_best(groups)
+        ks: dict[str, list[str] | None] = {
+            m: sorted({k for run in runs if (k := _largest_key(run.summary, name, m)) is not None}, key=int)
+            for m in ("pass_at_k", "maj_at_k")
+        }
+        infra = [run.summary.get("per_benchmark", {}).get(name, {}).get("n_infra_errors", 0) for run in runs]
+        rows.append({"benchmark": name, "groups": groups, "ks": ks, "infra": infra, "average": False})
+    averages = [_average_cells(run) for run in runs]
+    _mark_best(averages)
+    infra = [run.summary.get("overall", {}).get("n_infra_errors", 0) for run in runs]
+    rows.append({"benchmark": "average", "groups": averages, "ks": {}, "infra": infra, "average": True})
+    columns = []
+    for m in METRICS:
+        all_ks = sorted({k for row in rows for k in row["ks"].get(m.key) or []}, key=int)
+        label = m.label.replace("@k", f"@{all_ks[0]}") if len(all_ks) == 1 else m.label
+        columns.append({"key": m.key, "label": label, "help": m.help, "direction": m.direction})
+        for row in rows:  # a per-row k is shown only where the runs' k differ across rows
+            row["ks"][m.key] = row["ks"].get(m.key) if len(all_ks) > 1 else None
+    return {"columns": columns, "rows": rows}
+
+
+def recovery(runs: Sequence[Run], benchmarks: Sequence[str]) -> dict[str, Any]:
+    """Recovery@k as a pivot: one row per run and benchmark, one column per k (faulted, clean, ratio)."""
+    rows: list[dict[str, Any]] = []
+    for r, run in enumerate(runs):
+        for name in benchmarks:
+            by_k = run.summary.get("per_benchmark", {}).get(name, {}).get("recovery") or {}
+            if by_k:
+                rows.append({"run": r, "label": run.label, "benchmark": name, "by_k": by_k})
+    ks = sorted({k for row in rows for k in row["by_k"]}, key=int)
+    return {"ks": ks, "rows": rows}
+
+
+def mean_recovery(run: Run, k: int) -> dict[str, float] | None:
+    """Recovery@k accuracy and clean accuracy averaged over the benchmarks that have k, or None."""
+    recs = [
+        b["recovery"][str(k)]
+        for b in run.summary.get("per_benchmark", {}).values()
+        if str(k) in (b.get("recovery") or {})
+    ]
+    if not recs:
+        return None
+    return {"accuracy": fmean(r["accuracy"] for r in recs), "clean": fmean(r["clean_accuracy"] for r in recs)}
+
+
+def measured(run: Run, metric: str) -> float | None:
+    """The run's own number comparable with a published metric key of reference.yaml."""
+    overall = run.summary.get("overall", {})
+    if metric == "avg_accuracy":
+        value = overall.get("mean_accuracy")
+        return None if value is None else 100 * float(value)
+    if metric == "tool_calls":
+        return _path("tool_calls", "mean")(overall)
+    if metric == "grounding":
+        value = _path("grounding", "answered", "value")(overall)
+        return None if value is None else 100 * value
+    if metric.startswith("recovery_accuracy_k"):
+        rec = mean_recovery(run, int(metric.removeprefix("recovery_accuracy_k")))
+        return None if rec is None else 100 * rec["accuracy"]
+    return None
+
+
+def published(runs: Sequence[Run], reference: dict[str, Any]) -> list[dict[str, Any]]:
+    """Reference numbers grouped by metric, each group with the runs' own comparable numbers."""
+    groups: dict[str, dict[str, Any]] = {}
+    for entry in reference.get("numbers", []):
+        metric = entry["metric"]
+        group = groups.setdefault(
+            metric,
+            {
+                "metric": metric,
+                "label": reference.get("metrics", {}).get(metric, metric),
+                "entries": [],
+                "measured": [{"label": run.label, "value": measured(run, metric)} for run in runs],
+            },
+        )
+        group["entries"].append(entry)
+    return list(groups.values())
