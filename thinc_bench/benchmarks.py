@@ -193,7 +193,7 @@ def load(
     if name.endswith(LOCAL_SUFFIXES):
         path = Path(name)
         benchmark = path.stem
-        rows = _read_local(path)
+        rows = read_local(path)
         problems = _to_problems(
             rows, benchmark, str(path), problem_column, answer_column, _id_maker(id_column, benchmark)
         )
@@ -208,7 +208,7 @@ def load(
                 f"benchmark {name!r}: no local copy at {path}; pass --data-dir pointing at a folder with "
                 f"{name}.jsonl (e.g. ../shared/data/benchmarks) or omit it to read the Hub"
             )
-        problems = _to_problems(_read_local(path), name, str(path), "problem", "answer", _column_id("id"))
+        problems = _to_problems(read_local(path), name, str(path), "problem", "answer", _column_id("id"))
     else:
         spec = REGISTRY[name]
         problems = _to_problems(
@@ -230,7 +230,7 @@ def _id_maker(id_column: str | None, benchmark: str) -> Callable[[Row, int], str
     return _column_id(id_column) if id_column else _row_index_id(benchmark)
 
 
-def _read_local(path: Path) -> list[dict[str, Any]]:
+def read_local(path: Path) -> list[dict[str, Any]]:
     """Read a local file as a list of row dicts; a bad line is named with its line number."""
     if not path.is_file():
         raise DatasetError(f"dataset file {path} does not exist; check the path (or pass --data-dir)")

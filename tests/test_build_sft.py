@@ -1,0 +1,234 @@
+"""`python -m thinc_bench.build_sft` end to end: scripted teacher, real sandbox, grader and filters."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from thinc_bench import build_sft, trajectory
+from thinc_bench.backends import smollm2_gguf
+from thinc_bench.backends._sources import load_tokenizer
+from thinc_bench.errors import ConfigError
+from thinc_bench.masks import render_prompt_ids
+from thinc_bench.sft_config import BuildSFTConfig
+
+SFT_DATA = Path(__file__).parent / "data" / "sft"
+STOP = "```output"
+EXPECTED_REMOVED = {
+    "infra_error": 0,
+    "correct": 2,  # sft-wrong-answer, both samples
+    "exec_ok": 2,  # sft-exec-error
+    "min_code_blocks": 2,  # sft-two-blocks
+    "plan_share": 2,  # sft-long-plan
+    "conformance": 2,  # sft-prose
+    "decontamination": 2,  # sft-contaminated (an AIME 2025 problem, copied at test time)
+    "dedup": 1,  # sft-pass's second, identical sample
+}
+
+
+@pytest.fixture
+def source(tmp_path: Path, benchmark_dir: Path) -> Path:
+    """The hand-written problems plus one evaluation problem (read at test time, never stored here)."""
+    rows = (SFT_DATA / "problems.jsonl").read_text(encoding="utf-8").splitlines()
+    copied = json.loads((benchmark_dir / "aime2025.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    rows.append(json.dumps({"id": "sft-contaminated", "problem": copied["problem"], "answer": "7"}))
+    path = tmp_path / "problems.jsonl"
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return path
+
+
+def _args(source: Path, out: Path, teacher: Path, *extra: str) -> list[str]:
+    return [
+        "--teacher",
+        str(teacher),
+        "--backend",
+        "scripted",
+        "--source",
+        str(source),
+        "--student-tokenizer",
+        str(smollm2_gguf()),
+        "--decontam-data-dir",
+        str(Path(__file__).resolve().parents[2] / "shared" / "data" / "benchmarks"),
+        "--out",
+        str(out),
+        *extra,
+    ]
+
+
+def _removed(out: Path) -> dict[str, int]:
+    return {s["name"]: s["removed"] for s in json.loads((out / "stats.json").read_text())["funnel"]}
+
+
+def test_each_hand_written_trajectory_breaks_exactly_its_filter(source, tmp_path) -> None:
+    out = tmp_path / "build"
+    teacher = SFT_DATA / "teacher_turns.jsonl"
+    assert build_sft.main(_args(source, out, teacher, "--samples-per-problem", "2")) == 0
+    stats = json.loads((out / "stats.json").read_text())
+    assert _removed(out) == EXPECTED_REMOVED
+    assert stats["counts"] == {"problems": 7, "trajectories": 14, "kept": 1, "kept_problems": 1}
+    for name, examples in stats["rejected_examples"].items():
+        assert all(e["all_failed"] == [name] for e in examples), name
+    assert stats["decontamination"]["per_benchmark"]["aime2025"] == {"problems": 1, "trajectories": 2}
+    (match,) = stats["decontamination"]["matches"]
+    assert (match["problem_id"], match["benchmark"], match["overlap"]) == (
+        "sft-contaminated",
+        "aime2025",
+        1.0,
+    )
+    import datasets
+
+    dataset = datasets.load_from_disk(str(out / "dataset"))
+    assert [(r["id"], r["sample_idx"]) for r in dataset] == [("sft-pass", 0)]
+    assert datasets.Dataset.from_parquet(str(out / "thinc_sft.parquet"))["id"] == ["sft-pass"]
+    row = dataset[0]
+    assert [m["role"] for m in row["messages"]] == ["system", "user", "assistant"]
+    assert "".join(s["text"] for s in row["segments"]) == row["messages"][-1]["content"]
+    assert row["n_code_blocks"] == 3 and 0 < row["plan_tokens"] < row["model_tokens"] / 2
+
+
+def test_kept_rows_mask_every_interpreter_token_and_no_model_token(source, tmp_path) -> None:
+    out = tmp_path / "build"
+    build_sft.main(_args(source, out, SFT_DATA / "teacher_turns.jsonl", "--min-code-blocks", "2"))
+    import datasets
+
+    tokenizer = load_tokenizer(str(smollm2_gguf()))
+    rows = list(datasets.load_from_disk(str(out / "dataset")))
+    assert {r["id"] for r in rows} == {"sft-pass", "sft-two-blocks"}
+    for row in rows:
+        n = len(render_prompt_ids(tokenizer, row["messages"][:2]))
+        ids, mask = row["input_ids"][n:-1], row["assistant_masks"][n:-1]
+        assert set(row["assistant_masks"][:n]) == {0} and row["assistant_masks"][-1] == 1
+        model = "".join(tokenizer.decode([t]) for t, m in zip(ids, mask, strict=True) if m)
+        harness = "".join(tokenizer.decode([t]) for t, m in zip(ids, mask, strict=True) if not m)
+        segments = trajectory.parse(row["messages"][-1]["content"]).segments
+        assert harness == "".join(s.raw[len(STOP) :] for s in segments if s.kind == "output")
+        assert model == "".join(s.raw[: len(STOP)] if s.kind == "output" else s.raw for s in segments)
+
+
+def test_refilter_applies_new_thresholds_without_generating(source, tmp_path) -> None:
+    out = tmp_path / "build"
+    teacher = SFT_DATA / "teacher_turns.jsonl"
+    assert build_sft.main(_args(source, out, teacher)) == 0
+    samples = (out / "rollouts" / "samples.jsonl").read_bytes()
+    assert (
+        build_sft.main(["--refilter", "--out", str(out), "--min-code-blocks", "2", "--max-plan-share", "0.9"])
+        == 0
+    )
+    assert (out / "rollouts" / "samples.jsonl").read_bytes() == samples
+    removed = _removed(out)
+    assert removed["min_code_blocks"] == removed["plan_share"] == 0
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["counts"]["kept"] == 3 and stats["settings"]["min_code_blocks"] == 2
+    assert "3 trajectories on 3 problems" in (out / "README.md").read_text()
+    assert "min_code_blocks" in (out / "report.html").read_text()
+
+
+def test_a_build_that_keeps_nothing_still_writes_a_loadable_dataset(source, tmp_path) -> None:
+    out = tmp_path / "build"
+    assert build_sft.main(_args(source, out, SFT_DATA / "teacher_turns.jsonl", "--min-code-blocks", "9")) == 0
+    import datasets
+
+    dataset = datasets.load_from_disk(str(out / "dataset"))
+    assert len(dataset) == 0 and "assistant_masks" in dataset.column_names
+    assert "no trajectory passed every filter" in (out / "README.md").read_text()
+
+
+def test_refilter_of_a_directory_without_a_build_is_a_config_error(tmp_path, capsys) -> None:
+    assert build_sft.main(["--refilter", "--out", str(tmp_path / "none")]) == 2
+    assert "build into --out first" in capsys.readouterr().err
+
+
+def test_resume_after_kill_gives_the_same_dataset_as_an_uninterrupted_build(source, tmp_path) -> None:
+    slow = tmp_path / "slow_turns.jsonl"
+    lines = []
+    for line in (SFT_DATA / "teacher_turns.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        row["turns"][0] = row["turns"][0].replace(
+            "```python\n", "```python\nimport time\ntime.sleep(0.25)\n", 1
+        )
+        lines.append(json.dumps(row))
+    slow.write_text("\n".join(lines) + "\n")
+    killed, clean = tmp_path / "killed", tmp_path / "clean"
+    cmd = [sys.executable, "-m", "thinc_bench.build_sft", *_args(source, killed, slow, "--concurrency", "1")]
+    cmd += ["--samples-per-problem", "2"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    samples = killed / "rollouts" / "samples.jsonl"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not (
+        samples.exists() and len(samples.read_text().splitlines()) >= 3
+    ):
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert 3 <= len(samples.read_text().splitlines()) < 14, "the kill must land mid-run"
+    assert not (killed / "stats.json").exists()
+    assert subprocess.run(cmd, capture_output=True, timeout=180).returncode == 0
+    keys = Counter(
+        (r["problem_id"], r["sample_idx"]) for r in map(json.loads, samples.read_text().splitlines())
+    )
+    assert len(keys) == 14 and set(keys.values()) == {1}
+    assert (
+        build_sft.main([*_args(source, clean, slow, "--concurrency", "1"), "--samples-per-problem", "2"]) == 0
+    )
+    import datasets
+
+    def rows(out: Path) -> list[dict]:
+        return sorted(datasets.load_from_disk(str(out / "dataset")), key=lambda r: (r["id"], r["sample_idx"]))
+
+    assert rows(killed) == rows(clean) and len(rows(clean)) == 1
+    assert _removed(killed) == _removed(clean) == EXPECTED_REMOVED
+
+
+def test_bad_thresholds_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match="max-plan-share"):
+        BuildSFTConfig(teacher="t", max_plan_share=0)
+    with pytest.raises(ConfigError, match="samples-per-problem"):
+        BuildSFTConfig(teacher="t", samples_per_problem=0)
+
+
+def test_demo_preset_applies_only_without_a_teacher() -> None:
+    demo = BuildSFTConfig()
+    assert (demo.limit, demo.samples_per_problem, demo.exec_on, demo.student_tokenizer) == (
+        3,
+        1,
+        "code_close",
+        "bundled-smollm2",
+    )
+    paper = BuildSFTConfig(teacher="Qwen/Qwen3.5-27B")
+    assert (paper.samples_per_problem, paper.max_tokens, paper.student_tokenizer) == (
+        4,
+        32768,
+        "Qwen/Qwen3-1.7B",
+    )
+
+
+@pytest.mark.slow
+def test_real_smollm2_teacher_on_dapo_problems_completes_and_explains_its_funnel(
+    shared_data, tmp_path
+) -> None:
+    out = tmp_path / "build"
+    args = ["--limit", "2", "--max-tokens", "1000", "--out", str(out)]
+    assert build_sft.main(args) == 0
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["counts"]["trajectories"] == 2
+    assert sum(s["removed"] for s in stats["funnel"]) + stats["counts"]["kept"] == 2
+    records = [json.loads(line) for line in (out / "rollouts" / "samples.jsonl").read_text().splitlines()]
+    for r in records:
+        assert r["text"].startswith("```python\n")  # the demo prefill reached the teacher
+        assert 0 < r["gen_tokens"] <= r["total_tokens"] <= 1000
+        assert r["n_tool_calls"] == len(r["exec_statuses"])
+    assert sum(stats["generation"]["finish_reasons"].values()) == 2
+    import datasets
+
+    dataset = datasets.load_from_disk(str(out / "dataset"))
+    assert len(dataset) == stats["counts"]["kept"]
+    assert "input_ids" in dataset.column_names and "assistant_masks" in dataset.column_names
+    assert "Funnel" in (out / "report.html").read_text()

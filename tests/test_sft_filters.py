@@ -1,0 +1,130 @@
+"""The SFT filters: each a named decision, charged in order, with a documented per-problem cap."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from thinc_bench.prompts import load_examples
+from thinc_bench.sft_filters import FILTERS, Candidate, FilterConfig, apply_filters, funnel
+
+GOOD = Candidate(
+    problem_id="p",
+    sample_idx=0,
+    grade_status="correct",
+    exec_statuses=("ok", "ok", "ok"),
+    n_code_blocks=3,
+    plan_tokens=20,
+    model_tokens=100,
+)
+
+
+def one(**changes) -> Candidate:
+    return dataclasses.replace(GOOD, **changes)
+
+
+@pytest.mark.parametrize(
+    ("filter_name", "changes"),
+    [
+        ("correct", {"grade_status": "incorrect"}),
+        ("correct", {"grade_status": "no_answer"}),
+        ("exec_ok", {"exec_statuses": ("ok", "timeout", "ok")}),
+        ("exec_ok", {"exec_statuses": ("killed",)}),
+        ("min_code_blocks", {"n_code_blocks": 2}),
+        ("plan_share", {"plan_tokens": 50}),
+        ("conformance", {"conformance_failures": ("no_text_between_code",)}),
+        ("decontamination", {"contamination": "aime2025 2025-I-1 (1.00)"}),
+        ("infra_error", {"grade_status": "infra_error"}),
+    ],
+)
+def test_each_broken_property_is_charged_to_its_filter(filter_name, changes) -> None:
+    (decision,) = apply_filters([one(**changes)], FilterConfig())
+    assert decision.failed == (filter_name,)
+    assert not decision.kept
+
+
+def test_first_failed_filter_is_charged_but_all_are_recorded() -> None:
+    (decision,) = apply_filters([one(grade_status="incorrect", n_code_blocks=1)], FilterConfig())
+    assert decision.dropped_by == "correct"
+    assert decision.failed == ("correct", "min_code_blocks")
+
+
+def test_dedup_keeps_the_shortest_trajectories_ties_by_sample_index() -> None:
+    candidates = [
+        one(sample_idx=0, model_tokens=300),
+        one(sample_idx=1, model_tokens=100),
+        one(sample_idx=2, model_tokens=100),
+        one(sample_idx=3, model_tokens=50, grade_status="incorrect"),
+    ]
+    kept = [d.candidate.sample_idx for d in apply_filters(candidates, FilterConfig()) if d.kept]
+    assert kept == [1]
+    kept2 = [
+        d.candidate.sample_idx for d in apply_filters(candidates, FilterConfig(max_per_problem=2)) if d.kept
+    ]
+    assert sorted(kept2) == [1, 2]
+
+
+def test_plan_share_threshold_is_strict() -> None:
+    (at,) = apply_filters([one(plan_tokens=50)], FilterConfig(max_plan_share=0.5))
+    (below,) = apply_filters([one(plan_tokens=49)], FilterConfig(max_plan_share=0.5))
+    assert at.failed == ("plan_share",) and below.kept
+
+
+def test_funnel_counts_removed_remaining_and_failing_in_filter_order() -> None:
+    candidates = [
+        GOOD,
+        one(problem_id="q", grade_status="incorrect", n_code_blocks=1),
+        one(problem_id="r", n_code_blocks=1),
+        one(sample_idx=1, model_tokens=200),
+    ]
+    steps = {s.name: s for s in funnel(apply_filters(candidates, FilterConfig()))}
+    assert [s for s in steps] == list(FILTERS)
+    assert (steps["correct"].removed, steps["correct"].remaining) == (1, 3)
+    assert (steps["min_code_blocks"].removed, steps["min_code_blocks"].failing) == (1, 2)
+    assert (steps["dedup"].removed, steps["dedup"].remaining) == (1, 1)
+
+
+def test_out_of_range_thresholds_are_refused() -> None:
+    with pytest.raises(ValueError, match="max_plan_share"):
+        apply_filters([GOOD], FilterConfig(max_plan_share=0))
+
+
+@pytest.mark.parametrize("example", load_examples(), ids=lambda e: e.id)
+def test_fewshot_example_is_real_and_passes_every_sft_filter(example, benchmark_dir) -> None:
+    from thinc_bench import benchmarks, grading, trajectory
+    from thinc_bench.backends import smollm2_gguf
+    from thinc_bench.backends._sources import load_tokenizer
+    from thinc_bench.decontam import Decontaminator
+    from thinc_bench.masks import tokenize_example
+    from thinc_bench.prompts import build_messages
+    from thinc_bench.sandbox import Sandbox
+    from thinc_bench.sft_filters import conformance_failures
+
+    parsed = trajectory.parse(example.trajectory)
+    with Sandbox() as sb, sb.session() as session:
+        results = [session.run(code) for code in parsed.code_blocks]
+    assert [r.output.rstrip("\n") for r in results] == parsed.outputs
+    tokenized = tokenize_example(
+        load_tokenizer(str(smollm2_gguf())), build_messages(example.problem, "sys"), parsed
+    )
+    index = Decontaminator(
+        {
+            n: benchmarks.load(n, data_dir=benchmark_dir, check_golds=False)
+            for n in benchmarks.PAPER_BENCHMARKS
+        }
+    )
+    candidate = Candidate(
+        problem_id=example.id,
+        sample_idx=0,
+        grade_status=grading.grade(gold=example.answer, pred=example.trajectory).status,
+        exec_statuses=tuple(r.status for r in results),
+        n_code_blocks=parsed.n_code_blocks,
+        plan_tokens=tokenized.plan_tokens,
+        model_tokens=tokenized.model_tokens,
+        conformance_failures=conformance_failures(trajectory.check_conformance(tokenized.trajectory)),
+        contamination=None if index.check(example.problem) is None else "contaminated",
+    )
+    (decision,) = apply_filters([candidate], FilterConfig())
+    assert decision.kept, decision.reasons
+    assert grading.is_grounded(parsed)

@@ -1,0 +1,296 @@
+"""What defines a ThinC-SFT build: `BuildSFTConfig`, its two presets, and how it maps onto eval's engine.
+
+`BuildSFTConfig` is the dataclass behind `python -m thinc_bench.build_sft` (parsed by HfArgumentParser).
+Fields left as None take the paper's defaults, or the offline demo's when no teacher is given.
+Generation is eval's engine, so `eval_config()` restates the generation settings as an `EvalConfig`;
+`generation_settings()` is what the rollout directory hashes. Filter thresholds, the student tokenizer
+and runtime fields stay out of that hash, so `--refilter` and resumes may change them. Nothing here
+loads a model, data or the sandbox.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from thinc_bench.benchmarks import PAPER_BENCHMARKS
+from thinc_bench.decontam import DEFAULT_NGRAM, DEFAULT_THRESHOLD
+from thinc_bench.errors import ConfigError
+
+if TYPE_CHECKING:
+    from thinc_bench.eval_config import EvalConfig
+
+DEFAULT_STUDENT_TOKENIZER = "Qwen/Qwen3-1.7B"
+"""The paper's smaller student; the plan-share filter counts its tokens."""
+TEACHER_PROMPT = "teacher"
+"""Name of the bundled teacher system prompt (`prompts/teacher.txt`)."""
+DEMO = {
+    "limit": 3,
+    "samples_per_problem": 1,
+    "max_tokens": 1536,
+    "max_tool_calls": 4,
+    "few_shot": 1,
+    "exec_on": "code_close",
+    "response_prefix": "```python\n",
+    "concurrency": 3,
+}
+"""Settings without --teacher: the bundled 135M model needs one example and a prefilled code block."""
+PAPER = {
+    "limit": None,
+    "samples_per_problem": 4,
+    "max_tokens": 32768,
+    "max_tool_calls": 32,
+    "few_shot": None,
+    "exec_on": "output_open",
+    "response_prefix": "",
+    "concurrency": 64,
+}
+"""Defaults with a --teacher: 32K budget as in the paper, every bundled example (few_shot None = all)."""
+DATA_DIR_CANDIDATES = ("shared/data", "../shared/data")
+"""Where the demo looks for local copies (train/ and benchmarks/) beside the checkout."""
+REFILTER_FIELDS = frozenset(
+    {
+        "min_code_blocks",
+        "max_plan_share",
+        "max_per_problem",
+        "decontam_benchmarks",
+        "decontam_data_dir",
+        "decontam_ngram",
+        "decontam_threshold",
+        "student_tokenizer",
+        "student_system_prompt",
+        "push_to_hub",
+        "out",
+        "refilter",
+        "concurrency",
+        "log_level",
+    }
+)
+"""Settings --refilter takes from the command line; every other one comes from the stored build."""
+_BACKEND_FIELDS = (
+    "revision",
+    "dtype",
+    "max_batch_size",
+    "tensor_parallel_size",
+    "max_model_len",
+    "gpu_memory_utilization",
+    "base_url",
+    "tokenizer",
+    "api_key_env",
+    "max_retries",
+)
+
+
+@dataclass
+class BuildSFTConfig:
+    """Everything that defines an SFT build; None means "the documented default"."""
+
+    teacher: str | None = field(
+        default=None,
+        metadata={
+            "help": "Teacher: folder, Hub id or .gguf (hf, vllm); served name (openai); turns .jsonl "
+            "(scripted). Omitted: the bundled SmolLM2-135M on a tiny offline demo."
+        },
+    )
+    backend: str = field(default="hf", metadata={"help": "hf | vllm | openai | scripted (as in eval)."})
+    source: str = field(
+        default="dapo_math_17k",
+        metadata={"help": "Registered source (dapo_math_17k), Hub dataset id, or local .jsonl/.parquet."},
+    )
+    data_dir: str | None = field(
+        default=None,
+        metadata={
+            "help": "Folder with a registered source's local copy; omitted: the Hub (demo: ../shared/data/train)."
+        },
+    )
+    problem_column: str = field(default="problem", metadata={"help": "Problem column (Hub id or file)."})
+    answer_column: str = field(default="answer", metadata={"help": "Answer column (Hub id or file)."})
+    id_column: str | None = field(
+        default="id", metadata={"help": "Id column (Hub id or file); missing: content-hash ids."}
+    )
+    split: str = field(default="train", metadata={"help": "Split of an unregistered Hub id."})
+    limit: int | None = field(
+        default=None,
+        metadata={"help": "First N distinct problems; default all, demo 3. Raising it extends a build."},
+    )
+    samples_per_problem: int | None = field(
+        default=None, metadata={"help": "Teacher rollouts per problem; default 4, demo 1."}
+    )
+    max_tokens: int | None = field(
+        default=None, metadata={"help": "Prompt + completion tokens per rollout; default 32768, demo 1536."}
+    )
+    max_tool_calls: int | None = field(
+        default=None, metadata={"help": "Code executions per rollout; default 32, demo 4."}
+    )
+    temperature: float = field(default=0.6, metadata={"help": "Teacher sampling temperature."})
+    top_p: float = field(default=0.95, metadata={"help": "Teacher nucleus sampling mass."})
+    top_k: int | None = field(default=None, metadata={"help": "Teacher top-k; omitted keeps every token."})
+    seed: int = field(
+        default=0, metadata={"help": "Base seed; each rollout's seed derives from it and its key."}
+    )
+    system_prompt: str = field(
+        default=TEACHER_PROMPT,
+        metadata={"help": "Teacher system prompt: teacher | thinc | none | path to a text file."},
+    )
+    few_shot: int | None = field(
+        default=None,
+        metadata={"help": "Bundled few-shot ThinC examples shown to the teacher; default all, demo 1."},
+    )
+    exec_on: str | None = field(
+        default=None,
+        metadata={
+            "help": "output_open (ThinC, default) | code_close (demo: the 135M model never opens output)."
+        },
+    )
+    response_prefix: str | None = field(
+        default=None,
+        metadata={"help": "Prefill of the teacher's turn (mask 0); default none, demo a python fence."},
+    )
+    student_tokenizer: str | None = field(
+        default=None,
+        metadata={
+            "help": f"Student tokenizer (Hub id, folder or .gguf) for plan share, input_ids and masks; "
+            f"default {DEFAULT_STUDENT_TOKENIZER}, demo the bundled SmolLM2."
+        },
+    )
+    student_system_prompt: str = field(
+        default="thinc", metadata={"help": "System turn of the dataset's messages: thinc | none | file."}
+    )
+    min_code_blocks: int = field(
+        default=3, metadata={"help": "Filter 3: closed code blocks required (paper: 3)."}
+    )
+    max_plan_share: float = field(
+        default=0.5,
+        metadata={"help": "Filter 4: plan tokens must be below this share of model tokens (paper: 0.5)."},
+    )
+    max_per_problem: int = field(
+        default=1, metadata={"help": "Filter 7: kept trajectories per problem, shortest first (default 1)."}
+    )
+    decontam_benchmarks: str = field(
+        default=",".join(PAPER_BENCHMARKS),
+        metadata={"help": "Filter 6: comma list of evaluation benchmarks."},
+    )
+    decontam_data_dir: str | None = field(
+        default=None,
+        metadata={
+            "help": "Folder with <benchmark>.jsonl copies; omitted: the Hub (demo: ../shared/data/benchmarks)."
+        },
+    )
+    decontam_ngram: int = field(default=DEFAULT_NGRAM, metadata={"help": "Filter 6: words per n-gram."})
+    decontam_threshold: float = field(
+        default=DEFAULT_THRESHOLD, metadata={"help": "Filter 6: overlap in (0, 1] that marks contamination."}
+    )
+    refilter: bool = field(
+        default=False,
+        metadata={"help": "Re-apply the filters to the rollouts stored in --out; generate nothing."},
+    )
+    push_to_hub: str | None = field(
+        default=None, metadata={"help": "Hub dataset repo to push to (needs a token)."}
+    )
+    out: str | None = field(default=None, metadata={"help": "Build directory; default runs/sft-<teacher>."})
+    concurrency: int | None = field(
+        default=None, metadata={"help": "Rollouts in flight; default 64, demo 3."}
+    )
+    exec_timeout_s: float = field(default=10.0, metadata={"help": "Wall seconds per code block."})
+    revision: str | None = field(default=None, metadata={"help": "hf/vllm: Hub revision of the teacher."})
+    dtype: str | None = field(default=None, metadata={"help": "hf/vllm: teacher dtype."})
+    max_batch_size: int | None = field(
+        default=None, metadata={"help": "hf: most sequences decoded together."}
+    )
+    tensor_parallel_size: int | None = field(default=None, metadata={"help": "vllm: GPUs per replica."})
+    max_model_len: int | None = field(default=None, metadata={"help": "vllm: context length to reserve."})
+    gpu_memory_utilization: float | None = field(
+        default=None, metadata={"help": "vllm: share of GPU memory."}
+    )
+    base_url: str | None = field(default=None, metadata={"help": "openai: server URL."})
+    tokenizer: str | None = field(default=None, metadata={"help": "openai/scripted: teacher tokenizer."})
+    api_key_env: str | None = field(default=None, metadata={"help": "openai: variable holding the key."})
+    max_retries: int | None = field(default=None, metadata={"help": "openai: retries before infra error."})
+    log_level: str = field(default="warning", metadata={"help": "debug | info | warning | error."})
+
+    def __post_init__(self) -> None:
+        demo = self.teacher is None
+        for name, value in (DEMO if demo else PAPER).items():
+            if getattr(self, name) is None:
+                setattr(self, name, value)
+        if demo:
+            if self.backend != "hf":
+                raise ConfigError(f"--backend {self.backend} needs --teacher; omit both for the bundled demo")
+            root = _find_demo_data()
+            self.data_dir = self.data_dir or str(Path(root, "train"))
+            self.decontam_data_dir = self.decontam_data_dir or str(Path(root, "benchmarks"))
+            self.student_tokenizer = self.student_tokenizer or "bundled-smollm2"
+        self.student_tokenizer = self.student_tokenizer or DEFAULT_STUDENT_TOKENIZER
+        for name in ("samples_per_problem", "max_tokens", "max_tool_calls", "concurrency", "decontam_ngram"):
+            if int(getattr(self, name)) < 1:
+                raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)}: use a positive integer")
+        if self.min_code_blocks < 0 or self.max_per_problem < 1:
+            raise ConfigError("--min-code-blocks must be >= 0 and --max-per-problem >= 1")
+        for name in ("max_plan_share", "decontam_threshold"):
+            if not 0 < getattr(self, name) <= 1:
+                raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)}: use a value in (0, 1]")
+
+    @property
+    def source_name(self) -> str:
+        return Path(self.source).stem if self.source.endswith((".jsonl", ".parquet")) else self.source
+
+    def teacher_model(self) -> str:
+        from thinc_bench.backends import smollm2_gguf
+
+        return self.teacher or str(smollm2_gguf())
+
+    def student_tokenizer_path(self) -> str:
+        from thinc_bench.backends import smollm2_gguf
+
+        name = str(self.student_tokenizer)
+        return str(smollm2_gguf()) if name == "bundled-smollm2" else name
+
+    def eval_config(self) -> EvalConfig:
+        """The generation settings as eval's config: the same engine, seeds and backends run them."""
+        from thinc_bench.eval_config import EvalConfig
+
+        prompt = self.system_prompt
+        if prompt == TEACHER_PROMPT:
+            prompt = str(resources.files("thinc_bench.prompts") / "teacher.txt")
+        from thinc_bench.prompts import load_examples
+
+        return EvalConfig(
+            model=self.teacher_model(),
+            backend=self.backend,
+            benchmarks=self.source_name,
+            samples=self.samples_per_problem,
+            max_tokens=self.max_tokens,
+            max_tool_calls=self.max_tool_calls,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            seed=self.seed,
+            system_prompt=prompt,
+            few_shot=len(load_examples()) if self.few_shot is None else self.few_shot,
+            exec_on=self.exec_on,
+            response_prefix=self.response_prefix,
+            concurrency=self.concurrency,
+            exec_timeout_s=self.exec_timeout_s,
+            **{n: getattr(self, n) for n in _BACKEND_FIELDS},
+        )
+
+    def generation_settings(self) -> dict[str, Any]:
+        """What defines the stored rollouts (hashed): eval's settings plus the source."""
+        settings = self.eval_config().settings()
+        settings["system_prompt"] = self.system_prompt  # the text is hashed; its install path is not
+        settings |= {
+            n: getattr(self, n) for n in ("source", "problem_column", "answer_column", "id_column", "split")
+        }
+        return settings
+
+
+def _find_demo_data() -> str:
+    for candidate in DATA_DIR_CANDIDATES:
+        if Path(candidate, "train", "dapo_math_17k.jsonl").is_file():
+            return candidate
+    raise ConfigError(
+        f"the demo build needs local data (train/dapo_math_17k.jsonl) and found none in "
+        f"{' or '.join(DATA_DIR_CANDIDATES)}; pass --teacher, --data-dir and --decontam-data-dir"
+    )

@@ -1,0 +1,352 @@
+"""From stored teacher rollouts to the ThinC-SFT dataset, its statistics, report and card.
+
+`finish(config, out)` reads `out/rollouts/` (the run directory eval's engine wrote), tokenizes each
+trajectory with the student tokenizer (`masks`), decides it (`sft_filters`), and writes everything
+from those decisions alone: `dataset/` (save_to_disk), `thinc_sft.parquet`, `stats.json`,
+`report.html` (template `report/templates/sft.html.jinja`) and `README.md`, the dataset card
+(template `thinc-sft.md.jinja`, every number taken from stats.json). Rerunning it on the same
+rollouts with other thresholds is `--refilter`. It does not generate.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import statistics
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from thinc_bench.errors import DatasetError
+
+if TYPE_CHECKING:
+    from thinc_bench.sft_config import BuildSFTConfig
+    from thinc_bench.sft_filters import Decision
+    from thinc_bench.store import SampleRecord
+
+logger = logging.getLogger(__name__)
+
+STATS_SCHEMA_VERSION = 1
+"""Bump when a stats.json key is renamed or removed (the report and card templates read them)."""
+EXAMPLES_PER_FILTER = 3
+"""Rejected trajectories shown per filter: enough to see the pattern, small enough to read."""
+EXAMPLE_CHARS = 4000
+"""Longest trajectory text kept in stats.json examples (the full text stays in samples.jsonl)."""
+HISTOGRAM_BINS = 10
+"""Bins of the continuous distributions (plan share, model tokens)."""
+
+
+def latest_records(records: Sequence[SampleRecord]) -> list[SampleRecord]:
+    """One record per (problem, sample): the last one written wins, in first-seen order."""
+    by_key: dict[tuple[str, int], SampleRecord] = {}
+    for record in records:
+        by_key[(record.problem_id, record.sample_idx)] = record
+    return list(by_key.values())
+
+
+def finish(config: BuildSFTConfig, out: Path) -> dict[str, Any]:
+    """Filter the stored rollouts in `out` and write the dataset, stats.json, report and card.
+
+    Raises:
+        ConfigError: `out` holds no rollouts.
+        DatasetError: a stored rollout's problem is not in the source any more.
+    """
+    from thinc_bench import benchmarks, trajectory
+    from thinc_bench.backends._sources import load_tokenizer
+    from thinc_bench.decontam import Decontaminator
+    from thinc_bench.masks import tokenize_example
+    from thinc_bench.prompts import build_messages, load_system_prompt
+    from thinc_bench.sft_filters import Candidate, FilterConfig, apply_filters, conformance_failures
+    from thinc_bench.sources import load_source
+    from thinc_bench.store import RunDir
+
+    run_config = json.loads((out / "rollouts" / "config.json").read_text(encoding="utf-8"))
+    records = latest_records(RunDir(out / "rollouts", run_config).records())
+    problems = {
+        p.id: p
+        for p in load_source(
+            config.source,
+            config.data_dir,
+            problem_column=config.problem_column,
+            answer_column=config.answer_column,
+            id_column=config.id_column,
+            split=config.split,
+        )
+    }
+    missing = sorted({r.problem_id for r in records} - set(problems))
+    if missing:
+        raise DatasetError(
+            f"{len(missing)} stored rollouts' problems (first {missing[0]!r}) are not in source "
+            f"{config.source!r}; refilter with the source the build used"
+        )
+    names = [b.strip() for b in config.decontam_benchmarks.split(",") if b.strip()]
+    index = Decontaminator(
+        {n: benchmarks.load(n, data_dir=config.decontam_data_dir, check_golds=False) for n in names},
+        n=config.decontam_ngram,
+        threshold=config.decontam_threshold,
+    )
+    matches = index.check_many(problems[i] for i in dict.fromkeys(r.problem_id for r in records))
+    tokenizer = load_tokenizer(config.student_tokenizer_path())
+    system = load_system_prompt(config.student_system_prompt)
+    rows, candidates = [], []
+    for record in records:
+        problem = problems[record.problem_id]
+        messages = build_messages(problem.problem, system)
+        example = tokenize_example(tokenizer, messages, trajectory.parse(record.text))
+        conformance = trajectory.check_conformance(example.trajectory, min_code_blocks=config.min_code_blocks)
+        match = matches.get(record.problem_id)
+        candidates.append(
+            Candidate(
+                problem_id=record.problem_id,
+                sample_idx=record.sample_idx,
+                grade_status=record.status,
+                exec_statuses=tuple(record.exec_statuses),
+                n_code_blocks=example.trajectory.n_code_blocks,
+                plan_tokens=example.plan_tokens,
+                model_tokens=example.model_tokens,
+                conformance_failures=conformance_failures(conformance),
+                contamination=None
+                if match is None
+                else f"{match.benchmark} {match.problem_id} ({match.overlap:.2f})",
+            )
+        )
+        rows.append(
+            {
+                "id": problem.id,
+                "sample_idx": record.sample_idx,
+                "problem": problem.problem,
+                "answer": problem.answer,
+                "source": problem.benchmark,
+                "messages": [*messages, {"role": "assistant", "content": record.text}],
+                "segments": [{"kind": s.kind, "text": s.raw} for s in example.trajectory.segments],
+                "n_code_blocks": example.trajectory.n_code_blocks,
+                "plan_tokens": example.plan_tokens,
+                "model_tokens": example.model_tokens,
+                "plan_share": example.plan_share,
+                "teacher_tokens": record.gen_tokens,
+                "n_tool_calls": record.n_tool_calls,
+                "input_ids": example.input_ids,
+                "assistant_masks": example.assistant_masks,
+            }
+        )
+    filters = FilterConfig(config.min_code_blocks, config.max_plan_share, config.max_per_problem)
+    decisions = apply_filters(candidates, filters)
+    kept = [row for row, d in zip(rows, decisions, strict=True) if d.kept]
+    _write_dataset(kept, out)
+    stats = build_stats(config, run_config, records, decisions, matches, names)
+    (out / "stats.json").write_text(json.dumps(stats, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_pages(out, stats)
+    return stats
+
+
+def _features() -> Any:
+    from datasets import Features, List, Value
+
+    text = Value("string")
+    return Features(
+        {
+            "id": text,
+            "sample_idx": Value("int64"),
+            "problem": text,
+            "answer": text,
+            "source": text,
+            "messages": List({"role": text, "content": text}),
+            "segments": List({"kind": text, "text": text}),
+            "n_code_blocks": Value("int64"),
+            "plan_tokens": Value("int64"),
+            "model_tokens": Value("int64"),
+            "plan_share": Value("float64"),
+            "teacher_tokens": Value("int64"),
+            "n_tool_calls": Value("int64"),
+            "input_ids": List(Value("int64")),
+            "assistant_masks": List(Value("int8")),
+        }
+    )
+
+
+def _write_dataset(rows: list[dict[str, Any]], out: Path) -> None:
+    import datasets
+
+    features = _features()
+    # from_dict, not from_list: an empty kept set must still carry every column (a build may keep nothing)
+    dataset = datasets.Dataset.from_dict({k: [row[k] for row in rows] for k in features}, features=features)
+    # an empty dataset saved with the default shard count (0) does not load back (datasets 5.2)
+    dataset.save_to_disk(str(out / "dataset"), num_shards=1 if not rows else None)
+    dataset.to_parquet(str(out / "thinc_sft.parquet"))
+
+
+def _histogram(values: Sequence[float], *, integer: bool) -> dict[str, Any]:
+    """Counts per integer value (few distinct values), else HISTOGRAM_BINS equal bins; shares in [0, 1].
+
+    Non-integer values (plan share) are binned over [0, 1], so builds compare at a glance.
+    """
+    if not values:
+        return {"n": 0, "mean": None, "median": None, "bins": []}
+    low, high = (min(values), max(values)) if integer else (0.0, 1.0)
+    bins: list[dict[str, Any]]
+    if integer and high - low < HISTOGRAM_BINS * 2:
+        counts = Counter(int(v) for v in values)
+        bins = [{"label": str(v), "count": counts.get(v, 0)} for v in range(int(low), int(high) + 1)]
+    else:
+        width = (high - low) / HISTOGRAM_BINS
+        index = Counter(min(int((v - low) / width), HISTOGRAM_BINS - 1) for v in values)
+        fmt = "{:.0f}" if integer else "{:.1f}"
+        bins = [
+            {
+                "label": f"{fmt.format(low + i * width)}-{fmt.format(low + (i + 1) * width)}",
+                "count": index.get(i, 0),
+            }
+            for i in range(HISTOGRAM_BINS)
+        ]
+    peak = max(int(b["count"]) for b in bins) or 1
+    for b in bins:
+        b["share"] = int(b["count"]) / peak
+    return {
+        "n": len(values),
+        "mean": statistics.fmean(values),
+        "median": statistics.median(values),
+        "bins": bins,
+    }
+
+
+def _distributions(decisions: Sequence[Decision]) -> dict[str, Any]:
+    cands = [d.candidate for d in decisions if d.dropped_by != "infra_error"]
+    return {
+        "n_code_blocks": _histogram([c.n_code_blocks for c in cands], integer=True),
+        "plan_share": _histogram([c.plan_share for c in cands], integer=False),
+        "model_tokens": _histogram([c.model_tokens for c in cands], integer=True),
+    }
+
+
+def build_stats(
+    config: BuildSFTConfig,
+    run_config: dict[str, Any],
+    records: Sequence[SampleRecord],
+    decisions: Sequence[Decision],
+    matches: dict[str, Any],
+    benchmark_names: list[str],
+) -> dict[str, Any]:
+    """stats.json: the funnel, decontamination per benchmark, distributions and rejected examples."""
+    from thinc_bench.sft_filters import FILTER_HELP, FILTERS, funnel
+
+    texts = {(r.problem_id, r.sample_idx): r.text for r in records}
+    rejected: dict[str, list[dict[str, Any]]] = {name: [] for name in FILTERS}
+    for d in decisions:
+        if d.dropped_by is not None and len(rejected[d.dropped_by]) < EXAMPLES_PER_FILTER:
+            text = texts[(d.candidate.problem_id, d.candidate.sample_idx)]
+            rejected[d.dropped_by].append(
+                {
+                    "problem_id": d.candidate.problem_id,
+                    "sample_idx": d.candidate.sample_idx,
+                    "reason": d.reasons[0],
+                    "all_failed": list(d.failed),
+                    "text": text[:EXAMPLE_CHARS],
+                    "truncated": len(text) > EXAMPLE_CHARS,
+                }
+            )
+    traj_by_problem = Counter(d.candidate.problem_id for d in decisions)
+    kept = [d for d in decisions if d.kept]
+    per_benchmark = {
+        name: {
+            "problems": sum(m.benchmark == name for m in matches.values()),
+            "trajectories": sum(
+                n for pid, n in traj_by_problem.items() if pid in matches and matches[pid].benchmark == name
+            ),
+        }
+        for name in benchmark_names
+    }
+    generator = run_config.get("resolved", {}).get("generator", {})
+    return {
+        "schema_version": STATS_SCHEMA_VERSION,
+        "teacher": {
+            **generator,
+            "resolved_model": generator.get("model"),
+            "model": config.teacher or "bundled SmolLM2-135M-Instruct (GGUF Q4_1)",
+            "backend": config.backend,
+        },
+        "source": config.source,
+        "student_tokenizer": config.student_tokenizer,
+        "config_hash": run_config.get("config_hash"),
+        "settings": {k: v for k, v in asdict(config).items() if k not in ("push_to_hub",)},
+        "counts": {
+            "problems": len(traj_by_problem),
+            "trajectories": len(decisions),
+            "kept": len(kept),
+            "kept_problems": len({d.candidate.problem_id for d in kept}),
+        },
+        "funnel": [asdict(step) | {"help": FILTER_HELP[step.name]} for step in funnel(decisions)],
+        "decontamination": {
+            "benchmarks": benchmark_names,
+            "ngram": config.decontam_ngram,
+            "threshold": config.decontam_threshold,
+            "problems_checked": len(traj_by_problem),
+            "per_benchmark": per_benchmark,
+            "matches": [
+                {
+                    "problem_id": pid,
+                    "benchmark": m.benchmark,
+                    "benchmark_problem_id": m.problem_id,
+                    "overlap": m.overlap,
+                }
+                for pid, m in sorted(matches.items())
+            ],
+        },
+        "generation": {
+            "finish_reasons": dict(Counter(r.finish_reason for r in records)),
+            "grade_statuses": dict(Counter(r.status for r in records)),
+            "exec_statuses": dict(Counter(s for r in records for s in r.exec_statuses)),
+            "teacher_tokens": sum(r.gen_tokens for r in records),
+        },
+        "distributions": {"all": _distributions(decisions), "kept": _distributions(kept)},
+        "rejected_examples": rejected,
+    }
+
+
+def write_pages(out: Path, stats: dict[str, Any]) -> None:
+    """report.html and README.md (the dataset card) from stats.json's data alone."""
+    import jinja2
+
+    loader = jinja2.PackageLoader("thinc_bench.report", "templates")
+    html = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined)
+    (out / "report.html").write_text(
+        html.get_template("sft.html.jinja").render(stats=stats), encoding="utf-8"
+    )
+    markdown = jinja2.Environment(loader=loader, autoescape=False, undefined=jinja2.StrictUndefined)
+    card = markdown.get_template("thinc-sft.md.jinja").render(stats=stats)
+    (out / "README.md").write_text(card, encoding="utf-8")
+
+
+def format_funnel(stats: dict[str, Any]) -> str:
+    """The end-of-build table: each stage, how many it removed and how many remain."""
+    counts = stats["counts"]
+    lines = [
+        f"{'stage':<18}{'removed':>9}{'remaining':>11}",
+        f"{'generated':<18}{'':>9}{counts['trajectories']:>11}",
+    ]
+    lines += [f"{s['name']:<18}{s['removed']:>9}{s['remaining']:>11}" for s in stats["funnel"]]
+    lines.append(
+        f"kept {counts['kept']} trajectories on {counts['kept_problems']} of {counts['problems']} problems"
+    )
+    return "\n".join(lines)
+
+
+def push(out: Path, repo: str) -> None:
+    """Upload the dataset and its card to a Hub dataset repo.
+
+    Raises:
+        ConfigError: huggingface_hub is missing (any Hub error keeps its own message and traceback).
+    """
+    import datasets
+
+    from thinc_bench.backends import require
+
+    require("huggingface_hub")
+    from huggingface_hub import HfApi
+
+    datasets.load_from_disk(str(out / "dataset")).push_to_hub(repo)
+    HfApi().upload_file(
+        path_or_fileobj=str(out / "README.md"), path_in_repo="README.md", repo_id=repo, repo_type="dataset"
+    )
+    logger.info("pushed %s to the Hub dataset %s", out, repo)
