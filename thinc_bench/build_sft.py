@@ -56,18 +56,9 @@ def _stored_config(out: Path, cli: BuildSFTConfig, given: set[str]) -> BuildSFTC
 def generate(config: BuildSFTConfig, out: Path) -> None:
     """Run every teacher rollout not yet stored in `out/rollouts`, appending each as it finishes."""
     from thinc_bench.eval import run_eval
-    from thinc_bench.sources import load_source
     from thinc_bench.store import RunDir
 
-    problems = load_source(
-        config.source,
-        config.data_dir,
-        problem_column=config.problem_column,
-        answer_column=config.answer_column,
-        id_column=config.id_column,
-        split=config.split,
-        limit=config.limit,
-    )
+    problems = config.load_problems(limit=config.limit)
     run = RunDir.open(out / "rollouts", config.generation_settings())
     run.annotate("build_sft", asdict(config))
     logger.info("%d problems x %s samples into %s", len(problems), config.samples_per_problem, run.path)

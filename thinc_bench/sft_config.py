@@ -20,6 +20,7 @@ from thinc_bench.decontam import DEFAULT_NGRAM, DEFAULT_THRESHOLD
 from thinc_bench.errors import ConfigError
 
 if TYPE_CHECKING:
+    from thinc_bench.benchmarks import Problem
     from thinc_bench.eval_config import EvalConfig
 
 DEFAULT_STUDENT_TOKENIZER = "Qwen/Qwen3-1.7B"
@@ -246,6 +247,24 @@ class BuildSFTConfig:
 
         name = str(self.student_tokenizer)
         return str(smollm2_gguf()) if name == "bundled-smollm2" else name
+
+    def load_problems(self, *, limit: int | None = None) -> list[Problem]:
+        """The source's problems with this config's columns and split (first `limit` when given).
+
+        Raises:
+            DatasetError: the source cannot be read (see `sources.load_source`).
+        """
+        from thinc_bench.sources import load_source
+
+        return load_source(
+            self.source,
+            self.data_dir,
+            problem_column=self.problem_column,
+            answer_column=self.answer_column,
+            id_column=self.id_column,
+            split=self.split,
+            limit=limit,
+        )
 
     def eval_config(self) -> EvalConfig:
         """The generation settings as eval's config: the same engine, seeds and backends run them."""

@@ -59,22 +59,11 @@ def finish(config: BuildSFTConfig, out: Path) -> dict[str, Any]:
     from thinc_bench.masks import tokenize_example
     from thinc_bench.prompts import build_messages, load_system_prompt
     from thinc_bench.sft_filters import Candidate, FilterConfig, apply_filters, conformance_failures
-    from thinc_bench.sources import load_source
     from thinc_bench.store import RunDir
 
     run_config = json.loads((out / "rollouts" / "config.json").read_text(encoding="utf-8"))
     records = latest_records(RunDir(out / "rollouts", run_config).records())
-    problems = {
-        p.id: p
-        for p in load_source(
-            config.source,
-            config.data_dir,
-            problem_column=config.problem_column,
-            answer_column=config.answer_column,
-            id_column=config.id_column,
-            split=config.split,
-        )
-    }
+    problems = {p.id: p for p in config.load_problems()}
     missing = sorted({r.problem_id for r in records} - set(problems))
     if missing:
         raise DatasetError(

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from thinc_bench.trajectory import Conformance
 
@@ -28,16 +28,7 @@ FilterName = Literal[
     "decontamination",
     "dedup",
 ]
-FILTERS: tuple[FilterName, ...] = (
-    "infra_error",
-    "correct",
-    "exec_ok",
-    "min_code_blocks",
-    "plan_share",
-    "conformance",
-    "decontamination",
-    "dedup",
-)
+FILTERS: tuple[FilterName, ...] = get_args(FilterName)
 """Funnel order: the paper's four filters first, then ours; `infra_error` is not the teacher's fault."""
 FILTER_HELP: dict[FilterName, str] = {
     "infra_error": "not produced: backend or sandbox outage (infrastructure, not the teacher)",
