@@ -213,3 +213,21 @@ def test_demo_run_with_the_real_smollm2_writes_complete_consistent_records(two_p
     assert summary["per_benchmark"]["tiny"]["accuracy"]["n_samples"] == 4
     assert (out / "report.html").stat().st_size > 1000
     assert json.loads((out / "config.json").read_text())["resolved"]["generator"]["backend"] == "hf"
+
+
+def test_resume_retries_samples_lost_to_infrastructure(two_problem_benchmark, scripted_turns, tmp_path):
+    out = tmp_path / "run"
+    args = _scripted_args(two_problem_benchmark, scripted_turns, out, "--samples", "1")
+    thinc_eval.main(args)
+    lines = (out / "samples.jsonl").read_text().splitlines()
+    first = json.loads(lines[0]) | {
+        "status": "infra_error",
+        "correct": False,
+        "error": "BackendUnavailable: down",
+    }
+    (out / "samples.jsonl").write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    assert thinc_eval.main(args) == 0
+    records = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    assert len(records) == 3  # the retry is appended; the store reads the last record per sample
+    summary = json.loads((out / "summary.json").read_text())["per_benchmark"]["tiny"]
+    assert summary["n_infra_errors"] == 0 and summary["accuracy"]["n_samples"] == 2

@@ -94,3 +94,14 @@ def test_summary_is_written_apart_from_samples(tmp_path: Path) -> None:
     run.write_summary({"overall": {"accuracy": 0.5}})
     assert run.read_summary() == {"overall": {"accuracy": 0.5}}
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_infra_errors_are_not_done_and_a_retry_replaces_them(tmp_path: Path) -> None:
+    run = RunDir.open(tmp_path, SETTINGS)
+    failed = dataclasses.replace(_record("p1", 0), status="infra_error", correct=False, answer=None)
+    run.append(failed)
+    run.append(_record("p2", 0))
+    assert run.done_keys() == {SampleKey("aime2025", "p2", 0, 0)}
+    run.append(_record("p1", 0))
+    assert [(r.problem_id, r.status) for r in run.records()] == [("p1", "correct"), ("p2", "correct")]
+    assert run.done_keys() == {SampleKey("aime2025", "p1", 0, 0), SampleKey("aime2025", "p2", 0, 0)}

@@ -38,14 +38,6 @@ HISTOGRAM_BINS = 10
 """Bins of the continuous distributions (plan share, model tokens)."""
 
 
-def latest_records(records: Sequence[SampleRecord]) -> list[SampleRecord]:
-    """One record per (problem, sample): the last one written wins, in first-seen order."""
-    by_key: dict[tuple[str, int], SampleRecord] = {}
-    for record in records:
-        by_key[(record.problem_id, record.sample_idx)] = record
-    return list(by_key.values())
-
-
 def finish(config: BuildSFTConfig, out: Path) -> dict[str, Any]:
     """Filter the stored rollouts in `out` and write the dataset, stats.json, report and card.
 
@@ -62,7 +54,7 @@ def finish(config: BuildSFTConfig, out: Path) -> dict[str, Any]:
     from thinc_bench.store import RunDir
 
     run_config = json.loads((out / "rollouts" / "config.json").read_text(encoding="utf-8"))
-    records = latest_records(RunDir(out / "rollouts", run_config).records())
+    records = RunDir(out / "rollouts", run_config).records()
     problems = {p.id: p for p in config.load_problems()}
     missing = sorted({r.problem_id for r in records} - set(problems))
     if missing:

@@ -34,6 +34,9 @@ SCHEMA_VERSION = 1
 TRACKED_PACKAGES = ("thinc_bench", "torch", "transformers", "vllm", "trl", "math-verify", "datasets")
 """Versions recorded in config.json: the packages whose behaviour changes results."""
 
+INFRA_STATUS = "infra_error"
+"""Status of a sample that infrastructure (backend or sandbox outage) kept from being produced."""
+
 CONFIG_FILE = "config.json"
 SAMPLES_FILE = "samples.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -187,11 +190,19 @@ class RunDir:
         return self.path / SAMPLES_FILE
 
     def records(self) -> list[SampleRecord]:
-        """Every complete record; a torn last line (killed mid-write) is cut off the file."""
-        return list(self._iter_records(repair=True))
+        """One complete record per sample key, the last written winning, in first-seen order.
+
+        A torn last line (killed mid-write) is cut off the file. A key appears twice only when a
+        resumed run retried a sample that had failed on infrastructure.
+        """
+        latest: dict[SampleKey, SampleRecord] = {}
+        for record in self._iter_records(repair=True):
+            latest[record.key] = record
+        return list(latest.values())
 
     def done_keys(self) -> set[SampleKey]:
-        return {record.key for record in self.records()}
+        """Keys a resumed run skips: every recorded sample except infrastructure failures, which it retries."""
+        return {record.key for record in self.records() if record.status != INFRA_STATUS}
 
     def append(self, record: SampleRecord) -> None:
         """Append one record and flush it to disk before returning (a crash loses nothing finished)."""

@@ -15,13 +15,11 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from thinc_bench import metrics
-from thinc_bench.store import SampleRecord
+from thinc_bench.store import INFRA_STATUS, SampleRecord
 
 SUMMARY_VERSION = 1
 """Bump when a key of summary.json is renamed or removed (reports read it)."""
 
-INFRA_STATUS = "infra_error"
-"""Grade-status slot for samples that could not be produced (backend or sandbox outage)."""
 
 _PER_BENCHMARK_ONLY = frozenset({"accuracy", "pass_at_k", "maj_at_k", "n_records", "n_infra_errors"})
 """Keys that only mean something within one benchmark (problem ids may repeat across benchmarks)."""
