@@ -15,13 +15,13 @@ test-slow:
 	$(PY) -m pytest -m "$(SLOW)" -q || [ $$? -eq 5 ]
 
 check:
-	$(PY) -m ruff format --check thinc_bench tests perf
-	$(PY) -m ruff check thinc_bench tests perf
+	$(PY) -m ruff format --check thinc_bench tests perf recipes
+	$(PY) -m ruff check thinc_bench tests perf recipes
 	$(PY) -m mypy
 
 format:
-	$(PY) -m ruff format thinc_bench tests perf
-	$(PY) -m ruff check --fix thinc_bench tests perf
+	$(PY) -m ruff format thinc_bench tests perf recipes
+	$(PY) -m ruff check --fix thinc_bench tests perf recipes
 
 perf:
 	$(PY) perf/grading.py

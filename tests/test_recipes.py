@@ -1,0 +1,190 @@
+"""CPU smoke runs of recipes/sft.py and recipes/grpo.py on the bundled SmolLM2, then eval on the output.
+
+SFT: 3 steps on a scripted build_sft output (one kept trajectory); GRPO: 2 curriculum stages of one
+step, 2 prompts x 2 generations, real sandbox and grader. Each checks a finite loss, changed weights,
+a saved checkpoint that `python -m thinc_bench.eval --model` runs on one problem, and the SFT labels
+are -100 on every interpreter-output token, checked token by token against an independent oracle.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from safetensors.torch import load_file
+
+from thinc_bench import build_sft
+from thinc_bench.backends import smollm2_gguf
+from thinc_bench.backends._sources import resolve
+from thinc_bench.train.common import IGNORE_INDEX
+
+REPO = Path(__file__).resolve().parents[1]
+SFT_DATA = REPO / "tests" / "data" / "sft"
+# Easy sums whose answers SmolLM2 sometimes writes after a "\boxed{" prefill: with the fixed seed,
+# the second step has one correct and one wrong completion in a group, so its advantage is nonzero.
+EASY = [("What is 1 + 2?", "3"), ("What is 1 + 1?", "2"), ("What is 2 + 1?", "3"), ("What is 4 - 2?", "2")]
+
+
+def _recipe(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"recipes_{name}", REPO / "recipes" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve string annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("size", ["qwen3_4b_thinking", "qwen3_1.7b"])
+def test_paper_configs_parse_into_the_paper_settings(size) -> None:
+    from trl import GRPOConfig, ModelConfig, SFTConfig, TrlParser
+
+    cpu = ["--bf16", "false", "--use_cpu", "true"]  # the configs say bf16 for GPUs; parsing here is on CPU
+    sft = _recipe("sft")
+    config = str(REPO / "recipes" / "configs" / f"sft_{size}.yaml")
+    _, args, _ = TrlParser((sft.ScriptArgs, SFTConfig, ModelConfig)).parse_args_and_config(
+        ["--config", config, *cpu]
+    )
+    assert (args.learning_rate, args.lr_scheduler_type.value, args.num_train_epochs) == (7e-6, "cosine", 3)
+    assert (
+        args.max_length == 32768
+        and args.per_device_train_batch_size * args.gradient_accumulation_steps * 8 == 16
+    )
+    grpo = _recipe("grpo")
+    argv, curriculum = grpo.split_config(
+        ["--config", str(REPO / "recipes" / "configs" / f"grpo_{size}.yaml"), *cpu]
+    )
+    _, args, _ = TrlParser((grpo.ScriptArgs, GRPOConfig, ModelConfig)).parse_args_and_config(argv)
+    Path(argv[1]).unlink()  # split_config's temporary copy (main() removes its own)
+    assert (args.loss_type, args.beta, args.epsilon, args.epsilon_high, args.num_generations) == (
+        "dapo",
+        0.0,
+        0.2,
+        0.28,
+        8,
+    )
+    assert len(curriculum.stages) == 3
+
+
+@pytest.fixture(scope="module")
+def smollm2_folder() -> str:
+    return resolve(str(smollm2_gguf())).load_path
+
+
+def _changed(before: str, after: Path) -> bool:
+    old, new = load_file(str(Path(before) / "model.safetensors")), load_file(str(after / "model.safetensors"))
+    return any(not old[k].equal(new[k]) for k in new if k in old)
+
+
+def _eval_one(checkpoint: Path, benchmark: Path, out: Path) -> dict[str, object]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "thinc_bench.eval",
+        "--model",
+        str(checkpoint),
+        "--benchmarks",
+        str(benchmark),
+    ]
+    cmd += ["--limit", "1", "--samples", "1", "--max-tokens", "300", "--out", str(out)]
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (record,) = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    return record
+
+
+def _losses(output_dir: Path) -> list[float]:
+    history = json.loads((output_dir / "trainer_state.json").read_text())["log_history"]
+    return [h["loss"] for h in history if "loss" in h]
+
+
+@pytest.mark.slow
+def test_sft_smoke_trains_masks_interpreter_tokens_and_evaluates(
+    tmp_path, smollm2_folder, two_problem_benchmark
+) -> None:
+    from test_train_rollout_func import interpreter_token_flags
+    from transformers import AutoTokenizer
+    from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
+
+    source = tmp_path / "problems.jsonl"
+    source.write_text((SFT_DATA / "problems.jsonl").read_text().splitlines()[0] + "\n")
+    build = tmp_path / "build"
+    args = [
+        "--teacher",
+        str(SFT_DATA / "teacher_turns.jsonl"),
+        "--backend",
+        "scripted",
+        "--source",
+        str(source),
+    ]
+    args += [
+        "--student-tokenizer",
+        str(smollm2_gguf()),
+        "--decontam-data-dir",
+        str(REPO.parent / "shared" / "data" / "benchmarks"),
+    ]
+    assert build_sft.main([*args, "--out", str(build)]) == 0
+
+    sft = _recipe("sft")
+    dataset = sft.load_sft_dataset(str(build / "dataset"), "train")
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_folder)
+    batch = DataCollatorForLanguageModeling(pad_token_id=tokenizer.pad_token_id)([dataset[0]])
+    ids, labels = batch["input_ids"][0].tolist(), batch["labels"][0].tolist()
+    flags = interpreter_token_flags(tokenizer, ids)
+    assert sum(flags) > 0
+    for token, label, interpreter in zip(ids, labels, flags, strict=True):
+        assert label == IGNORE_INDEX if interpreter else label in (token, IGNORE_INDEX)
+    assert labels[-1] == ids[-1]  # the EOS that ends the answer is trained
+
+    out = tmp_path / "sft"
+    config = str(REPO / "recipes" / "configs" / "sft_smoke.yaml")
+    sft_args = ["--config", config, "--model_name_or_path", smollm2_folder]
+    assert sft.main([*sft_args, "--dataset_name", str(build / "dataset"), "--output_dir", str(out)]) == 0
+    losses = _losses(out)
+    assert len(losses) == 3 and all(math.isfinite(x) for x in losses)
+    assert _changed(smollm2_folder, out)
+    record = _eval_one(out, two_problem_benchmark, tmp_path / "eval")
+    assert record["problem_id"] == "tiny-1" and record["status"] != "infra_error"
+
+
+@pytest.mark.slow
+def test_grpo_smoke_runs_two_stages_learns_and_evaluates(
+    tmp_path, smollm2_folder, two_problem_benchmark
+) -> None:
+    problems = tmp_path / "easy.jsonl"
+    problems.write_text(
+        "".join(
+            json.dumps({"id": f"easy-{i}", "problem": q, "answer": a}) + "\n" for i, (q, a) in enumerate(EASY)
+        )
+    )
+    os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
+    out = tmp_path / "grpo"
+    args = [
+        "--config",
+        str(REPO / "recipes" / "configs" / "grpo_smoke.yaml"),
+        "--model_name_or_path",
+        smollm2_folder,
+    ]
+    args += [
+        "--dataset_name",
+        str(problems),
+        "--output_dir",
+        str(out),
+        "--response_prefix",
+        "The answer is \\boxed{",
+    ]
+    assert _recipe("grpo").main(args) == 0
+
+    history = json.loads((out / "stage2" / "trainer_state.json").read_text())["log_history"]
+    (step,) = [h for h in history if "loss" in h]
+    assert math.isfinite(step["loss"]) and step["rewards/exact_match_reward/std"] > 0
+    assert "rewards/tool_calls/mean" in step and "rewards/truncated/mean" in step
+    assert _changed(str(out / "stage1"), out / "stage2")
+    record = _eval_one(out / "stage2", two_problem_benchmark, tmp_path / "eval")
+    assert record["problem_id"] == "tiny-1" and record["status"] != "infra_error"

@@ -1,0 +1,50 @@
+"""The GRPO reward is the eval metric: the same judge on the same trajectories gives the same verdicts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from thinc_bench import eval as thinc_eval
+from thinc_bench.train.common import IGNORE_INDEX, labels_from_mask
+from thinc_bench.train.rewards import exact_match_reward, grounded, truncated
+
+SFT_DATA = Path(__file__).parent / "data" / "sft"
+
+
+def test_reward_and_eval_metric_agree_on_the_same_trajectories(tmp_path) -> None:
+    # The SFT teacher script mixes right and wrong answers: a real eval run grades them first.
+    out = tmp_path / "run"
+    args = ["--backend", "scripted", "--model", str(SFT_DATA / "teacher_turns.jsonl")]
+    args += ["--benchmarks", str(SFT_DATA / "problems.jsonl"), "--out", str(out), "--samples", "1"]
+    assert thinc_eval.main(args) == 0
+    records = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    assert {r["correct"] for r in records} == {True, False}
+    rewards = exact_match_reward(
+        completions=[""] * len(records),
+        answer=[r["gold"] for r in records],
+        thinc_text=[r["text"] for r in records],
+        stop_reason=[r["finish_reason"] for r in records],
+    )
+    assert rewards == [1.0 if r["correct"] else 0.0 for r in records]
+    assert grounded([""] * len(records), [r["text"] for r in records]) == [
+        None if r["grounded"] is None else float(r["grounded"]) for r in records
+    ]
+
+
+def test_infrastructure_failure_gets_no_reward_rather_than_zero() -> None:
+    rewards = exact_match_reward(
+        completions=["", ""],
+        answer=["5", "5"],
+        thinc_text=["\\boxed{5}", ""],
+        stop_reason=["answer", "infra_error"],
+    )
+    assert rewards == [1.0, None]
+
+
+def test_truncation_counts_both_budgets() -> None:
+    assert truncated(["", "", ""], ["max_tokens", "max_tool_calls", "answer"]) == [1.0, 1.0, 0.0]
+
+
+def test_labels_ignore_every_masked_token() -> None:
+    assert labels_from_mask([7, 8, 9], [0, 1, 0]) == [IGNORE_INDEX, 8, IGNORE_INDEX]

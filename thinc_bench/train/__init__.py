@@ -1,0 +1,11 @@
+"""Training helpers behind `recipes/sft.py` and `recipes/grpo.py`: the testable parts of the recipes.
+
+`curriculum` parses the GRPO stage schedule out of a recipe YAML; `rewards` is the GRPO reward (the
+one judge, `grading.grade`); `rollout_func` adapts `thinc_bench.rollout` to TRL's `rollout_func`
+hook. The recipes themselves stay short linear scripts over TRL's trainers; nothing here imports TRL.
+"""
+
+from thinc_bench.train.curriculum import Curriculum, Stage, load_curriculum, split_recipe_config
+from thinc_bench.train.rewards import exact_match_reward
+
+__all__ = ["Curriculum", "Stage", "exact_match_reward", "load_curriculum", "split_recipe_config"]
