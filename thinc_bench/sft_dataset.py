@@ -289,11 +289,13 @@ def write_pages(out: Path, stats: dict[str, Any]) -> None:
     """report.html and README.md (the dataset card) from stats.json's data alone."""
     import jinja2
 
-    loader = jinja2.PackageLoader("thinc_bench.report", "templates")
-    html = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined)
+    from thinc_bench.report import environment
+
     (out / "report.html").write_text(
-        html.get_template("sft.html.jinja").render(stats=stats), encoding="utf-8"
+        environment().get_template("sft.html.jinja").render(stats=stats), encoding="utf-8"
     )
+    # The card is Markdown, not HTML: no escaping, and block whitespace kept as the template writes it.
+    loader = jinja2.PackageLoader("thinc_bench.report", "templates")
     markdown = jinja2.Environment(loader=loader, autoescape=False, undefined=jinja2.StrictUndefined)
     card = markdown.get_template("thinc-sft.md.jinja").render(stats=stats)
     (out / "README.md").write_text(card, encoding="utf-8")
