@@ -82,13 +82,6 @@ class RolloutResult:
     def total_tokens(self) -> int:
         return len(self.prompt_ids) + len(self.completion_ids)
 
-    def summary(self) -> dict[str, Any]:
-        return {
-            "stop_reason": self.stop_reason,
-            "n_tool_calls": self.n_tool_calls,
-            "gen_tokens": self.gen_tokens,
-        }
-
 
 def render_prompt(generator: Generator, messages: list[dict[str, str]]) -> list[int]:
     """Token ids of the chat prompt with the generation header, from the model's own template."""
