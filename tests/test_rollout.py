@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -38,13 +40,14 @@ def _run(
     limits: RolloutLimits,
     inject: int = 0,
     request: str = "r",
+    params: SamplingParams = PARAMS,
 ) -> RolloutResult:
     prompt = render_prompt(generator, build_messages("Compute.", load_system_prompt("thinc")))
 
     async def go() -> RolloutResult:
         with sandbox.session(inject_failures=inject) as session:
             return await rollout(
-                generator, session, prompt, PARAMS, limits=limits, request_id=f"{problem_id}/{request}"
+                generator, session, prompt, params, limits=limits, request_id=f"{problem_id}/{request}"
             )
 
     return asyncio.run(go())
@@ -69,6 +72,16 @@ def test_env_mask_is_zero_exactly_on_interpreter_tokens(generator, sandbox) -> N
     assert tokenizer.decode(model, skip_special_tokens=True) == result.text.replace("\n5\n```\n", "", 1)
     assert result.gen_tokens == len(model)
     assert tokenizer.decode(result.completion_ids, skip_special_tokens=True) == result.text
+
+
+def test_logprobs_follow_the_tokens_with_nan_on_interpreter_tokens(generator, sandbox) -> None:
+    asked = replace(PARAMS, logprobs=True)
+    result = _run(generator, sandbox, "tiny-2", limits=RolloutLimits(), request="lp", params=asked)
+    assert result.logprobs is not None and len(result.logprobs) == len(result.completion_ids)
+    assert [math.isnan(x) for x in result.logprobs] == [m == 0 for m in result.env_mask]
+    assert {x for x in result.logprobs if not math.isnan(x)} == {0.0}  # the script is certain
+    plain = _run(generator, sandbox, "tiny-2", limits=RolloutLimits(), request="plain")
+    assert plain.logprobs is None and plain.completion_ids == result.completion_ids
 
 
 def test_tool_call_limit_stops_before_the_extra_execution(generator, sandbox) -> None:

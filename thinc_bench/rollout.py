@@ -12,6 +12,7 @@ generation of others. Grading and storage are the caller's job.
 from __future__ import annotations
 
 import logging
+import math
 import re
 import time
 from dataclasses import dataclass, field, replace
@@ -65,6 +66,9 @@ class RolloutResult:
     generate_s: float = 0.0
     execute_s: float = 0.0
     error: str | None = None
+    logprobs: list[float] | None = None
+    """Sampling logprob per completion token (NaN on harness tokens) when asked for and every turn
+    returned them; else None."""
 
     @property
     def n_tool_calls(self) -> int:
@@ -127,7 +131,7 @@ async def rollout(
     """
     spec = DIALECTS[dialect] if isinstance(dialect, str) else dialect
     tokenizer = generator.tokenizer
-    result = RolloutResult(list(prompt_ids), [], [], "", "eos")
+    result = RolloutResult(list(prompt_ids), [], [], "", "eos", logprobs=[] if params.logprobs else None)
     text = _append_harness(result, tokenizer, response_prefix) if response_prefix else ""
     stops = (spec.stop,) if exec_on == "output_open" else (spec.stop, spec.code_end)
     while True:
@@ -148,6 +152,11 @@ async def rollout(
             result.generate_s += time.perf_counter() - started
         result.completion_ids += generation.token_ids
         result.env_mask += [1] * len(generation.token_ids)
+        if result.logprobs is not None:
+            if generation.logprobs is None:
+                result.logprobs = None  # a turn without them: none for the trajectory, not a ragged list
+            else:
+                result.logprobs += generation.logprobs
         text += generation.text
         if generation.stop is None:
             hit_budget = generation.finish_reason == "length"
@@ -174,6 +183,8 @@ def _append_harness(result: RolloutResult, tokenizer: Any, text: str) -> str:
     ids = tokenizer.encode(text, add_special_tokens=False)
     result.completion_ids += ids
     result.env_mask += [0] * len(ids)
+    if result.logprobs is not None:
+        result.logprobs += [math.nan] * len(ids)
     return str(text)
 
 

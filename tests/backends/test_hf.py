@@ -161,3 +161,37 @@ def test_closed_generator_finishes_queued_work_then_refuses(smollm2_path: str) -
     assert len(asyncio.run(go()).token_ids) == 2
     with pytest.raises(BackendUnavailable, match="closed"):
         asyncio.run(gen.generate([1], GREEDY))
+
+
+def _teacher_forced(model: Any, ids: list[int]) -> list[float]:
+    """Independent oracle: log-probabilities of each token given the ones before, in one forward pass."""
+    import torch
+
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits[0, :-1].float()
+    return torch.log_softmax(logits, -1).gather(1, torch.tensor(ids[1:])[:, None])[:, 0].tolist()
+
+
+def test_logprobs_are_the_models_own_for_each_sampled_token(hf: HFGenerator) -> None:
+    ids = prompt(hf, CODE_QUESTION)
+    params = SamplingParams(temperature=1.0, max_tokens=24, seed=5, logprobs=True)
+    sampled, greedy = run(hf, (ids, params), (ids, GREEDY))  # one batch: padding must not shift them
+    assert greedy.logprobs is None  # not asked for
+    assert sampled.logprobs is not None and len(sampled.logprobs) == len(sampled.token_ids)
+    reference = _teacher_forced(hf._model, ids + sampled.token_ids)[len(ids) - 1 :]
+    assert max(abs(a - b) for a, b in zip(sampled.logprobs, reference, strict=True)) < 1e-3
+
+
+def test_from_model_serves_an_in_memory_model_like_the_loaded_one(hf: HFGenerator) -> None:
+    """GRPO's live policy: same weights in memory, same greedy output, no second copy loaded."""
+    ids = prompt(hf, CODE_QUESTION)
+    live = HFGenerator.from_model(hf._model, hf.tokenizer, max_batch_size=4, seed=0)
+    try:
+        (ours,) = run(live, (ids, GREEDY))
+        (theirs,) = run(hf, (ids, GREEDY))
+    finally:
+        asyncio.run(live.aclose())
+    assert ours.token_ids == theirs.token_ids
+    assert live.describe()["in_memory"] is True
+    with pytest.raises(BackendUnavailable, match="closed"):
+        asyncio.run(live.generate(ids, GREEDY))

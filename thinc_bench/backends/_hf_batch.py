@@ -35,6 +35,7 @@ class Row:
     params: SamplingParams
     rng: torch.Generator
     out: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
     finish: FinishReason | None = None
     stop: str | None = None
 
@@ -82,10 +83,12 @@ def decode_batch(
             )
             cache = out.cache if getattr(out, "cache", None) is not None else out.past_key_values
             logits = out.logits[:, -1, :].float()
-            tokens = [_sample(logits[j], rows[i]) for j, i in enumerate(live)]
+            sampled = [_sample(logits[j], rows[i]) for j, i in enumerate(live)]
+            tokens = [token for token, _ in sampled]
             keep = []
-            for j, (i, token) in enumerate(zip(live, tokens, strict=True)):
+            for j, (i, (token, logprob)) in enumerate(zip(live, sampled, strict=True)):
                 rows[i].out.append(token)
+                rows[i].logprobs.append(logprob)
                 _update(rows[i], token, tokenizer, eos_ids)
                 if rows[i].finish is None:
                     keep.append(j)
@@ -103,11 +106,14 @@ def decode_batch(
     return [_result(row, tokenizer) for row in rows]
 
 
-def _sample(logits: torch.Tensor, row: Row) -> int:
-    """Pick the next token for one row: greedy at temperature 0, else top-k / top-p sampling."""
+def _sample(logits: torch.Tensor, row: Row) -> tuple[int, float]:
+    """Pick the next token for one row (greedy at temperature 0, else top-k / top-p sampling) and its
+    logprob under the distribution it was drawn from (after temperature and filtering, as vLLM's
+    processed logprobs)."""
     params = row.params
     if params.temperature == 0:
-        return int(torch.argmax(logits).item())
+        token = int(torch.argmax(logits).item())
+        return token, float(torch.log_softmax(logits, dim=-1)[token].item())
     logits = logits / params.temperature
     if params.top_k is not None and params.top_k < logits.numel():
         kth = torch.topk(logits, params.top_k).values[-1]
@@ -119,7 +125,8 @@ def _sample(logits: torch.Tensor, row: Row) -> int:
         drop = (probs.cumsum(-1) - probs) >= params.top_p
         logits = logits.masked_fill(torch.zeros_like(drop).scatter(0, order, drop), float("-inf"))
     probs = torch.softmax(logits, dim=-1)
-    return int(torch.multinomial(probs.to(row.rng.device), 1, generator=row.rng).item())
+    token = int(torch.multinomial(probs.to(row.rng.device), 1, generator=row.rng).item())
+    return token, float(torch.log(probs[token]).item())
 
 
 def _update(row: Row, token: int, tokenizer: PreTrainedTokenizerBase, eos_ids: frozenset[int]) -> None:
@@ -142,4 +149,5 @@ def _result(row: Row, tokenizer: PreTrainedTokenizerBase) -> Generation:
         text=decode(tokenizer, row.out),
         finish_reason=row.finish or "length",
         stop=row.stop,
+        logprobs=row.logprobs if row.params.logprobs else None,
     )

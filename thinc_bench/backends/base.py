@@ -39,6 +39,9 @@ class SamplingParams:
         stop: strings that end the generation; the matched one is kept at the end of the text.
         seed: per-request seed; None draws from the backend's generator (see each backend for what
             determinism it gives).
+        logprobs: also return each sampled token's log-probability, as the sampler saw it (after
+            temperature); RL uses it to correct for engine-vs-trainer mismatch. Backends that cannot
+            (servers without vLLM's extensions) return None.
     """
 
     temperature: float = 1.0
@@ -47,6 +50,7 @@ class SamplingParams:
     max_tokens: int = 1024
     stop: tuple[str, ...] = ()
     seed: int | None = None
+    logprobs: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.stop, str) or not isinstance(self.stop, tuple | list):
@@ -86,16 +90,23 @@ class Generation:
             "```output\\n".
         finish_reason: "stop" (EOS or a stop string) or "length" (`max_tokens` reached).
         stop: the stop string that ended the generation, None for EOS or length.
+        logprobs: one log-probability per token of `token_ids` when the request asked for them and
+            the backend can give them; else None.
     """
 
     token_ids: list[int]
     text: str
     finish_reason: FinishReason
     stop: str | None = None
+    logprobs: list[float] | None = None
 
     def __post_init__(self) -> None:
         if self.stop is not None and self.finish_reason != "stop":
             raise ValueError(f"Generation with stop={self.stop!r} must have finish_reason 'stop'")
+        if self.logprobs is not None and len(self.logprobs) != len(self.token_ids):
+            raise ValueError(
+                f"Generation has {len(self.logprobs)} logprobs for {len(self.token_ids)} tokens; one per token"
+            )
 
 
 class Generator(ABC):

@@ -103,18 +103,58 @@ class HFGenerator(Generator):
         logger.info(
             "hf backend loaded %s on %s (%s) in %.1f s", model, device, dtype, time.perf_counter() - started
         )
+        self._start(
+            {"model": self._source.origin, "file_sha256": self._source.sha256},
+            {"revision": revision, "dtype": dtype, "device": device, "max_batch_size": max_batch_size},
+            max_batch_size,
+            seed,
+        )
+
+    @classmethod
+    def from_model(
+        cls,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        *,
+        max_batch_size: int = MAX_BATCH_SIZE,
+        seed: int | None = None,
+    ) -> HFGenerator:
+        """Serve a model already in memory (GRPO's live policy): every batch reads its current weights.
+
+        Nothing is loaded or copied, and the model's train/eval mode is the caller's to set (sample in
+        eval mode: dropout would change the policy). `aclose` stops the worker thread, not the model.
+
+        Raises:
+            ConfigError: a bad option, or a model without an EOS token.
+        """
+        if max_batch_size < 1:
+            raise ConfigError(f"hf backend: max_batch_size={max_batch_size}; use at least 1")
+        self = cls.__new__(cls)
+        self._model, self._tokenizer = model, tokenizer
+        self._start(
+            {"model": str(getattr(model, "name_or_path", "") or type(model).__name__), "in_memory": True},
+            {
+                "dtype": str(model.dtype).removeprefix("torch."),
+                "device": str(model.device),
+                "max_batch_size": max_batch_size,
+            },
+            max_batch_size,
+            seed,
+        )
+        return self
+
+    def _start(
+        self, identity: dict[str, Any], options: dict[str, Any], max_batch_size: int, seed: int | None
+    ) -> None:
+        """Everything after the model is in place: limits, sampling generator, the batching thread."""
+        self._identity = identity
         self._eos_ids = _eos_ids(self._model, self._tokenizer)
         pad = self._tokenizer.pad_token_id
         self._pad_id = int(pad) if pad is not None else min(self._eos_ids)
         self._context = int(getattr(self._model.config, "max_position_embeddings", 0) or 0)
-        self._options = {
-            "revision": revision,
-            "dtype": dtype,
-            "device": device,
-            "max_batch_size": max_batch_size,
-        }
+        self._options = options
         self._max_batch_size = max_batch_size
-        self._shared_rng = torch.Generator(device=device)
+        self._shared_rng = torch.Generator(device=self._model.device)
         if seed is None:
             self._shared_rng.seed()
         else:
@@ -157,8 +197,7 @@ class HFGenerator(Generator):
 
         return {
             "backend": "hf",
-            "model": self._source.origin,
-            "file_sha256": self._source.sha256,
+            **self._identity,
             "transformers": transformers.__version__,
             **self._options,
         }

@@ -61,7 +61,8 @@ class OpenAIGenerator(Generator):
     Args:
         model: the served model name sent in each request (for `vllm serve PATH`, PATH).
         base_url: the server's `/v1` URL.
-        tokenizer: folder, Hub id or `.gguf` of the served model's tokenizer; None uses `model`.
+        tokenizer: folder, Hub id or `.gguf` of the served model's tokenizer, or a loaded tokenizer
+            (a trainer's); None uses `model`.
         api_key_env: environment variable holding the API key; unset sends no key.
         max_concurrency: requests in flight at once.
         max_retries: retries of a retryable failure before `BackendUnavailable`.
@@ -81,7 +82,7 @@ class OpenAIGenerator(Generator):
         model: str,
         *,
         base_url: str = DEFAULT_BASE_URL,
-        tokenizer: str | None = None,
+        tokenizer: str | PreTrainedTokenizerBase | None = None,
         api_key_env: str = "OPENAI_API_KEY",
         max_concurrency: int = MAX_CONCURRENCY,
         max_retries: int = MAX_RETRIES,
@@ -104,8 +105,12 @@ class OpenAIGenerator(Generator):
             )
         self._model = model
         self._base_url = base_url.rstrip("/")
-        self._tokenizer_name = tokenizer or model
-        self._tokenizer = _sources.load_tokenizer(self._tokenizer_name)
+        if tokenizer is None or isinstance(tokenizer, str):
+            self._tokenizer_name = tokenizer or model
+            self._tokenizer = _sources.load_tokenizer(self._tokenizer_name)
+        else:
+            self._tokenizer_name = str(getattr(tokenizer, "name_or_path", "") or "in-memory")
+            self._tokenizer = tokenizer
         self._api_key_env = api_key_env
         self._max_concurrency = max_concurrency
         self._retries = max_retries
@@ -163,6 +168,8 @@ class OpenAIGenerator(Generator):
             body["stop"] = list(params.stop)
         if params.seed is not None:
             body["seed"] = params.seed
+        if params.logprobs:
+            body["logprobs"] = 0  # the sampled token's own logprob (OpenAI: number of top alternatives)
         extra: dict[str, Any] = {}
         if self._vllm:
             extra = {
@@ -236,8 +243,14 @@ class OpenAIGenerator(Generator):
         stop_reason = extra.get("stop_reason")
         ids = extra.get("token_ids")
         text = str(choice.text)
+        logprobs = None
         if ids is None:
             ids = self._retokenize(text, finish, stop_reason, params)
+        elif params.logprobs and choice.logprobs is not None:
+            # One per returned id; a server whose list does not line up with its ids gives none.
+            values = choice.logprobs.token_logprobs or []
+            if len(values) == len(ids):
+                logprobs = [float("nan") if v is None else float(v) for v in values]
         token_ids = [int(i) for i in ids]
         text = decode(self._tokenizer, token_ids)
         stop = None
@@ -247,7 +260,7 @@ class OpenAIGenerator(Generator):
                 if isinstance(stop_reason, str) and stop_reason in params.stop
                 else first_stop(text, params.stop)
             )
-        return Generation(token_ids=token_ids, text=text, finish_reason=finish, stop=stop)
+        return Generation(token_ids=token_ids, text=text, finish_reason=finish, stop=stop, logprobs=logprobs)
 
     def _retokenize(self, text: str, finish: str, stop_reason: Any, params: SamplingParams) -> list[int]:
         """Ids for a server that returns only text: put back a stripped stop string, add EOS at a model stop."""

@@ -6,7 +6,8 @@ A call's `request_id` names the trajectory: the problem id itself, or `"<problem
 The generator counts calls per request_id and returns the next turn: exactly its text, with token
 ids from a real tokenizer (the bundled SmolLM2 one by default). A turn ending in one of the call's
 stop strings comes back as `stop=<that string>`; any other turn ends like a model's last turn, with
-EOS. `max_tokens` cuts a turn as it would cut a model. The harness still executes every code block
+EOS. `max_tokens` cuts a turn as it would cut a model; asked for logprobs, it gives 0.0 per token
+(the script is certain of each). The harness still executes every code block
 for real; this module only stands in for the model.
 """
 
@@ -112,8 +113,20 @@ class ScriptedGenerator(Generator):
             ids += self._eos
         if len(ids) > params.max_tokens:
             cut = ids[: params.max_tokens]
-            return Generation(token_ids=cut, text=decode(self._tokenizer, cut), finish_reason="length")
-        return Generation(token_ids=ids, text=text, finish_reason="stop", stop=stop)
+            return Generation(
+                token_ids=cut,
+                text=decode(self._tokenizer, cut),
+                finish_reason="length",
+                logprobs=_certain(cut, params),
+            )
+        return Generation(
+            token_ids=ids, text=text, finish_reason="stop", stop=stop, logprobs=_certain(ids, params)
+        )
+
+
+def _certain(ids: list[int], params: SamplingParams) -> list[float] | None:
+    """A script is a deterministic policy: each of its tokens has probability 1, logprob 0."""
+    return [0.0] * len(ids) if params.logprobs else None
 
 
 def _read_script(path: Path) -> dict[str, list[str]]:
