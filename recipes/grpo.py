@@ -1,5 +1,5 @@
 # /// script
-# dependencies = ["thinc_bench", "trl>=1.16", "datasets>=5.2", "accelerate>=1.15"]
+# dependencies = ["thinc_bench[vllm]", "trl>=1.16", "datasets>=5.2", "accelerate>=1.15"]
 # ///
 """GRPO on DAPO-Math-17k with the thinc_bench rollout engine, the one grader and a staged curriculum.
 
@@ -10,17 +10,26 @@ rate, grounding and truncation are logged per step as zero-weight rewards. The Y
 runs stage by stage (`OUTPUT_DIR/<stage>`, each stage starting from the previous stage's model);
 `--start_stage NAME` resumes at a stage boundary.
 
+Generation follows GRPOConfig: `use_vllm: false` decodes on the policy itself (hf backend, batched);
+`use_vllm: true` with `vllm_mode: colocate` steps TRL's in-process vLLM engine, and with
+`vllm_mode: server` sends requests to `trl vllm-serve`, which TRL keeps in sync with the weights.
+
 Smallest CPU run (the bundled SmolLM2, 2 prompts x 2 generations, 2 stages of 1 step):
 
     python recipes/grpo.py --config recipes/configs/grpo_smoke.yaml \
         --model_name_or_path <SmolLM2 folder> --data_dir ../shared/data/train --output_dir runs/grpo-smoke
 
-Paper settings on 8 GPUs (generation through the hf backend on the live policy; see Known issues):
+Paper settings on 8 GPUs, vLLM colocated with training:
 
     accelerate launch --config_file recipes/configs/accelerate_zero3.yaml recipes/grpo.py \
         --config recipes/configs/grpo_qwen3_4b_thinking.yaml
 
-Known issues: vLLM generation (`trl vllm-serve` or colocated) is not wired into the rollout yet.
+or with a generation server on 2 of them and training on the other 6:
+
+    CUDA_VISIBLE_DEVICES=6,7 trl vllm-serve --model runs/sft-thinc-4b --data_parallel_size 2 &
+    CUDA_VISIBLE_DEVICES=0,1,2,3,4,5 accelerate launch --num_processes 6 \
+        --config_file recipes/configs/accelerate_zero3.yaml recipes/grpo.py \
+        --config recipes/configs/grpo_qwen3_4b_thinking.yaml --vllm_mode server
 """
 
 from __future__ import annotations
@@ -60,8 +69,11 @@ class ScriptArgs:
     start_stage: str | None = field(
         default=None, metadata={"help": "Resume at this curriculum stage from OUTPUT_DIR/<previous stage>."}
     )
-    rollout_backend: Literal["hf"] = field(
-        default="hf", metadata={"help": "Generation for rollouts: hf samples from the live policy."}
+    exec_on: Literal["output_open", "code_close"] = field(
+        default="output_open",
+        metadata={
+            "help": "When code runs, as eval's --exec-on (code_close: models that never open output blocks)."
+        },
     )
 
 
@@ -76,6 +88,24 @@ def split_config(argv: list[str]) -> tuple[list[str], object]:
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as handle:
         yaml.safe_dump(trl_config, handle)
     return [*argv[:at], handle.name, *argv[at + 1 :]], curriculum
+
+
+def release(trainer: object) -> None:
+    """Free a finished stage's colocated vLLM engine, so the next stage can build its own in this process."""
+    import gc
+
+    import torch
+
+    engine = getattr(trainer, "vllm_generation", None)
+    if engine is not None and engine.mode == "colocate":
+        from vllm.distributed.parallel_state import destroy_model_parallel
+
+        del engine.llm
+        gc.collect()
+        destroy_model_parallel()  # vLLM's own process groups; accelerate's default group stays
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     from thinc_bench.train.common import eval_command
     from thinc_bench.train.rewards import LOGGED_STATS, exact_match_reward
     from thinc_bench.train.rollout_func import ThincRollout
+    from thinc_bench.train.vllm_sync import use_layerwise_reload
 
     argv, curriculum = split_config(list(sys.argv[1:] if argv is None else argv))
     parser = TrlParser((ScriptArgs, GRPOConfig, ModelConfig))
@@ -140,6 +171,10 @@ def main(argv: list[str] | None = None) -> int:
             args.max_steps = stage.max_steps if stage.max_steps is not None else -1
             args.max_completion_length = stage.max_tokens
             args.reward_weights = [1.0] + [0.0] * len(LOGGED_STATS)
+            if args.use_vllm and args.vllm_max_model_length is None:
+                args.vllm_max_model_length = (
+                    stage.max_tokens
+                )  # the rollout keeps prompt + completion within it
             stage_data = dataset.select(range(min(consumed, len(dataset)), len(dataset)))
             if len(stage_data) == 0:
                 raise SystemExit(f"stage {stage.name}: no problems left after {consumed}; use more data")
@@ -155,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
                 system_prompt,
                 temperature=args.temperature,
                 response_prefix=script_args.response_prefix,
+                exec_on=script_args.exec_on,
                 problem_ids={p.problem: p.id for p in problems},
             )
             trainer = GRPOTrainer(
@@ -165,12 +201,16 @@ def main(argv: list[str] | None = None) -> int:
                 processing_class=tokenizer,
                 rollout_func=rollout,
             )
+            if args.use_vllm:
+                use_layerwise_reload(trainer.vllm_generation)
             trainer.train()
             trainer.save_state()  # trainer_state.json: per-step reward, tool calls, errors, lengths
             trainer.save_model(args.output_dir)
             tokenizer.save_pretrained(args.output_dir)
             consumed += (stage.max_steps or 0) * prompts_per_step
             model_path = args.output_dir
+            release(trainer)
+            del trainer, model
 
     if training_args.process_index == 0:
         print(f"Evaluate this checkpoint:\n  {eval_command(model_path)}")

@@ -22,7 +22,6 @@ from safetensors.torch import load_file
 
 from thinc_bench import build_sft
 from thinc_bench.backends import smollm2_gguf
-from thinc_bench.backends._sources import resolve
 from thinc_bench.train.common import IGNORE_INDEX
 
 REPO = Path(__file__).resolve().parents[1]
@@ -70,11 +69,6 @@ def test_paper_configs_parse_into_the_paper_settings(size) -> None:
         8,
     )
     assert len(curriculum.stages) == 3
-
-
-@pytest.fixture(scope="module")
-def smollm2_folder() -> str:
-    return resolve(str(smollm2_gguf())).load_path
 
 
 def _changed(before: str, after: Path) -> bool:

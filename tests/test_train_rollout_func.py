@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import re
+import socket
+import threading
+from collections.abc import Iterator
 
 import pytest
 
 from thinc_bench.backends import load_generator
+from thinc_bench.errors import BackendUnavailable
 from thinc_bench.prompts import load_system_prompt
 from thinc_bench.rollout import RolloutLimits
 from thinc_bench.sandbox import Sandbox
 from thinc_bench.train.rewards import exact_match_reward
-from thinc_bench.train.rollout_func import ThincRollout
+from thinc_bench.train.rollout_func import ThincRollout, served_model, server_url
 
 # An interpreter block as the harness appends it after the model's "```output" (trajectory.Dialect).
 INTERPRETER = re.compile(r"```output(\n.*?\n```\n)", re.DOTALL)
@@ -67,3 +72,43 @@ def test_tool_call_limit_of_the_stage_ends_the_trajectory(rows, scripted_turns) 
         )
         out = rollout([rows[1]["problem"]], None)
     assert out["stop_reason"] == ["max_tool_calls"] and out["n_tool_calls"] == [1]
+
+
+@pytest.fixture
+def models_server() -> Iterator[str]:
+    """A real HTTP server answering `/v1/models` the way `vllm serve runs/sft` does."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            body = json.dumps({"object": "list", "data": [{"id": "runs/sft", "object": "model"}]}).encode()
+            self.send_response(200 if self.path == "/v1/models" else 404)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+
+
+def test_server_mode_finds_the_served_model_name(models_server) -> None:
+    from trl import GRPOConfig
+
+    args = GRPOConfig(output_dir="unused", use_cpu=True, bf16=False, vllm_server_base_url=models_server + "/")
+    assert server_url(args) == models_server
+    assert served_model(server_url(args)) == "runs/sft"
+    default = GRPOConfig(output_dir="unused", use_cpu=True, bf16=False)
+    assert server_url(default) == "http://0.0.0.0:8000"
+
+
+def test_unreachable_server_is_one_clear_error() -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(BackendUnavailable, match=rf"127.0.0.1:{port}/v1/models.*trl vllm-serve"):
+        served_model(f"http://127.0.0.1:{port}")

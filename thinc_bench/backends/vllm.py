@@ -11,6 +11,7 @@ guard (vLLM spawns workers). This module does not start HTTP servers (see `opena
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -128,16 +129,7 @@ class VLLMGenerator(Generator):
 
         if self._closed:
             raise BackendUnavailable("vllm backend is closed; create a new generator")
-        sampling = vllm.SamplingParams(
-            temperature=params.temperature,
-            top_p=params.top_p,
-            top_k=params.top_k or 0,  # 0 = all tokens
-            max_tokens=params.max_tokens,
-            stop=list(params.stop),
-            include_stop_str_in_output=True,
-            seed=params.seed,
-            output_kind=vllm.sampling_params.RequestOutputKind.FINAL_ONLY,
-        )
+        sampling = _sampling_params(params)
         # Engine request ids must be unique among live requests; a trajectory's turns share request_id.
         engine_id = f"{request_id or 'thinc'}-{uuid.uuid4().hex[:12]}"
         final = None
@@ -152,7 +144,7 @@ class VLLMGenerator(Generator):
             raise ConfigError(f"vllm rejected request {request_id}: {one_line(exc)}") from exc
         if final is None or not final.outputs:
             raise BackendUnavailable(f"vllm engine returned nothing for request {request_id}")
-        return self._generation(final.outputs[0], params, request_id)
+        return _generation(self._tokenizer, final.outputs[0], params, request_id)
 
     async def aclose(self) -> None:
         if not self._closed:
@@ -167,16 +159,146 @@ class VLLMGenerator(Generator):
             **self._options,
         }
 
-    def _generation(self, completion: Any, params: SamplingParams, request_id: str | None) -> Generation:
-        finish = completion.finish_reason
-        if finish not in ("stop", "length"):
-            raise BackendUnavailable(f"vllm engine ended request {request_id} with finish_reason {finish!r}")
-        token_ids = [int(i) for i in completion.token_ids]
-        text = decode(self._tokenizer, token_ids)
-        stop = None
-        if finish == "stop":
-            reason = completion.stop_reason
-            stop = (
-                reason if isinstance(reason, str) and reason in params.stop else first_stop(text, params.stop)
+
+class ColocatedVLLMGenerator(Generator):
+    """An in-process `vllm.LLM` (TRL's colocated engine) behind the Generator interface.
+
+    `LLM.generate` takes a whole batch and returns when all of it is done, which would make every
+    trajectory wait for the slowest one's turn. Here each `generate` adds one request to the engine and
+    a driver task steps the engine (`LLMEngine.step`, the loop `LLM.generate` runs itself) until no
+    request is left, handing each finished request to its caller at once; a trajectory whose code has
+    run joins the batch at the next step. Steps run on the event loop's thread, where the trainer
+    built the engine, and block it for one scheduler step; sandbox runs proceed in their threads
+    meanwhile. Weights are whatever the engine holds: the trainer syncs them before each rollout.
+
+    Args:
+        llm: a built `vllm.LLM` (single process: TRL builds it with the external launcher).
+        tokenizer: the policy's tokenizer (chat template, decoding).
+    """
+
+    def __init__(self, llm: Any, tokenizer: PreTrainedTokenizerBase) -> None:
+        from thinc_bench.backends import require
+
+        require("vllm")
+        self._llm = llm
+        self._engine = llm.llm_engine
+        self._tokenizer = tokenizer
+        self._client_errors, self._server_errors = _error_classes()
+        self._waiting: dict[str, tuple[asyncio.Future[Generation], SamplingParams, str | None]] = {}
+        self._aliases: dict[str, str] = {}
+        self._driver: asyncio.Task[None] | None = None
+        self._closed = False
+
+    @property
+    def tokenizer(self) -> PreTrainedTokenizerBase:
+        return self._tokenizer
+
+    async def generate(
+        self, prompt_ids: list[int], params: SamplingParams, *, request_id: str | None = None
+    ) -> Generation:
+        import vllm
+
+        if self._closed:
+            raise BackendUnavailable("colocated vllm generator is closed; create a new one")
+        engine_id = f"{request_id or 'thinc'}-{uuid.uuid4().hex[:12]}"
+        future: asyncio.Future[Generation] = asyncio.get_running_loop().create_future()
+        try:
+            named = self._engine.add_request(
+                engine_id,
+                vllm.TokensPrompt(prompt_token_ids=list(prompt_ids)),
+                _sampling_params(params),
             )
-        return Generation(token_ids=token_ids, text=text, finish_reason=finish, stop=stop)
+        except self._client_errors as exc:
+            raise ConfigError(f"vllm rejected request {request_id}: {one_line(exc)}") from exc
+        self._waiting[engine_id] = (future, params, request_id)
+        if isinstance(named, str) and named != engine_id:  # versions that report the internal id
+            self._aliases[named] = engine_id
+        if self._driver is None or self._driver.done():
+            self._driver = asyncio.get_running_loop().create_task(self._drive())
+        return await future
+
+    async def _drive(self) -> None:
+        """Step the engine while any request is unfinished; yield to the loop between steps."""
+        try:
+            while self._waiting:
+                for output in self._engine.step():
+                    if not output.finished:
+                        continue
+                    key = self._aliases.pop(output.request_id, output.request_id)
+                    future, params, request_id = self._waiting.pop(key)
+                    if future.done():  # the caller was cancelled
+                        continue
+                    try:
+                        future.set_result(_generation(self._tokenizer, output.outputs[0], params, request_id))
+                    except BackendUnavailable as exc:
+                        future.set_exception(exc)
+                await asyncio.sleep(0)
+        except Exception as exc:  # an engine failure ends every waiting request, loudly
+            error = BackendUnavailable(f"colocated vllm engine failed: {one_line(exc)}")
+            error.__cause__ = exc
+            for future, _, _ in self._waiting.values():
+                if not future.done():
+                    future.set_exception(error)
+            self._waiting.clear()
+
+    async def aclose(self) -> None:
+        """Abort what is still running; the engine itself belongs to the trainer."""
+        self._closed = True
+        if self._waiting:
+            self._engine.abort_request(list(self._waiting))
+            for future, _, _ in self._waiting.values():
+                if not future.done():
+                    future.set_exception(BackendUnavailable("colocated vllm generator closed mid-request"))
+            self._waiting.clear()
+        if self._driver is not None:
+            await asyncio.gather(self._driver, return_exceptions=True)
+
+    def describe(self) -> dict[str, Any]:
+        import vllm
+
+        config = self._engine.vllm_config
+        return {
+            "backend": "vllm-colocated",
+            "model": str(config.model_config.model),
+            "dtype": str(config.model_config.dtype).removeprefix("torch."),
+            "max_model_len": config.model_config.max_model_len,
+            "vllm": vllm.__version__,
+        }
+
+
+def _sampling_params(params: SamplingParams) -> Any:
+    """vLLM's sampling parameters for ours: stop strings kept in the output, per-request seed."""
+    import vllm
+
+    return vllm.SamplingParams(
+        temperature=params.temperature,
+        top_p=params.top_p,
+        top_k=params.top_k or 0,  # 0 = all tokens
+        max_tokens=params.max_tokens,
+        stop=list(params.stop),
+        include_stop_str_in_output=True,
+        seed=params.seed,
+        logprobs=0 if params.logprobs else None,  # 0: the sampled token's own logprob only
+        output_kind=vllm.sampling_params.RequestOutputKind.FINAL_ONLY,
+    )
+
+
+def _generation(
+    tokenizer: PreTrainedTokenizerBase, completion: Any, params: SamplingParams, request_id: str | None
+) -> Generation:
+    """Our Generation from vLLM's CompletionOutput; the text is the decode of the ids, exactly."""
+    finish = completion.finish_reason
+    if finish not in ("stop", "length"):
+        raise BackendUnavailable(f"vllm engine ended request {request_id} with finish_reason {finish!r}")
+    token_ids = [int(i) for i in completion.token_ids]
+    text = decode(tokenizer, token_ids)
+    stop = None
+    if finish == "stop":
+        reason = completion.stop_reason
+        stop = reason if isinstance(reason, str) and reason in params.stop else first_stop(text, params.stop)
+    logprobs = None
+    if params.logprobs and completion.logprobs is not None:
+        logprobs = [
+            float(entry[token].logprob) for entry, token in zip(completion.logprobs, token_ids, strict=True)
+        ]
+    return Generation(token_ids=token_ids, text=text, finish_reason=finish, stop=stop, logprobs=logprobs)

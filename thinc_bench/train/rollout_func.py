@@ -3,91 +3,48 @@
 `ThincRollout(...)(prompts, trainer)` receives the prompt slice TRL already repeated
 `num_generations` times (each prompt is a problem text), runs one `thinc_bench.rollout.rollout` per
 prompt concurrently with `asyncio.run`, each in its own session of one long-lived `Sandbox`, and
-returns `prompt_ids`, `completion_ids`, `logprobs` (None: TRL recomputes them), `env_mask` (0 on every
-interpreter-output token, so the loss skips them) and extra columns for rewards and logging.
+returns `prompt_ids`, `completion_ids`, `logprobs`, `env_mask` (0 on every interpreter-output token,
+so the loss skips them) and extra columns for rewards and logging.
 
-Generation uses the trainer's live policy (`PolicyGenerator` over the model TRL unwraps for
-generation, parameters gathered under ZeRO-3), so every step samples from the current weights, one
-request at a time. Known issue: the vLLM path (weights synced to `trl vllm-serve`, batched decoding)
-is not wired here yet; the GRPO recipe accepts the hf path only.
+Every step samples from the current weights, through whichever engine the trainer was given:
+
+- `use_vllm=False`: the hf backend's dynamic-batching decoder over the live policy
+  (`HFGenerator.from_model`, parameters gathered under ZeRO-3); no logprobs needed.
+- `vllm_mode="colocate"`: TRL's in-process `vllm.LLM`, stepped request by request
+  (`ColocatedVLLMGenerator`), so trajectories join the running batch between tool calls.
+- `vllm_mode="server"`: the `trl vllm-serve` / `vllm serve` server TRL pushes weights to, through
+  the openai backend; every rank waits for the push to finish before its first request.
+
+TRL syncs the engine's weights before calling this function. With vLLM, the sampled tokens'
+logprobs come back (NaN on interpreter tokens, which TRL then leaves uncorrected) for TRL's
+importance-sampling correction of the engine-vs-trainer mismatch.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import logging
+import math
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 from thinc_bench import rollout as engine
-from thinc_bench.backends._hf_batch import Row, decode_batch
-from thinc_bench.backends.base import Generation, Generator, SamplingParams
+from thinc_bench.backends.base import Generator, SamplingParams
+from thinc_bench.errors import BackendUnavailable, ConfigError
 from thinc_bench.prompts import build_messages
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedModel, PreTrainedTokenizerBase
-
     from thinc_bench.sandbox import Sandbox
 
 logger = logging.getLogger(__name__)
 
-
-class PolicyGenerator(Generator):
-    """A Generator over a live, in-memory model (the policy being trained); one request at a time.
-
-    Args:
-        model: the model object; generation reads its current weights on every call.
-        tokenizer: its tokenizer (chat template, decoding).
-        eos_ids: ids that end a turn.
-        seed: seeds the sampling generator.
-    """
-
-    def __init__(
-        self,
-        model: PreTrainedModel,
-        tokenizer: PreTrainedTokenizerBase,
-        eos_ids: frozenset[int],
-        seed: int = 0,
-    ) -> None:
-        self._model = model
-        self._tokenizer = tokenizer
-        self._eos_ids = eos_ids
-        pad = tokenizer.pad_token_id
-        self._pad_id = int(pad) if pad is not None else min(eos_ids)
-        self._rng = torch.Generator(device=model.device)
-        self._rng.manual_seed(seed)
-        # The training step and TRL's own calls share the model: one decode at a time keeps it simple.
-        self._lock = asyncio.Lock()
-
-    @property
-    def tokenizer(self) -> PreTrainedTokenizerBase:
-        return self._tokenizer
-
-    async def generate(
-        self, prompt_ids: list[int], params: SamplingParams, *, request_id: str | None = None
-    ) -> Generation:
-        """Decode one continuation with the model's current weights.
-
-        Raises:
-            torch.OutOfMemoryError: the request does not fit (the trainer's problem, loudly).
-        """
-        async with self._lock:
-            (generation,) = decode_batch(
-                self._model,
-                self._tokenizer,
-                [Row(prompt_ids, params, self._rng)],
-                eos_ids=self._eos_ids,
-                pad_id=self._pad_id,
-            )
-        return generation
-
-    async def aclose(self) -> None:
-        """Nothing to release: the trainer owns the model."""
-
-    def describe(self) -> dict[str, Any]:
-        return {"backend": "policy", "model": str(getattr(self._model, "name_or_path", "?"))}
+SERVER_PROBE_TIMEOUT_S = 10.0
+"""How long to wait for the vLLM server's model list: it is up (TRL connected to it at start)."""
 
 
 @dataclass
@@ -101,7 +58,10 @@ class ThincRollout:
         temperature: sampling temperature.
         dialect: trajectory dialect.
         response_prefix: harness-written start of every answer (prefill, env_mask 0), as eval's flag.
-        generator: a fixed generator (tests, a served model); None samples from the trainer's live policy.
+        exec_on: when code runs, as eval's `--exec-on` (`code_close` for models that never open an
+            output block themselves).
+        generator: a fixed generator (tests, a frozen served model); None samples from the trainer's
+            current weights through the engine it was configured with (see the module docstring).
         problem_ids: problem text -> id, so each trajectory's request id names its problem (logs, and
             the scripted backend picks its script by it); unknown texts are called "problem".
     """
@@ -112,6 +72,7 @@ class ThincRollout:
     temperature: float = 1.0
     dialect: str = "markdown"
     response_prefix: str = ""
+    exec_on: engine.ExecTrigger = "output_open"
     generator: Generator | None = None
     problem_ids: dict[str, str] = field(default_factory=dict)
     _calls: int = field(default=0, init=False, repr=False)
@@ -120,18 +81,29 @@ class ThincRollout:
         """Run one trajectory per prompt and return TRL's rollout dict.
 
         Raises:
-            ConfigError: a prompt that does not fit the stage's budget.
+            ConfigError: a prompt that does not fit the stage's budget, or an unsupported vLLM layout.
+            BackendUnavailable: the vLLM server cannot be reached.
         """
         self._calls += 1
         problems = [_problem_text(p) for p in prompts]
+        want_logprobs = bool(getattr(trainer, "use_vllm", False))
         if self.generator is not None:
-            results = asyncio.run(self._run_all(problems, self.generator))
+            results = asyncio.run(self._run_all(problems, self.generator, want_logprobs, close=False))
         else:
-            results = self._run_on_policy(problems, trainer)
+            with self._policy_generator(trainer) as generator:
+                results = asyncio.run(self._run_all(problems, generator, want_logprobs, close=True))
+        logprobs = None
+        if want_logprobs:
+            if any(r.logprobs is None for r in results):
+                logger.warning(
+                    "the generator returned no logprobs: no importance-sampling correction this step"
+                )
+            # NaN where unknown: TRL leaves those tokens' importance ratio at 1.
+            logprobs = [r.logprobs or [math.nan] * len(r.completion_ids) for r in results]
         return {
             "prompt_ids": [r.prompt_ids for r in results],
             "completion_ids": [r.completion_ids for r in results],
-            "logprobs": None,
+            "logprobs": logprobs,
             "env_mask": [r.env_mask for r in results],
             "thinc_text": [r.text for r in results],
             "stop_reason": [r.stop_reason for r in results],
@@ -139,32 +111,70 @@ class ThincRollout:
             "n_exec_errors": [r.n_exec_errors for r in results],
         }
 
-    def _run_on_policy(self, problems: list[str], trainer: Any) -> list[engine.RolloutResult]:
-        """Sample from the trainer's current weights (gathered first under DeepSpeed ZeRO-3)."""
-        from trl.models.utils import unwrap_model_for_generation
-
+    @contextlib.contextmanager
+    def _policy_generator(self, trainer: Any) -> Iterator[Generator]:
+        """A generator over the trainer's current weights, in the engine the trainer was configured with."""
         tokenizer = trainer.processing_class
-        eos = frozenset({int(tokenizer.eos_token_id)} if tokenizer.eos_token_id is not None else set())
-        with unwrap_model_for_generation(
-            trainer.model_wrapped,
-            trainer.accelerator,
-            gather_deepspeed3_params=trainer.args.ds3_gather_for_generation,
-        ) as policy:
-            was_training = bool(policy.training)
-            policy.eval()  # sample from the policy as it is, without dropout; restored for the loss
-            try:
-                # One seed per call: reproducible, and each step draws new samples.
-                generator = PolicyGenerator(policy, tokenizer, eos, seed=trainer.args.seed + self._calls - 1)
-                return asyncio.run(self._run_all(problems, generator))
-            finally:
-                policy.train(was_training)
+        if not getattr(trainer, "use_vllm", False):
+            from trl.models.utils import unwrap_model_for_generation
 
-    async def _run_all(self, problems: list[str], generator: Generator) -> list[engine.RolloutResult]:
-        return list(await asyncio.gather(*(self._one(p, i, generator) for i, p in enumerate(problems))))
+            from thinc_bench.backends.hf import HFGenerator
 
-    async def _one(self, problem: str, index: int, generator: Generator) -> engine.RolloutResult:
+            with unwrap_model_for_generation(
+                trainer.model_wrapped,
+                trainer.accelerator,
+                gather_deepspeed3_params=trainer.args.ds3_gather_for_generation,
+            ) as policy:
+                was_training = bool(policy.training)
+                policy.eval()  # sample from the policy as it is, without dropout; restored for the loss
+                try:
+                    # One seed per call: reproducible, and each step draws new samples.
+                    yield HFGenerator.from_model(policy, tokenizer, seed=trainer.args.seed + self._calls - 1)
+                finally:
+                    policy.train(was_training)
+            return
+        vllm_generation = trainer.vllm_generation
+        if vllm_generation.mode == "server":
+            trainer.accelerator.wait_for_everyone()  # the main process may still be pushing weights
+            yield _server_generator(trainer.args, tokenizer)
+            return
+        if vllm_generation.tensor_parallel_size > 1:
+            raise ConfigError(
+                f"vllm_tensor_parallel_size={vllm_generation.tensor_parallel_size} with vllm_mode=colocate: the "
+                "multi-turn rollout runs each rank's engine on its own; use vllm_mode=server for a sharded engine"
+            )
+        from thinc_bench.backends.vllm import ColocatedVLLMGenerator
+
+        llm = vllm_generation.llm
+        if vllm_generation.enable_sleep_mode:  # as TRL's own generate: weights back, then the KV cache
+            if getattr(vllm_generation, "_llm_weights_sleeping", False):
+                vllm_generation.sync_weights()
+            llm.wake_up(tags=["kv_cache"])
+        try:
+            yield ColocatedVLLMGenerator(llm, tokenizer)
+        finally:
+            if vllm_generation.enable_sleep_mode:
+                llm.sleep(level=2)
+                vllm_generation._llm_weights_sleeping = True
+
+    async def _run_all(
+        self, problems: list[str], generator: Generator, logprobs: bool, *, close: bool
+    ) -> list[engine.RolloutResult]:
+        try:
+            return list(
+                await asyncio.gather(*(self._one(p, i, generator, logprobs) for i, p in enumerate(problems)))
+            )
+        finally:
+            if close:
+                await generator.aclose()
+
+    async def _one(
+        self, problem: str, index: int, generator: Generator, logprobs: bool
+    ) -> engine.RolloutResult:
         prompt_ids = engine.render_prompt(generator, build_messages(problem, self.system_prompt))
-        params = SamplingParams(temperature=self.temperature, max_tokens=self.limits.max_tokens)
+        params = SamplingParams(
+            temperature=self.temperature, max_tokens=self.limits.max_tokens, logprobs=logprobs
+        )
         session = await asyncio.to_thread(self.sandbox.session)
         try:
             return await engine.rollout(
@@ -175,10 +185,46 @@ class ThincRollout:
                 limits=self.limits,
                 dialect=self.dialect,
                 response_prefix=self.response_prefix,
+                exec_on=self.exec_on,
                 request_id=f"{self.problem_ids.get(problem, 'problem')}/{self._calls}-{index}",
             )
         finally:
             await asyncio.to_thread(session.close)
+
+
+def server_url(args: Any) -> str:
+    """The vLLM server TRL talks to, from GRPOConfig's `vllm_server_base_url` or host and port."""
+    base = getattr(args, "vllm_server_base_url", None)
+    return str(base).rstrip("/") if base else f"http://{args.vllm_server_host}:{args.vllm_server_port}"
+
+
+def served_model(base_url: str) -> str:
+    """The model name the server answers to (`vllm serve PATH` serves it as PATH).
+
+    Raises:
+        BackendUnavailable: no server, or one that lists no model.
+    """
+    url = f"{base_url}/v1/models"
+    try:
+        with urllib.request.urlopen(url, timeout=SERVER_PROBE_TIMEOUT_S) as response:
+            models = json.load(response).get("data") or []
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise BackendUnavailable(
+            f"vLLM server at {url} did not answer ({exc}); start it with `trl vllm-serve --model MODEL` "
+            "or set vllm_server_base_url"
+        ) from exc
+    if not models:
+        raise BackendUnavailable(
+            f"vLLM server at {url} lists no model; start it with `trl vllm-serve --model MODEL`"
+        )
+    return str(models[0]["id"])
+
+
+def _server_generator(args: Any, tokenizer: Any) -> Generator:
+    from thinc_bench.backends.openai import OpenAIGenerator
+
+    base = server_url(args)
+    return OpenAIGenerator(served_model(base), base_url=f"{base}/v1", tokenizer=tokenizer)
 
 
 def _problem_text(prompt: Any) -> str:
