@@ -40,10 +40,6 @@ class FixedLatencyGenerator(Generator):
         self._lock = asyncio.Lock()
         self._calls: dict[str, int] = {}
 
-    @property
-    def tokenizer(self) -> Any:
-        return self._tokenizer
-
     async def generate(
         self, prompt_ids: list[int], params: SamplingParams, *, request_id: str | None = None
     ) -> Generation:

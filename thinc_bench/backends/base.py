@@ -110,16 +110,17 @@ class Generation:
 
 
 class Generator(ABC):
-    """A text generator over token ids; use as `async with` or call `aclose()` when done."""
+    """A text generator over token ids; use as `async with` or call `aclose()` when done.
+
+    Every backend sets `_tokenizer` in its constructor (loading errors surface there).
+    """
+
+    _tokenizer: PreTrainedTokenizerBase
 
     @property
-    @abstractmethod
     def tokenizer(self) -> PreTrainedTokenizerBase:
-        """The HF tokenizer that renders the chat prompt and decodes what this backend returns.
-
-        Raises:
-            BackendUnavailable: never after construction; loading errors surface in the constructor.
-        """
+        """The HF tokenizer that renders the chat prompt and decodes what this backend returns."""
+        return self._tokenizer
 
     @abstractmethod
     async def generate(

@@ -164,10 +164,6 @@ class HFGenerator(Generator):
         self._worker = threading.Thread(target=self._serve, name="thinc-hf-batcher", daemon=True)
         self._worker.start()
 
-    @property
-    def tokenizer(self) -> PreTrainedTokenizerBase:
-        return self._tokenizer
-
     async def generate(
         self, prompt_ids: list[int], params: SamplingParams, *, request_id: str | None = None
     ) -> Generation:

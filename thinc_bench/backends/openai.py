@@ -124,10 +124,6 @@ class OpenAIGenerator(Generator):
         self._closed = False
         self._warned_retokenize = False
 
-    @property
-    def tokenizer(self) -> PreTrainedTokenizerBase:
-        return self._tokenizer
-
     async def generate(
         self, prompt_ids: list[int], params: SamplingParams, *, request_id: str | None = None
     ) -> Generation:

@@ -16,14 +16,11 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from thinc_bench.backends import _sources
 from thinc_bench.backends.base import Generation, Generator, SamplingParams, decode, first_stop
 from thinc_bench.errors import BackendUnavailable, ConfigError, DatasetError
-
-if TYPE_CHECKING:
-    from transformers import PreTrainedTokenizerBase
 
 
 class ScriptedGenerator(Generator):
@@ -49,10 +46,6 @@ class ScriptedGenerator(Generator):
         self._closed = False
         eos = self._tokenizer.eos_token_id
         self._eos: list[int] = [] if eos is None else [int(eos)]
-
-    @property
-    def tokenizer(self) -> PreTrainedTokenizerBase:
-        return self._tokenizer
 
     async def generate(
         self, prompt_ids: list[int], params: SamplingParams, *, request_id: str | None = None

@@ -118,10 +118,6 @@ class VLLMGenerator(Generator):
         }
         self._closed = False
 
-    @property
-    def tokenizer(self) -> PreTrainedTokenizerBase:
-        return self._tokenizer
-
     async def generate(
         self, prompt_ids: list[int], params: SamplingParams, *, request_id: str | None = None
     ) -> Generation:
@@ -130,8 +126,7 @@ class VLLMGenerator(Generator):
         if self._closed:
             raise BackendUnavailable("vllm backend is closed; create a new generator")
         sampling = _sampling_params(params)
-        # Engine request ids must be unique among live requests; a trajectory's turns share request_id.
-        engine_id = f"{request_id or 'thinc'}-{uuid.uuid4().hex[:12]}"
+        engine_id = _engine_id(request_id)
         final = None
         try:
             async for output in self._engine.generate(
@@ -189,10 +184,6 @@ class ColocatedVLLMGenerator(Generator):
         self._driver: asyncio.Task[None] | None = None
         self._closed = False
 
-    @property
-    def tokenizer(self) -> PreTrainedTokenizerBase:
-        return self._tokenizer
-
     async def generate(
         self, prompt_ids: list[int], params: SamplingParams, *, request_id: str | None = None
     ) -> Generation:
@@ -200,7 +191,7 @@ class ColocatedVLLMGenerator(Generator):
 
         if self._closed:
             raise BackendUnavailable("colocated vllm generator is closed; create a new one")
-        engine_id = f"{request_id or 'thinc'}-{uuid.uuid4().hex[:12]}"
+        engine_id = _engine_id(request_id)
         future: asyncio.Future[Generation] = asyncio.get_running_loop().create_future()
         try:
             named = self._engine.add_request(
@@ -264,6 +255,11 @@ class ColocatedVLLMGenerator(Generator):
             "max_model_len": config.model_config.max_model_len,
             "vllm": vllm.__version__,
         }
+
+
+def _engine_id(request_id: str | None) -> str:
+    """Engine request ids must be unique among live requests; a trajectory's turns share request_id."""
+    return f"{request_id or 'thinc'}-{uuid.uuid4().hex[:12]}"
 
 
 def _sampling_params(params: SamplingParams) -> Any:
