@@ -6,6 +6,9 @@
    the generator's total busy time and one trajectory's critical path. Goal: >= 85 % at 64.
 3. The hf backend through the harness vs. plain `model.generate` on the same prompts and token counts
    (bundled SmolLM2 on CPU). Goal: harness >= 0.9x plain.
+4. A GRPO rollout batch on the live policy (`ThincRollout`, real sandbox, 4 problems x 2): the hf
+   backend's batching over the in-memory model (`HFGenerator.from_model`) vs. one request at a time
+   (what the recipe did before, `max_batch_size=1`), in model tokens per second.
 
 Run: `python perf/rollout.py [--skip-hf]`.
 """
@@ -142,15 +145,56 @@ def hf_vs_plain(n_prompts: int = 8, new_tokens: int = 64) -> None:
     asyncio.run(generator.aclose())
 
 
+def policy_batching(n_problems: int = 4, generations: int = 2, budget: int = 320) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from thinc_bench.backends._sources import resolve
+    from thinc_bench.backends.hf import HFGenerator
+    from thinc_bench.prompts import load_system_prompt
+    from thinc_bench.train.rollout_func import ThincRollout
+
+    folder = resolve(str(smollm2_gguf())).load_path
+    model, tokenizer = (
+        AutoModelForCausalLM.from_pretrained(folder).eval(),
+        AutoTokenizer.from_pretrained(folder),
+    )
+    prompts = [f"Compute {i} * {i + 3} with Python." for i in range(n_problems) for _ in range(generations)]
+    print(f"4. GRPO rollout batch on the live policy: {len(prompts)} trajectories, {budget}-token budget")
+    rates = {}
+    with Sandbox() as sandbox:
+        for label, batch in (("one at a time", 1), ("batched", len(prompts))):
+            generator = HFGenerator.from_model(model, tokenizer, max_batch_size=batch, seed=0)
+            rollout = ThincRollout(
+                sandbox,
+                RolloutLimits(budget, 4),
+                load_system_prompt("thinc"),
+                response_prefix="```python\n",
+                exec_on="code_close",
+                generator=generator,
+            )
+            started = time.perf_counter()
+            out = rollout(prompts, trainer=None)
+            wall = time.perf_counter() - started
+            asyncio.run(generator.aclose())
+            tokens = sum(sum(mask) for mask in out["env_mask"])
+            rates[label] = tokens / wall
+            print(
+                f"   {label:>13}: {tokens} model tokens, {sum(out['n_tool_calls'])} code runs in {wall:.1f} s"
+                f" = {rates[label]:.1f} tok/s"
+            )
+    print(f"   ratio batched / one at a time: {rates['batched'] / rates['one at a time']:.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--skip-hf", action="store_true", help="skip part 3 (loads the bundled model)")
+    parser.add_argument("--skip-hf", action="store_true", help="skip parts 3 and 4 (load the bundled model)")
     args = parser.parse_args()
     with Sandbox(SandboxConfig(max_sessions=128, max_concurrent_runs=64)) as sandbox:
         overhead(sandbox)
         overlap(sandbox)
     if not args.skip_hf:
         hf_vs_plain()
+        policy_batching()
 
 
 if __name__ == "__main__":

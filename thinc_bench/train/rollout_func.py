@@ -96,7 +96,8 @@ class ThincRollout:
         if want_logprobs:
             if any(r.logprobs is None for r in results):
                 logger.warning(
-                    "the generator returned no logprobs: no importance-sampling correction this step"
+                    "the generator returned no logprobs for some trajectories: no importance-sampling "
+                    "correction on their tokens"
                 )
             # NaN where unknown: TRL leaves those tokens' importance ratio at 1.
             logprobs = [r.logprobs or [math.nan] * len(r.completion_ids) for r in results]
