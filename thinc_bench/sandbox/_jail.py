@@ -40,6 +40,7 @@ JAIL_TMP_PREFIXES = "/opt/thinc_tmp_prefixes"
 # Where the harness's pids cgroup for this sandbox appears inside the jail.
 JAIL_CGROUP = "/run/thinc_pids"
 PIDS_CGROUP_ROOT = Path("/sys/fs/cgroup/pids")
+MEMORY_CGROUP_ROOT = Path("/sys/fs/cgroup/memory")
 # Processes leave a cgroup a few milliseconds after they are reaped; a second covers a loaded box.
 CGROUP_DRAIN_S = 1.0
 # System files the interpreter may read; the rest of /etc (shadow, keys, configs) stays hidden.
@@ -68,6 +69,19 @@ class Launch:
     jailed: bool
     bwrap_problem: str | None
     cgroup_host_path: str | None
+    memory_cgroup_host_path: str | None = None
+
+    @property
+    def command(self) -> list[str]:
+        """What Popen runs: `argv`, entered into the memory cgroup first when there is one.
+
+        The shell joins the group and then execs `argv`, so the server and every session are in it
+        from their first instruction, and bwrap's parent is still the harness thread.
+        """
+        if self.memory_cgroup_host_path is None:
+            return self.argv
+        procs = os.path.join(self.memory_cgroup_host_path, "cgroup.procs")
+        return ["/bin/sh", "-c", 'echo $$ > "$1" && shift && exec "$@"', "thinc-sandbox", procs, *self.argv]
 
 
 def server_env(pythonpath: str) -> dict[str, str]:
@@ -111,11 +125,27 @@ def bwrap_problem() -> str | None:
     return None
 
 
+def own_cgroup(controller: str, root: Path) -> Path:
+    """The harness's own cgroup-v1 folder for `controller`: a sandbox's group nests there, so the
+    limits of the container (or slice) the harness runs in still bound the sandbox."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return root
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controller in controllers.split(","):
+            nested = root / path.lstrip("/")
+            return nested if nested.is_dir() else root
+    return root
+
+
 def make_pids_cgroup() -> str | None:
     """Create a cgroup-v1 pids group for one Sandbox when the harness may (root); else None."""
-    if not (PIDS_CGROUP_ROOT.is_dir() and os.access(PIDS_CGROUP_ROOT, os.W_OK)):
+    parent = own_cgroup("pids", PIDS_CGROUP_ROOT)
+    if not (parent.is_dir() and os.access(parent, os.W_OK)):
         return None
-    path = PIDS_CGROUP_ROOT / f"thinc-sandbox-{os.getpid()}-{next(_cgroup_counter)}"
+    path = parent / f"thinc-sandbox-{os.getpid()}-{next(_cgroup_counter)}"
     try:
         path.mkdir(exist_ok=True)
     except OSError:
@@ -123,8 +153,25 @@ def make_pids_cgroup() -> str | None:
     return str(path)
 
 
+def make_memory_cgroup(limit_mb: int) -> str | None:
+    """Create a cgroup-v1 memory group capping the whole sandbox when the harness may (root); else None."""
+    parent = own_cgroup("memory", MEMORY_CGROUP_ROOT)
+    if not (parent.is_dir() and os.access(parent, os.W_OK)):
+        return None
+    path = parent / f"thinc-sandbox-{os.getpid()}-{next(_cgroup_counter)}"
+    try:
+        path.mkdir(exist_ok=True)
+        (path / "memory.limit_in_bytes").write_text(str(limit_mb * 2**20))
+    except OSError as exc:
+        logger.warning("no memory cap for the sandbox: cannot set up %s (%s)", path, exc)
+        with contextlib.suppress(OSError):
+            path.rmdir()
+        return None
+    return str(path)
+
+
 def remove_pids_cgroup(path: str | None) -> None:
-    """Remove the sandbox's cgroup and any session groups left behind, retrying while they drain."""
+    """Remove a sandbox's cgroup and any session groups left behind, retrying while they drain."""
     if path is None:
         return
     deadline = time.monotonic() + CGROUP_DRAIN_S
@@ -138,7 +185,7 @@ def remove_pids_cgroup(path: str | None) -> None:
             return
         except OSError as exc:
             if time.monotonic() > deadline:
-                logger.warning("could not remove pids cgroup %s: %s", path, exc)
+                logger.warning("could not remove cgroup %s: %s", path, exc)
                 return
         time.sleep(0.01)
 
@@ -186,6 +233,7 @@ def plan_launch(config: SandboxConfig, ctrl_fd: int) -> Launch:
         raise SandboxUnavailable(f"SandboxConfig(isolation='bwrap') but {problem}")
     jailed = config.isolation != "none" and problem is None
     cgroup = make_pids_cgroup()
+    memory = make_memory_cgroup(config.resolved_total_memory_mb())
     limits = {
         k: getattr(config, k)
         for k in ("cpu_time_s", "memory_mb", "file_size_mb", "scratch_mb", "open_files", "max_processes")
@@ -230,7 +278,7 @@ def plan_launch(config: SandboxConfig, ctrl_fd: int) -> Launch:
     else:
         env = server_env(str(pkg_dir.parent))
         argv = [sys.executable, *server_args] + (["--pids-cgroup", cgroup] if cgroup else [])
-    return Launch(argv, env, jailed, problem, cgroup)
+    return Launch(argv, env, jailed, problem, cgroup, memory)
 
 
 def describe_protections(launch: Launch, hello: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -246,6 +294,10 @@ def describe_protections(launch: Launch, hello: dict[str, Any]) -> tuple[list[st
         (
             bool(hello.get("pids_cgroup")) or os.geteuid() != 0,
             "process-count limit (pids cgroup or RLIMIT_NPROC)",
+        ),
+        (
+            launch.memory_cgroup_host_path is not None or os.geteuid() != 0,
+            "memory cap for the whole sandbox (memory cgroup, root only)",
         ),
     ]
     active = [name for ok, name in checks if ok]

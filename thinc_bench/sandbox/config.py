@@ -8,6 +8,7 @@ arguments. `ExecResult.status` is a closed set (STYLE rule 6). This module runs 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -63,6 +64,14 @@ class SandboxConfig:
         default=2048,
         metadata={
             "help": "Address space per process in MiB (RLIMIT_AS); the warm server itself uses ~140 MiB."
+        },
+    )
+    total_memory_mb: int | None = field(
+        default=None,
+        metadata={
+            "help": "Resident memory of the whole sandbox (server and all sessions), MiB, through a memory "
+            "cgroup when the harness runs as root; past it the kernel kills the largest session. "
+            "None: half of this machine's RAM, so runaway model code cannot take the trainer down."
         },
     )
     file_size_mb: int = field(
@@ -127,7 +136,19 @@ class SandboxConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise ConfigError(f"SandboxConfig.{name}={value!r} must be a positive integer")
+        if self.total_memory_mb is not None and (
+            not isinstance(self.total_memory_mb, int) or self.total_memory_mb <= 0
+        ):
+            raise ConfigError(
+                f"SandboxConfig.total_memory_mb={self.total_memory_mb!r} must be a positive integer or None"
+            )
         self.preload = tuple(self.preload)
+
+    def resolved_total_memory_mb(self) -> int:
+        """`total_memory_mb`, or half of this machine's physical memory when it is None."""
+        if self.total_memory_mb is not None:
+            return self.total_memory_mb
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**21)
 
 
 @dataclass(frozen=True)

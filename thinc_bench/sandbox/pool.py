@@ -74,6 +74,7 @@ class _Server:
         if failure:
             harness_end.close()
             _jail.remove_pids_cgroup(self.launch.cgroup_host_path)
+            _jail.remove_pids_cgroup(self.launch.memory_cgroup_host_path)
             raise SandboxUnavailable(
                 f"could not start the sandbox server {self.launch.argv[0]!r}: {failure[0]}"
             )
@@ -97,7 +98,7 @@ class _Server:
     ) -> None:
         try:
             self.proc = subprocess.Popen(
-                self.launch.argv,
+                self.launch.command,
                 env=self.launch.env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -143,6 +144,7 @@ class _Server:
             self.proc.kill()
             self.proc.wait()
         _jail.remove_pids_cgroup(self.launch.cgroup_host_path)
+        _jail.remove_pids_cgroup(self.launch.memory_cgroup_host_path)
 
 
 class Sandbox:
