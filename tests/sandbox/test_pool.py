@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import signal
+import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
 import psutil
@@ -54,9 +57,7 @@ def test_persistent_infra_failure_is_infra_error_not_error(monkeypatch: pytest.M
 
         def broken(config: SandboxConfig, ctrl_fd: int) -> _jail.Launch:
             launch = real(config, ctrl_fd)
-            return _jail.Launch(
-                [*launch.argv, "--no-such-flag"], launch.env, launch.jailed, None, launch.cgroup_host_path
-            )
+            return dataclasses.replace(launch, argv=[*launch.argv, "--no-such-flag"], bwrap_problem=None)
 
         monkeypatch.setattr(_jail, "plan_launch", broken)
         r = s.run("print('never')")
@@ -86,3 +87,16 @@ def test_closing_the_sandbox_ends_its_server() -> None:
     proc = sb._server.proc
     sb.close()
     assert proc.poll() is not None
+
+
+def test_a_new_sandbox_removes_groups_left_by_a_killed_harness() -> None:
+    """A harness killed with SIGKILL cannot remove its cgroups; the next Sandbox does."""
+    parent = _jail.own_cgroup("pids", _jail.PIDS_CGROUP_ROOT)
+    if not os.access(parent, os.W_OK):
+        pytest.skip("cgroups need root")
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # its pid is free now: the group below belongs to nobody
+    stale = parent / f"thinc-sandbox-{dead.pid}-0"
+    (stale / "s1").mkdir(parents=True)
+    with Sandbox():
+        assert not stale.exists()

@@ -140,11 +140,28 @@ def own_cgroup(controller: str, root: Path) -> Path:
     return root
 
 
+def reap_stale_cgroups(parent: Path) -> None:
+    """Remove the empty groups of harnesses that died without closing their Sandbox (kill -9)."""
+    for group in parent.glob("thinc-sandbox-*-*"):
+        try:
+            pid = int(group.name.split("-")[2])
+        except ValueError:
+            continue
+        if pid == os.getpid() or Path(f"/proc/{pid}").exists():
+            continue  # ours, or alive (or a reused pid: left for its owner)
+        for child in group.glob("s*"):
+            with contextlib.suppress(OSError):
+                child.rmdir()
+        with contextlib.suppress(OSError):  # still populated: a session outlived its harness
+            group.rmdir()
+
+
 def make_pids_cgroup() -> str | None:
     """Create a cgroup-v1 pids group for one Sandbox when the harness may (root); else None."""
     parent = own_cgroup("pids", PIDS_CGROUP_ROOT)
     if not (parent.is_dir() and os.access(parent, os.W_OK)):
         return None
+    reap_stale_cgroups(parent)
     path = parent / f"thinc-sandbox-{os.getpid()}-{next(_cgroup_counter)}"
     try:
         path.mkdir(exist_ok=True)
@@ -158,6 +175,7 @@ def make_memory_cgroup(limit_mb: int) -> str | None:
     parent = own_cgroup("memory", MEMORY_CGROUP_ROOT)
     if not (parent.is_dir() and os.access(parent, os.W_OK)):
         return None
+    reap_stale_cgroups(parent)
     path = parent / f"thinc-sandbox-{os.getpid()}-{next(_cgroup_counter)}"
     try:
         path.mkdir(exist_ok=True)
