@@ -149,63 +149,77 @@ def reap_stale_cgroups(parent: Path) -> None:
             continue
         if pid == os.getpid() or Path(f"/proc/{pid}").exists():
             continue  # ours, or alive (or a reused pid: left for its owner)
-        for child in group.glob("s*"):
-            with contextlib.suppress(OSError):
-                child.rmdir()
-        with contextlib.suppress(OSError):  # still populated: a session outlived its harness
-            group.rmdir()
+        _rmdir_group(group)  # fails while populated: a session outlived its harness
+
+
+def _new_group(controller: str, root: Path) -> Path | None:
+    """A new group for one Sandbox under the harness's own `controller` group; None when not root.
+
+    Raises:
+        OSError: the group cannot be created.
+    """
+    parent = own_cgroup(controller, root)
+    if not (parent.is_dir() and os.access(parent, os.W_OK)):
+        return None
+    reap_stale_cgroups(parent)
+    path = parent / f"thinc-sandbox-{os.getpid()}-{next(_cgroup_counter)}"
+    path.mkdir(exist_ok=True)
+    return path
 
 
 def make_pids_cgroup() -> str | None:
     """Create a cgroup-v1 pids group for one Sandbox when the harness may (root); else None."""
-    parent = own_cgroup("pids", PIDS_CGROUP_ROOT)
-    if not (parent.is_dir() and os.access(parent, os.W_OK)):
-        return None
-    reap_stale_cgroups(parent)
-    path = parent / f"thinc-sandbox-{os.getpid()}-{next(_cgroup_counter)}"
     try:
-        path.mkdir(exist_ok=True)
+        path = _new_group("pids", PIDS_CGROUP_ROOT)
     except OSError:
         return None
-    return str(path)
+    return None if path is None else str(path)
 
 
 def make_memory_cgroup(limit_mb: int) -> str | None:
     """Create a cgroup-v1 memory group capping the whole sandbox when the harness may (root); else None."""
-    parent = own_cgroup("memory", MEMORY_CGROUP_ROOT)
-    if not (parent.is_dir() and os.access(parent, os.W_OK)):
-        return None
-    reap_stale_cgroups(parent)
-    path = parent / f"thinc-sandbox-{os.getpid()}-{next(_cgroup_counter)}"
+    path = None
     try:
-        path.mkdir(exist_ok=True)
+        path = _new_group("memory", MEMORY_CGROUP_ROOT)
+        if path is None:
+            return None
         (path / "memory.limit_in_bytes").write_text(str(limit_mb * 2**20))
     except OSError as exc:
-        logger.warning("no memory cap for the sandbox: cannot set up %s (%s)", path, exc)
-        with contextlib.suppress(OSError):
-            path.rmdir()
+        logger.warning(
+            "no memory cap for the sandbox: cannot set up %s (%s)", path or MEMORY_CGROUP_ROOT, exc
+        )
+        if path is not None:
+            with contextlib.suppress(OSError):
+                path.rmdir()
         return None
     return str(path)
 
 
-def remove_pids_cgroup(path: str | None) -> None:
-    """Remove a sandbox's cgroup and any session groups left behind, retrying while they drain."""
-    if path is None:
-        return
-    deadline = time.monotonic() + CGROUP_DRAIN_S
-    while True:
-        leftovers = [c for c in Path(path).glob("s*") if c.is_dir()]
-        for child in leftovers:
-            with contextlib.suppress(OSError):  # still populated for a moment; retried below
-                child.rmdir()
-        try:
-            os.rmdir(path)
-            return
-        except OSError as exc:
+def remove_cgroups(launch: Launch) -> None:
+    """Remove a sandbox's pids and memory groups and any session groups left behind, retrying while
+    they drain."""
+    for path in (launch.cgroup_host_path, launch.memory_cgroup_host_path):
+        if path is None:
+            continue
+        deadline = time.monotonic() + CGROUP_DRAIN_S
+        while (exc := _rmdir_group(Path(path))) is not None:
             if time.monotonic() > deadline:
                 logger.warning("could not remove cgroup %s: %s", path, exc)
-                return
-        time.sleep(0.01)
+                break
+            time.sleep(0.01)
+
+
+def _rmdir_group(group: Path) -> OSError | None:
+    """Remove a group after its session subgroups; the error when it (or one) is still populated."""
+    for child in group.glob("s*"):
+        if child.is_dir():
+            with contextlib.suppress(OSError):  # still populated for a moment; the caller retries
+                child.rmdir()
+    try:
+        group.rmdir()
+    except OSError as exc:
+        return exc
+    return None
 
 
 def jail_path(path: str) -> str:

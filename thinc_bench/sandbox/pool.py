@@ -73,8 +73,7 @@ class _Server:
         server_end.close()
         if failure:
             harness_end.close()
-            _jail.remove_pids_cgroup(self.launch.cgroup_host_path)
-            _jail.remove_pids_cgroup(self.launch.memory_cgroup_host_path)
+            _jail.remove_cgroups(self.launch)
             raise SandboxUnavailable(
                 f"could not start the sandbox server {self.launch.argv[0]!r}: {failure[0]}"
             )
@@ -143,8 +142,7 @@ class _Server:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        _jail.remove_pids_cgroup(self.launch.cgroup_host_path)
-        _jail.remove_pids_cgroup(self.launch.memory_cgroup_host_path)
+        _jail.remove_cgroups(self.launch)
 
 
 class Sandbox:
