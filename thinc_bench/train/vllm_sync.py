@@ -37,8 +37,9 @@ def use_layerwise_reload(vllm_generation: Any) -> bool:
         True when the sync was replaced.
     """
     import vllm
+    from packaging.version import Version
 
-    if vllm_generation.mode != "colocate" or _version(vllm.__version__) < FIRST_VLLM_WITH_RELOAD:
+    if vllm_generation.mode != "colocate" or Version(vllm.__version__).release[:2] < FIRST_VLLM_WITH_RELOAD:
         return False
     worker = vllm_generation.llm.llm_engine.model_executor.driver_worker.worker
     if not hasattr(worker, "reload_weights"):
@@ -76,8 +77,3 @@ def reprocess_tied(model: Any) -> int:
     for module in tied:
         module.quant_method.process_weights_after_loading(module)
     return len(tied)
-
-
-def _version(text: str) -> tuple[int, int]:
-    major, minor = (text.split("+")[0].split(".") + ["0"])[:2]
-    return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
