@@ -2,7 +2,7 @@
 
 Checks: every gold of all six benchmark files in ../shared/data/benchmarks (AIME 24/25/26, HMMT Feb
 2025, BeyondAIME, MATH-500: 720 golds) against `\\boxed{gold}` and against a changed value (integer
-+ 1, else the first digit bumped, as in tests/test_grading.py): 1,440 checks. The naive loop does
++ 1, else the first digit bumped, as in tests/grading/test_grading.py): 1,440 checks. The naive loop does
 math-verify parse(gold) + parse(pred) + verify per item with no cache and no fast path. The pool is a
 fresh Grader (empty verdict cache); its worker start-up is timed separately and excluded.
 

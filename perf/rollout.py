@@ -23,7 +23,7 @@ from typing import Any
 
 from thinc_bench.backends import Generation, Generator, SamplingParams, load_generator, smollm2_gguf
 from thinc_bench.backends._sources import load_tokenizer
-from thinc_bench.rollout import RolloutLimits, rollout
+from thinc_bench.eval.rollout import RolloutLimits, rollout
 from thinc_bench.sandbox import Sandbox, SandboxConfig
 
 TURNS = 4  # code blocks per trajectory, then the answer

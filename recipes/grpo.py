@@ -3,7 +3,7 @@
 # ///
 """GRPO on DAPO-Math-17k with the thinc_bench rollout engine, the one grader and a staged curriculum.
 
-Each completion is a full ThinC trajectory from `thinc_bench.rollout` (real sandbox execution),
+Each completion is a full ThinC trajectory from `thinc_bench.eval.rollout` (real sandbox execution),
 returned to TRL through `rollout_func` with `env_mask` 0 on every interpreter-output token. The
 reward is the grader's exact match (1/0, `thinc_bench.train.rewards`); tool calls, execution-error
 rate, grounding and truncation are logged per step as zero-weight rewards. The YAML's `curriculum:`
@@ -115,10 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
     from trl import GRPOConfig, GRPOTrainer, ModelConfig, TrlParser
 
+    from thinc_bench.build_sft.sources import load_source
+    from thinc_bench.eval.rollout import RolloutLimits
     from thinc_bench.prompts import load_system_prompt
-    from thinc_bench.rollout import RolloutLimits
     from thinc_bench.sandbox import Sandbox
-    from thinc_bench.sources import load_source
     from thinc_bench.train import Curriculum, Stage
     from thinc_bench.train.common import eval_command
     from thinc_bench.train.rewards import LOGGED_STATS, exact_match_reward

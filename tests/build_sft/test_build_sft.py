@@ -13,14 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from thinc_bench import build_sft, trajectory
+from thinc_bench import trajectory
 from thinc_bench.backends import smollm2_gguf
 from thinc_bench.backends._sources import load_tokenizer
+from thinc_bench.build_sft import __main__ as build_sft
+from thinc_bench.build_sft.config import BuildSFTConfig
+from thinc_bench.build_sft.masks import render_prompt_ids
 from thinc_bench.errors import ConfigError
-from thinc_bench.masks import render_prompt_ids
-from thinc_bench.sft_config import BuildSFTConfig
 
-SFT_DATA = Path(__file__).parent / "data" / "sft"
+SFT_DATA = Path(__file__).resolve().parents[1] / "data" / "sft"
 STOP = "```output"
 EXPECTED_REMOVED = {
     "infra_error": 0,
@@ -56,7 +57,7 @@ def _args(source: Path, out: Path, teacher: Path, *extra: str) -> list[str]:
         "--student-tokenizer",
         str(smollm2_gguf()),
         "--decontam-data-dir",
-        str(Path(__file__).resolve().parents[2] / "shared" / "data" / "benchmarks"),
+        str(Path(__file__).resolve().parents[3] / "shared" / "data" / "benchmarks"),
         "--out",
         str(out),
         *extra,

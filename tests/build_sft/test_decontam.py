@@ -6,7 +6,7 @@ import pytest
 
 from thinc_bench import benchmarks
 from thinc_bench.benchmarks import Problem
-from thinc_bench.decontam import Decontaminator, ngrams
+from thinc_bench.build_sft.decontam import Decontaminator, ngrams
 
 
 @pytest.fixture(scope="module")

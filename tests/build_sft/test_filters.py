@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
+from thinc_bench.build_sft.filters import FILTERS, Candidate, FilterConfig, apply_filters, funnel
 from thinc_bench.prompts import load_examples
-from thinc_bench.sft_filters import FILTERS, Candidate, FilterConfig, apply_filters, funnel
 
 GOOD = Candidate(
     problem_id="p",
@@ -95,11 +95,11 @@ def test_fewshot_example_is_real_and_passes_every_sft_filter(example, benchmark_
     from thinc_bench import benchmarks, grading, trajectory
     from thinc_bench.backends import smollm2_gguf
     from thinc_bench.backends._sources import load_tokenizer
-    from thinc_bench.decontam import Decontaminator
-    from thinc_bench.masks import tokenize_example
+    from thinc_bench.build_sft.decontam import Decontaminator
+    from thinc_bench.build_sft.filters import conformance_failures
+    from thinc_bench.build_sft.masks import tokenize_example
     from thinc_bench.prompts import build_messages
     from thinc_bench.sandbox import Sandbox
-    from thinc_bench.sft_filters import conformance_failures
 
     parsed = trajectory.parse(example.trajectory)
     with Sandbox() as sb, sb.session() as session:

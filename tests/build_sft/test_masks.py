@@ -7,7 +7,7 @@ import pytest
 from thinc_bench import trajectory
 from thinc_bench.backends import smollm2_gguf
 from thinc_bench.backends._sources import load_tokenizer
-from thinc_bench.masks import completion_mask, render_prompt_ids, tokenize_example
+from thinc_bench.build_sft.masks import completion_mask, render_prompt_ids, tokenize_example
 from thinc_bench.prompts import build_messages, load_examples
 
 STOP = "```output"

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from thinc_bench import sources
+from thinc_bench.build_sft import sources
 from thinc_bench.errors import DatasetError
 
 

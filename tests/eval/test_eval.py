@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from thinc_bench import eval as thinc_eval
 from thinc_bench.backends import smollm2_gguf
 from thinc_bench.errors import ConfigError
+from thinc_bench.eval import EvalConfig, sample_seed
+from thinc_bench.eval import __main__ as thinc_eval
 
 
 def _records(out: Path) -> list[dict[str, object]]:
@@ -156,9 +157,9 @@ def test_openai_outage_is_recorded_as_infra_errors_not_wrong_answers(two_problem
 
 
 def test_demo_preset_applies_only_without_a_model() -> None:
-    demo = thinc_eval.EvalConfig(data_dir="unused")
+    demo = EvalConfig(data_dir="unused")
     assert (demo.samples, demo.limit, demo.max_tokens, demo.exec_on) == (2, 2, 2048, "code_close")
-    paper = thinc_eval.EvalConfig(model="Qwen/Qwen3-1.7B")
+    paper = EvalConfig(model="Qwen/Qwen3-1.7B")
     assert (paper.samples, paper.limit, paper.max_tokens, paper.benchmark_names[0]) == (
         16,
         None,
@@ -170,13 +171,13 @@ def test_demo_preset_applies_only_without_a_model() -> None:
 @pytest.mark.parametrize(("flag", "value"), [("shard", "2/2"), ("recovery_k", "a"), ("samples", 0)])
 def test_bad_flags_are_config_errors(flag: str, value: object) -> None:
     with pytest.raises(ConfigError, match=flag.replace("_", "-")):
-        thinc_eval.EvalConfig(model="m", **{flag: value})
+        EvalConfig(model="m", **{flag: value})
 
 
 def test_sample_seed_depends_on_the_sample_not_the_schedule() -> None:
-    seeds = {thinc_eval.sample_seed(0, "b", "p", i, 0) for i in range(100)}
+    seeds = {sample_seed(0, "b", "p", i, 0) for i in range(100)}
     assert len(seeds) == 100
-    assert thinc_eval.sample_seed(0, "b", "p", 3, 0) == thinc_eval.sample_seed(0, "b", "p", 3, 0)
+    assert sample_seed(0, "b", "p", 3, 0) == sample_seed(0, "b", "p", 3, 0)
 
 
 @pytest.mark.slow

@@ -14,8 +14,8 @@ import pytest
 from thinc_bench import trajectory
 from thinc_bench.backends import SamplingParams
 from thinc_bench.backends.scripted import ScriptedGenerator
+from thinc_bench.eval.rollout import NO_CODE_OUTPUT, RolloutLimits, RolloutResult, render_prompt, rollout
 from thinc_bench.prompts import build_messages, load_system_prompt
-from thinc_bench.rollout import NO_CODE_OUTPUT, RolloutLimits, RolloutResult, render_prompt, rollout
 from thinc_bench.sandbox import Sandbox, SandboxConfig
 
 PARAMS = SamplingParams(temperature=0.0, max_tokens=4096)

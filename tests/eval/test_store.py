@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from thinc_bench.errors import ConfigError
-from thinc_bench.store import SCHEMA_VERSION, RunDir, SampleKey, SampleRecord, config_hash
+from thinc_bench.eval.store import SCHEMA_VERSION, RunDir, SampleKey, SampleRecord, config_hash
 
 SETTINGS = {"model": "m", "benchmarks": ["aime2025"], "n_samples": 2, "seed": 0}
 

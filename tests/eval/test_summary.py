@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from thinc_bench.store import SampleRecord
-from thinc_bench.summary import summarize
+from thinc_bench.eval.store import SampleRecord
+from thinc_bench.eval.summary import summarize
 
 
 def _rec(

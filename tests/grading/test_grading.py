@@ -16,8 +16,8 @@ import pytest
 from thinc_bench.errors import ConfigError, GraderError
 from thinc_bench.grading import Grade, Grader, GradeRequest, extract_answer
 
-DATA = Path(__file__).resolve().parent / "data"
-BENCHMARKS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "benchmarks"
+DATA = Path(__file__).resolve().parents[1] / "data"
+BENCHMARKS = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "benchmarks"
 TIMEOUT_S = 2.0
 SLACK_S = 5.0  # generous bound on top of the timeout: worker kill + restart on a loaded 2-core box
 

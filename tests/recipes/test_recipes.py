@@ -20,11 +20,11 @@ from types import ModuleType
 import pytest
 from safetensors.torch import load_file
 
-from thinc_bench import build_sft
 from thinc_bench.backends import smollm2_gguf
+from thinc_bench.build_sft import __main__ as build_sft
 from thinc_bench.train.common import IGNORE_INDEX
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SFT_DATA = REPO / "tests" / "data" / "sft"
 # Easy sums whose answers SmolLM2 sometimes writes after a "\boxed{" prefill: with the fixed seed,
 # the second step has one correct and one wrong completion in a group, so its advantage is nonzero.

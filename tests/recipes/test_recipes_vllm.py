@@ -25,7 +25,7 @@ import pytest
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts"
 
 RUN_S = 900
@@ -85,7 +85,7 @@ def main(folder, problems, out):
     from trl import GRPOConfig, GRPOTrainer
 
     from thinc_bench.prompts import load_system_prompt
-    from thinc_bench.rollout import RolloutLimits
+    from thinc_bench.eval.rollout import RolloutLimits
     from thinc_bench.sandbox import Sandbox
     from thinc_bench.train.rewards import exact_match_reward
     from thinc_bench.train.rollout_func import ThincRollout

@@ -12,8 +12,8 @@ import random
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from thinc_bench.store import RunDir, SampleRecord
-from thinc_bench.summary import summarize
+from thinc_bench.eval.store import RunDir, SampleRecord
+from thinc_bench.eval.summary import summarize
 
 PAPER_SIZES = {"aime2024": 30, "aime2025": 30, "aime2026": 30, "hmmt_feb2025": 30, "beyondaime": 20}
 """5 benchmarks x 16 samples = 2,240 trajectories: the issue's scale target for the viewer."""

@@ -8,9 +8,9 @@ import re
 from pathlib import Path
 
 import pytest
-from report.pages import expected_cells, parse_page, viewer_data
 
-from thinc_bench import eval as thinc_eval
+from report.pages import expected_cells, parse_page, viewer_data
+from thinc_bench.eval import __main__ as thinc_eval
 from thinc_bench.report import build_data, write_report
 
 

@@ -10,7 +10,7 @@ import yaml
 from thinc_bench.errors import ConfigError
 from thinc_bench.train import Stage, load_curriculum, split_recipe_config
 
-CONFIGS = Path(__file__).resolve().parents[1] / "recipes" / "configs"
+CONFIGS = Path(__file__).resolve().parents[2] / "recipes" / "configs"
 
 
 @pytest.mark.parametrize("name", ["grpo_qwen3_4b_thinking.yaml", "grpo_qwen3_1.7b.yaml"])

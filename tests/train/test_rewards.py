@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from thinc_bench import eval as thinc_eval
+from thinc_bench.eval import __main__ as thinc_eval
 from thinc_bench.train.common import IGNORE_INDEX, labels_from_mask
 from thinc_bench.train.rewards import exact_match_reward, grounded, truncated
 
-SFT_DATA = Path(__file__).parent / "data" / "sft"
+SFT_DATA = Path(__file__).resolve().parents[1] / "data" / "sft"
 
 
 def test_reward_and_eval_metric_agree_on_the_same_trajectories(tmp_path) -> None:

@@ -13,8 +13,8 @@ import pytest
 
 from thinc_bench.backends import load_generator
 from thinc_bench.errors import BackendUnavailable
+from thinc_bench.eval.rollout import RolloutLimits
 from thinc_bench.prompts import load_system_prompt
-from thinc_bench.rollout import RolloutLimits
 from thinc_bench.sandbox import Sandbox
 from thinc_bench.train.rewards import exact_match_reward
 from thinc_bench.train.rollout_func import ThincRollout, served_model, server_url

@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, fields
 from pathlib import Path
 
+from thinc_bench.build_sft.config import REFILTER_FIELDS, BuildSFTConfig
 from thinc_bench.errors import ConfigError, ThincError
-from thinc_bench.sft_config import REFILTER_FIELDS, BuildSFTConfig
 
 logger = logging.getLogger("thinc_bench.build_sft")
 
@@ -55,8 +55,8 @@ def _stored_config(out: Path, cli: BuildSFTConfig, given: set[str]) -> BuildSFTC
 
 def generate(config: BuildSFTConfig, out: Path) -> None:
     """Run every teacher rollout not yet stored in `out/rollouts`, appending each as it finishes."""
-    from thinc_bench.eval import run_eval
-    from thinc_bench.store import RunDir
+    from thinc_bench.eval.run import run_eval
+    from thinc_bench.eval.store import RunDir
 
     problems = config.load_problems(limit=config.limit)
     run = RunDir.open(out / "rollouts", config.generation_settings())
@@ -86,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(config: BuildSFTConfig, given: set[str]) -> int:
-    from thinc_bench.sft_dataset import finish, format_funnel, push
+    from thinc_bench.build_sft.dataset import finish, format_funnel, push
 
     started = time.perf_counter()
     name = Path(config.teacher).stem if config.teacher else "smollm2-135m-demo"

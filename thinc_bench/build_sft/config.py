@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from thinc_bench.benchmarks import PAPER_BENCHMARKS
-from thinc_bench.decontam import DEFAULT_NGRAM, DEFAULT_THRESHOLD
+from thinc_bench.build_sft.decontam import DEFAULT_NGRAM, DEFAULT_THRESHOLD
 from thinc_bench.errors import ConfigError
 
 if TYPE_CHECKING:
     from thinc_bench.benchmarks import Problem
-    from thinc_bench.eval_config import EvalConfig
+    from thinc_bench.eval.config import EvalConfig
 
 DEFAULT_STUDENT_TOKENIZER = "Qwen/Qwen3-1.7B"
 """The paper's smaller student; the plan-share filter counts its tokens."""
@@ -254,7 +254,7 @@ class BuildSFTConfig:
         Raises:
             DatasetError: the source cannot be read (see `sources.load_source`).
         """
-        from thinc_bench.sources import load_source
+        from thinc_bench.build_sft.sources import load_source
 
         return load_source(
             self.source,
@@ -268,7 +268,7 @@ class BuildSFTConfig:
 
     def eval_config(self) -> EvalConfig:
         """The generation settings as eval's config: the same engine, seeds and backends run them."""
-        from thinc_bench.eval_config import EvalConfig
+        from thinc_bench.eval.config import EvalConfig
 
         prompt = self.system_prompt
         if prompt == TEACHER_PROMPT:

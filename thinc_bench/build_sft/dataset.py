@@ -1,7 +1,7 @@
 """From stored teacher rollouts to the ThinC-SFT dataset, its statistics, report and card.
 
 `finish(config, out)` reads `out/rollouts/` (the run directory eval's engine wrote), tokenizes each
-trajectory with the student tokenizer (`masks`), decides it (`sft_filters`), and writes everything
+trajectory with the student tokenizer (`masks`), decides it (`filters`), and writes everything
 from those decisions alone: `dataset/` (save_to_disk), `thinc_sft.parquet`, `stats.json`,
 `report.html` (template `report/templates/sft.html.jinja`) and `README.md`, the dataset card
 (template `thinc-sft.md.jinja`, every number taken from stats.json). Rerunning it on the same
@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 from thinc_bench.errors import DatasetError
 
 if TYPE_CHECKING:
-    from thinc_bench.sft_config import BuildSFTConfig
-    from thinc_bench.sft_filters import Decision
-    from thinc_bench.store import SampleRecord
+    from thinc_bench.build_sft.config import BuildSFTConfig
+    from thinc_bench.build_sft.filters import Decision
+    from thinc_bench.eval.store import SampleRecord
 
 logger = logging.getLogger(__name__)
 
@@ -47,11 +47,11 @@ def finish(config: BuildSFTConfig, out: Path) -> dict[str, Any]:
     """
     from thinc_bench import benchmarks, trajectory
     from thinc_bench.backends._sources import load_tokenizer
-    from thinc_bench.decontam import Decontaminator
-    from thinc_bench.masks import tokenize_example
+    from thinc_bench.build_sft.decontam import Decontaminator
+    from thinc_bench.build_sft.filters import Candidate, FilterConfig, apply_filters, conformance_failures
+    from thinc_bench.build_sft.masks import tokenize_example
+    from thinc_bench.eval.store import RunDir
     from thinc_bench.prompts import build_messages, load_system_prompt
-    from thinc_bench.sft_filters import Candidate, FilterConfig, apply_filters, conformance_failures
-    from thinc_bench.store import RunDir
 
     run_config = json.loads((out / "rollouts" / "config.json").read_text(encoding="utf-8"))
     records = RunDir(out / "rollouts", run_config).records()
@@ -210,7 +210,7 @@ def build_stats(
     benchmark_names: list[str],
 ) -> dict[str, Any]:
     """stats.json: the funnel, decontamination per benchmark, distributions and rejected examples."""
-    from thinc_bench.sft_filters import FILTER_HELP, FILTERS, funnel
+    from thinc_bench.build_sft.filters import FILTER_HELP, FILTERS, funnel
 
     texts = {(r.problem_id, r.sample_idx): r.text for r in records}
     rejected: dict[str, list[dict[str, Any]]] = {name: [] for name in FILTERS}

@@ -1,17 +1,10 @@
-"""Evaluate a model on the ThinC benchmarks: `python -m thinc_bench.eval`.
+"""The evaluation engine: every (problem, sample, k) of a config through rollout, grading and the store.
 
-Quick start (offline, the bundled SmolLM2-135M on CPU, 2 problems x 2 samples, a few minutes):
-
-    python -m thinc_bench.eval
-
-The paper's setting (avg@16 at 32K tokens on the five benchmarks) on a GPU machine:
-
-    python -m thinc_bench.eval --model Qwen/Qwen3-4B-Thinking-2507 --backend vllm \
-        --samples 16 --max-tokens 32768 --recovery-k 0,1,2,3 --out runs/qwen3-4b
-
-Against a running server (`vllm serve M`, SGLang, llama.cpp): `--backend openai --base-url
-http://127.0.0.1:8000/v1`. Split a large run with `--shard i/n` (the report merges shards). A rerun
-with the same settings resumes into the same `--out`; other settings are refused there.
+`run_eval` schedules one asyncio task per sample not yet in the run directory (bounded concurrency),
+so a killed run resumes where it stopped; `finish` writes summary.json and report.html from the run
+directory alone. Seeds depend only on (base, benchmark, problem, sample, k), never on scheduling
+order. The CLI (`__main__.py`) and build_sft's teacher rollouts both drive this module; it does not
+parse arguments, configure logging or print.
 """
 
 from __future__ import annotations
@@ -19,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -27,15 +19,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from thinc_bench.benchmarks import Problem
-from thinc_bench.errors import ThincError
-from thinc_bench.eval_config import EvalConfig
+from thinc_bench.eval.config import EvalConfig
 
 if TYPE_CHECKING:
     from thinc_bench.backends import Generator
+    from thinc_bench.eval.store import RunDir, SampleRecord
     from thinc_bench.grading import Grader
     from thinc_bench.prompts import Example
     from thinc_bench.sandbox import Sandbox
-    from thinc_bench.store import RunDir, SampleRecord
 
 logger = logging.getLogger("thinc_bench.eval")
 
@@ -88,10 +79,11 @@ async def _evaluate_one(
     system_prompt: str,
     examples: list[Example],
 ) -> SampleRecord:
-    from thinc_bench import rollout, trajectory
+    from thinc_bench import trajectory
     from thinc_bench.backends import SamplingParams
+    from thinc_bench.eval import rollout
+    from thinc_bench.eval.store import SampleRecord
     from thinc_bench.prompts import build_messages
-    from thinc_bench.store import SampleRecord
 
     prompt_ids = rollout.render_prompt(generator, build_messages(problem.problem, system_prompt, examples))
     params = SamplingParams(
@@ -225,8 +217,8 @@ async def run_eval(config: EvalConfig, run: RunDir, problems: Sequence[Problem])
 def finish(config: EvalConfig, run: RunDir) -> dict[str, Any]:
     """Write summary.json and report.html from the run directory alone; return the summary."""
     from thinc_bench import grading
+    from thinc_bench.eval.summary import summarize
     from thinc_bench.report import write_report
-    from thinc_bench.summary import summarize
 
     order = list(
         dict.fromkeys(
@@ -237,64 +229,3 @@ def finish(config: EvalConfig, run: RunDir) -> dict[str, Any]:
     run.write_summary(summary)
     write_report(run.path)
     return summary
-
-
-def format_table(summary: dict[str, Any]) -> str:
-    """The end-of-run table: one line per benchmark, then the average."""
-    lines = [
-        f"{'benchmark':<16}{'acc':>8}{'±se':>8}{'n':>6}{'calls':>8}{'tokens':>9}{'grounded':>10}{'infra':>7}"
-    ]
-    for name, block in summary["per_benchmark"].items():
-        if "accuracy" not in block:
-            lines.append(f"{name:<16}{'-':>8}{'':>8}{0:>6}{'':>8}{'':>9}{'':>10}{block['n_infra_errors']:>7}")
-            continue
-        acc = block["accuracy"]
-        stderr = f"{acc['stderr']:.3f}" if acc["stderr"] is not None else "-"
-        grounded = block["grounding"]["answered"]["value"]
-        lines.append(
-            f"{name:<16}{acc['value']:>8.3f}{stderr:>8}{acc['n_samples']:>6}{block['tool_calls']['mean']:>8.2f}"
-            f"{block['lengths']['model_tokens']['mean']:>9.0f}{'-' if grounded is None else f'{grounded:.3f}':>10}"
-            f"{block['n_infra_errors']:>7}"
-        )
-    mean = summary["overall"]["mean_accuracy"]
-    lines.append(f"{'average':<16}{'-' if mean is None else f'{mean:.3f}':>8}")
-    return "\n".join(lines)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    from transformers import HfArgumentParser
-
-    parser = HfArgumentParser(
-        EvalConfig,  # type: ignore[arg-type]
-        prog="python -m thinc_bench.eval",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
-    )
-    try:
-        (config,) = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=False)
-        logging.basicConfig(
-            level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-        )
-        return _main(config)
-    except ThincError as exc:
-        print(f"error: {exc}", file=sys.stderr)  # noqa: T201 - the CLI owns the terminal
-        return 2
-
-
-def _main(config: EvalConfig) -> int:
-    from thinc_bench.store import RunDir, config_hash
-
-    problems = load_problems(config)
-    model_name = Path(config.model).stem if config.model else "smollm2-135m-demo"
-    out = Path(config.out or f"runs/{model_name}-{config_hash(config.settings())[:8]}")
-    run = RunDir.open(out, config.settings())
-    logger.info("run directory %s, %d problems, k in %s", out, len(problems), config.recovery_ks)
-    started = time.perf_counter()
-    asyncio.run(run_eval(config, run, problems))
-    summary = finish(config, run)
-    print(format_table(summary))  # noqa: T201 - the CLI owns the terminal
-    print(f"run: {out}  report: {out / 'report.html'}  ({time.perf_counter() - started:.0f} s)")  # noqa: T201
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

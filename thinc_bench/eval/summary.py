@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from thinc_bench import metrics
-from thinc_bench.store import INFRA_STATUS, SampleRecord
+from thinc_bench.eval.store import INFRA_STATUS, SampleRecord
 
 SUMMARY_VERSION = 1
 """Bump when a key of summary.json is renamed or removed (reports read it)."""

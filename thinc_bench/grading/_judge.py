@@ -1,12 +1,9 @@
-"""The one judge: answer extraction, grading against a gold answer, answer equivalence, grounding.
+"""The judge behind `thinc_bench.grading`: Grader (cache, fast paths, worker pool) and its shortcuts.
 
-Contract (DESIGN.md "Grading", "Grounding"): the answer is the content of the last `\\boxed{}`;
-equivalence is math-verify's, run in worker processes that are killed on a hard timeout, so a
-pathological answer is `grader_timeout`, never a hang; a crashed worker is `grader_error`, never a
-wrong answer. Golds keep their source form ("025", "33,124,147", LaTeX). Exact fast paths (both
-sides plain integers; integer grounding by token match) skip math-verify. Verdicts are cached per
-(gold, answer) in this process. This is the only module that calls math-verify (via its workers).
-It does no IO, logging setup or retries of model errors; timeouts and kills live in `_grading_pool`.
+`Grader` turns (gold, prediction) pairs into `Grade`s through the exact integer fast path, a
+per-process verdict cache and the killable worker pool; the module-level `grade`, `equivalent`,
+`check_golds` and `is_grounded` use one lazily started default Grader. Extraction and
+normalisation are pure text (`_text`); only the workers (`_worker`) call math-verify.
 """
 
 import asyncio
@@ -21,8 +18,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeVar
 
-from thinc_bench._grading_pool import Outcome, Result, Task, WorkerPool
-from thinc_bench._grading_text import (
+from thinc_bench.errors import ConfigError, GraderError
+from thinc_bench.grading._messages import Outcome, Result, Task
+from thinc_bench.grading._pool import WorkerPool
+from thinc_bench.grading._text import (
     MAX_ANSWER_CHARS,
     as_integer,
     extract_answer,
@@ -30,23 +29,6 @@ from thinc_bench._grading_text import (
     integer_grounded,
     normalize_answer,
 )
-from thinc_bench.errors import ConfigError, GraderError
-
-__all__ = [
-    "Grade",
-    "GradeRequest",
-    "GradeStatus",
-    "Grader",
-    "Trajectory",
-    "agrade",
-    "check_golds",
-    "equivalent",
-    "extract_answer",
-    "grade",
-    "grade_many",
-    "grounded",
-    "is_grounded",
-]
 
 logger = logging.getLogger(__name__)
 

@@ -18,16 +18,12 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 from thinc_bench.errors import GraderError
+from thinc_bench.grading._messages import Result, Task
 
 logger = logging.getLogger(__name__)
-
-TaskKind = Literal["verify", "check_gold", "ground"]
-Outcome = Literal[
-    "correct", "incorrect", "unparseable_answer", "gold_error", "grader_timeout", "grader_error"
-]
 
 MAX_BATCH = 16
 """Items per message to a worker: amortises pipe round trips, small enough to keep slots balanced."""
@@ -42,22 +38,7 @@ WORKER_MEMORY_MB = 4_096
 """Address-space cap per worker: a runaway sympy bigint fails fast instead of swapping the machine;
 a warm worker maps ~600 MB."""
 
-WORKER_MODULE = "thinc_bench._grading_worker"
-
-
-class Task(NamedTuple):
-    """One unit of worker work; `a` plays the gold role, `b` the prediction role."""
-
-    kind: TaskKind
-    a: str
-    b: str
-
-
-class Result(NamedTuple):
-    """The verdict on one task, with the exception text for grader_error / grader_timeout."""
-
-    outcome: Outcome
-    detail: str | None = None
+WORKER_MODULE = "thinc_bench.grading._worker"
 
 
 @dataclass
@@ -71,7 +52,7 @@ def _worker_main(conn: Connection) -> None:
     """Process entry point: cap memory, then serve (imported here so the parent stays light)."""
     soft = WORKER_MEMORY_MB * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (soft, resource.getrlimit(resource.RLIMIT_AS)[1]))
-    from thinc_bench._grading_worker import serve
+    from thinc_bench.grading._worker import serve
 
     serve(conn)
 

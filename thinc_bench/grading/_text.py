@@ -4,7 +4,7 @@ Owns everything grading decides *without* math-verify: the last `\\boxed{}` of a
 source-form normalisation shared by golds and answers ("025", "33,124,147", `10,\\!080`), the exact
 integer fast path, integer grounding by token match, and the bounded list of printed candidate values
 that grounding hands to the workers. Every function is linear in its input and touches no state.
-It does not parse mathematics: anything beyond plain integers goes to `_grading_worker`.
+It does not parse mathematics: anything beyond plain integers goes to `_worker`.
 """
 
 import re

@@ -5,7 +5,7 @@ parses, compare a printed value with an answer) and the worker loop that serves 
 streaming one result per item so that the parent can pin a hang on exactly one item. math-verify's
 own SIGALRM timeouts are off; the parent kills the whole process instead (NOTES.md). Importing this
 module imports math-verify, so a forkserver that preloads it hands out warm workers.
-It does not decide timeouts, retries or caching: that is `_grading_pool` and `grading`.
+It does not decide timeouts, retries or caching: that is `_pool` and `_judge`.
 """
 
 import re
@@ -20,7 +20,7 @@ import math_verify.parser
 import sympy
 from sympy.parsing.sympy_parser import convert_xor, parse_expr, standard_transformations
 
-from thinc_bench._grading_pool import Result, Task
+from thinc_bench.grading._messages import Result, Task
 
 # The warning says "you must provide the timeout yourself": the pool does, by killing the process.
 math_verify.grader.TIMEOUT_WARNING_SHOWN = True

@@ -65,7 +65,8 @@ def build_data(
         FileNotFoundError: a directory is not a run directory.
         ValueError: no run directories.
     """
-    from thinc_bench.report.data import build_report_data, load_run, merge_shards
+    from thinc_bench.report.data import build_report_data
+    from thinc_bench.report.runs import load_run, merge_shards
 
     dirs = [run_dirs] if isinstance(run_dirs, str | Path) else list(run_dirs)
     runs = merge_shards([load_run(d) for d in dirs])

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from thinc_bench.report.data import Run
+from thinc_bench.report.runs import Run, header
 
 TRUNCATED_REASONS = frozenset({"max_tokens"})
 """Finish reasons that mean the budget cut the trajectory (as in summary.TRUNCATED_REASONS)."""
@@ -71,8 +70,6 @@ def flags(sample: dict[str, Any], segments: Sequence[dict[str, Any]]) -> dict[st
 
 def collect(runs: Sequence[Run], samples: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every warning with a non-zero count, per run: kind, title, meaning, count and sample ids."""
-    from thinc_bench.report.data import header
-
     out: list[dict[str, Any]] = []
     for r, run in enumerate(runs):
         facts = header(run)

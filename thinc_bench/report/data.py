@@ -1,198 +1,24 @@
 """The report's data dict, built from run directories alone, so any old run re-renders.
 
-`load_run` reads one run directory (config.json, summary.json, samples.jsonl); `merge_shards` joins
-run directories whose settings differ only in `--shard` into one run (their summary is recomputed
-from the merged records); `build_report_data` turns runs into the plain dict the templates read:
-header facts, the headline table (numbers taken from summary.json, never recomputed for a single
+Runs come from `runs` (one directory, or shards merged); `build_report_data` turns them into the
+plain dict the templates read: header facts, the headline table (numbers taken from summary.json, never recomputed for a single
 run), Recovery@k, published reference numbers, reader warnings and the viewer's compact samples.
 Figures are drawn by `figures`; no HTML is written here.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
-import json
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from thinc_bench.report import _warnings
 from thinc_bench.report.reference import load_reference
+from thinc_bench.report.runs import Run, header, utc
 from thinc_bench.report.viewer import pack, problem_texts, viewer_samples
 
 logger = logging.getLogger(__name__)
-
-SHARD_KEYS = frozenset({"shard"})
-"""Settings in which the shards of one run differ; runs equal in everything else are merged."""
-
-
-@dataclass
-class Run:
-    """One column group of the report: a run directory, or several shards merged into one run."""
-
-    label: str
-    dirs: list[Path]
-    config: dict[str, Any]
-    summary: dict[str, Any]
-    samples: list[dict[str, Any]]
-    shards: list[str]
-    mtime_unix: float
-
-
-def load_run(run_dir: str | Path) -> Run:
-    """Read one run directory.
-
-    Raises:
-        FileNotFoundError: the directory has no config.json (it is not a run directory).
-    """
-    from thinc_bench.store import CONFIG_FILE, SAMPLES_FILE, RunDir
-
-    path = Path(run_dir)
-    config_path = path / CONFIG_FILE
-    if not config_path.is_file():
-        raise FileNotFoundError(
-            f"{path} has no {CONFIG_FILE}; pass a run directory written by thinc_bench.eval"
-        )
-    config = json.loads(config_path.read_text(encoding="utf-8"))
-    run = RunDir(path, config)
-    samples = [dataclasses.asdict(r) for r in run.records()]
-    samples.sort(key=lambda s: (s["benchmark"], s["problem_id"], s["k"], s["sample_idx"]))
-    summary = run.read_summary() or {}
-    if not summary and samples:  # a killed run has records but no summary.json yet
-        logger.warning("%s has no summary.json; computing it from %d records", path, len(samples))
-        summary = _summarize(samples, None, [])
-    samples_path = path / SAMPLES_FILE
-    mtime = samples_path.stat().st_mtime if samples_path.exists() else config_path.stat().st_mtime
-    settings = config.get("settings", {})
-    label = _model_label(settings.get("model"))
-    return Run(label, [path], config, summary, samples, [str(settings.get("shard", "0/1"))], mtime)
-
-
-MODEL_FILE_SUFFIXES = (".gguf", ".jsonl", ".safetensors")
-"""File suffixes dropped from a model's label; others stay (Hub ids like org/Qwen3-1.7B keep ".7B")."""
-
-
-def _model_label(model: str | None) -> str:
-    name = Path(str(model)).name if model else "smollm2-135m-demo"
-    for suffix in MODEL_FILE_SUFFIXES:
-        name = name.removesuffix(suffix)
-    return name
-
-
-def _identity(run: Run) -> str:
-    settings = {k: v for k, v in run.config.get("settings", {}).items() if k not in SHARD_KEYS}
-    return json.dumps(settings, sort_keys=True, default=str)
-
-
-def merge_shards(runs: Sequence[Run], same: Callable[[str, str], bool] | None = None) -> list[Run]:
-    """Join runs whose settings differ only in `shard` (each shard once); other runs stay separate columns.
-
-    A merged run's summary is recomputed from all its records with `summary.summarize`; `same` is
-    the answer equivalence for maj@k (default `grading.equivalent`, which starts grader workers).
-    """
-    groups: dict[str, list[Run]] = {}
-    for run in runs:
-        groups.setdefault(_identity(run), []).append(run)
-    merged: list[Run] = []
-    for group in groups.values():
-        if len(group) == 1 or len({run.shards[0] for run in group}) != len(group):
-            merged.extend(group)  # repeated runs of one config (same shard) stay separate columns
-            continue
-        samples = sorted(
-            (s for run in group for s in run.samples),
-            key=lambda s: (s["benchmark"], s["problem_id"], s["k"], s["sample_idx"]),
-        )
-        order = list(dict.fromkeys(b for run in group for b in run.summary.get("per_benchmark", {})))
-        summary = _summarize(samples, same, order)
-        logger.info("merged %d shards of %s (%d samples)", len(group), group[0].label, len(samples))
-        merged.append(
-            Run(
-                group[0].label,
-                [d for run in group for d in run.dirs],
-                group[0].config,
-                summary,
-                samples,
-                sorted(s for run in group for s in run.shards),
-                max(run.mtime_unix for run in group),
-            )
-        )
-    _disambiguate(merged)
-    return merged
-
-
-def _summarize(
-    samples: Sequence[dict[str, Any]], same: Callable[[str, str], bool] | None, order: Sequence[str]
-) -> dict[str, Any]:
-    """summary.json's content for records that have none (merged shards, killed runs)."""
-    from thinc_bench.grading import equivalent
-    from thinc_bench.store import SampleRecord
-    from thinc_bench.summary import summarize
-
-    records = [SampleRecord.from_dict(s) for s in samples]
-    return summarize(records, same=same or equivalent, benchmarks=list(order) or None)
-
-
-def _disambiguate(runs: list[Run]) -> None:
-    """Give runs of the same model distinct labels (their directory names)."""
-    seen: dict[str, int] = {}
-    for run in runs:
-        seen[run.label] = seen.get(run.label, 0) + 1
-    for run in runs:
-        if seen[run.label] > 1:
-            run.label = f"{run.label} ({run.dirs[0].name})"
-
-
-def _utc(unix: float | None) -> str | None:
-    if unix is None:
-        return None
-    return datetime.datetime.fromtimestamp(unix, tz=datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-
-
-def header(run: Run) -> dict[str, Any]:
-    """Who, what and how of one run: the facts a reader checks before trusting its numbers."""
-    settings = run.config.get("settings", {})
-    env = run.config.get("environment", {})
-    resolved = run.config.get("resolved", {})
-    ks = sorted({int(k) for k in str(settings.get("recovery_k", "0")).split(",") if k.strip()} | {0})
-    problems = sorted({(s["benchmark"], s["problem_id"]) for s in run.samples})
-    n_samples = int(settings.get("samples") or 1)
-    requested = len(problems) * n_samples * len(ks)
-    created = env.get("created_unix")
-    busy = sum(sum(s.get("timings", {}).values()) for s in run.samples)
-    return {
-        "label": run.label,
-        "run_dirs": [str(d) for d in run.dirs],
-        "shards": run.shards,
-        "model": settings.get("model") or "bundled SmolLM2-135M-Instruct (demo)",
-        "backend": settings.get("backend"),
-        "generator": resolved.get("generator", {}),
-        "sampling": {k: settings.get(k) for k in ("temperature", "top_p", "top_k", "seed")},
-        "budgets": {
-            k: settings.get(k)
-            for k in ("samples", "max_tokens", "max_tool_calls", "limit", "recovery_k", "exec_on")
-        },
-        "sandbox": {
-            "exec_timeout_s": settings.get("exec_timeout_s"),
-            "state": settings.get("sandbox_state"),
-            **resolved.get("sandbox", {}),
-        },
-        "prompt": {k: settings.get(k) for k in ("dialect", "system_prompt", "few_shot", "response_prefix")},
-        "versions": {**env.get("versions", {}), "python": env.get("python")},
-        "platform": env.get("platform"),
-        "git": env.get("git"),
-        "config_hash": run.config.get("config_hash"),
-        "date": _utc(created),
-        "wall_s": (run.mtime_unix - created) if created is not None else None,
-        "busy_s": busy,
-        "n_problems": len(problems),
-        "requested_samples": requested,
-        "generated_samples": len(run.samples),
-        "complete": requested == len(run.samples),
-        "ks": ks,
-    }
 
 
 def build_report_data(
@@ -220,7 +46,7 @@ def build_report_data(
     samples = viewer_samples(runs, texts)
     return {
         "title": title or "thinc_bench · " + " vs ".join(run.label for run in runs),
-        "generated": _utc(datetime.datetime.now(tz=datetime.timezone.utc).timestamp()),
+        "generated": utc(datetime.datetime.now(tz=datetime.timezone.utc).timestamp()),
         "runs": [header(run) for run in runs],
         "benchmarks": benchmarks,
         "headline": headline(runs, benchmarks),

@@ -23,7 +23,7 @@ from markupsafe import Markup
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from thinc_bench.report.data import Run
+    from thinc_bench.report.runs import Run
 
 INK = "#010203"
 """Sentinel colour for axes, ticks and text; replaced by currentColor so the page theme decides."""

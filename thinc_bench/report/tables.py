@@ -15,7 +15,7 @@ from statistics import fmean
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from thinc_bench.report.data import Run
+    from thinc_bench.report.runs import Run
 
 Direction = Literal["higher", "lower", "none"]
 Format = Literal["pct", "float", "int"]

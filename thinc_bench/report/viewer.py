@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from thinc_bench.report._warnings import flags
 
 if TYPE_CHECKING:
-    from thinc_bench.report.data import Run
+    from thinc_bench.report.runs import Run
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Training helpers behind `recipes/sft.py` and `recipes/grpo.py`: the testable parts of the recipes.
 
 `curriculum` parses the GRPO stage schedule out of a recipe YAML; `rewards` is the GRPO reward (the
-one judge, `grading.grade`); `rollout_func` adapts `thinc_bench.rollout` to TRL's `rollout_func`
+one judge, `grading.grade`); `rollout_func` adapts `thinc_bench.eval.rollout` to TRL's `rollout_func`
 hook. The recipes themselves stay short linear scripts over TRL's trainers; nothing here imports TRL.
 """
 

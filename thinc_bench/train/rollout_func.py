@@ -1,7 +1,7 @@
 """TRL's `rollout_func` over the thinc_bench rollout engine: the same loop, sandbox and limits as eval.
 
 `ThincRollout(...)(prompts, trainer)` receives the prompt slice TRL already repeated
-`num_generations` times (each prompt is a problem text), runs one `thinc_bench.rollout.rollout` per
+`num_generations` times (each prompt is a problem text), runs one `thinc_bench.eval.rollout.rollout` per
 prompt concurrently with `asyncio.run`, each in its own session of one long-lived `Sandbox`, and
 returns `prompt_ids`, `completion_ids`, `logprobs`, `env_mask` (0 on every interpreter-output token,
 so the loss skips them) and extra columns for rewards and logging.
@@ -33,9 +33,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from thinc_bench import rollout as engine
 from thinc_bench.backends.base import Generator, SamplingParams
 from thinc_bench.errors import BackendUnavailable, ConfigError
+from thinc_bench.eval import rollout as engine
 from thinc_bench.prompts import build_messages
 
 if TYPE_CHECKING:
