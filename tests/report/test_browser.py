@@ -1,16 +1,19 @@
 """The report in real headless Chromium: loads from file:// with no console error and no network
 request, the viewer's filters change what is visible, and a screenshot is kept as a test artifact.
 
-Needs Debian's `chromium` (.ci/run installs it); without it the test fails and says so.
+Driven by Playwright (PyPI) on Debian's `chromium` (`executable_path`), since Playwright's own browser
+download cannot be reached here; .ci/run installs chromium, and without it the test fails and says so.
 """
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
+from playwright.sync_api import ConsoleMessage, Page, sync_playwright
 
-from report.cdp import Browser, chromium_path
 from report.pages import viewer_data
 from report.synthetic import synthetic_run
 from thinc_bench.report import write_comparison
@@ -18,9 +21,16 @@ from thinc_bench.report import write_comparison
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 """Where the screenshot goes (git-ignored); CI can upload the folder."""
 
+TIMEOUT_MS = 30_000
+"""One browser action on a loaded 2-core machine; page loads are far quicker."""
+
+
+def chromium_path() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
 
 @pytest.fixture(scope="module")
-def page(tmp_path_factory) -> tuple[Path, dict]:
+def page_file(tmp_path_factory) -> tuple[Path, dict]:
     root = tmp_path_factory.mktemp("browser")
     runs = [
         synthetic_run(
@@ -44,98 +54,101 @@ def page(tmp_path_factory) -> tuple[Path, dict]:
     return out, viewer_data(out.read_text())
 
 
+class Events:
+    """What the page did while loading: console messages, uncaught errors, network requests."""
+
+    def __init__(self) -> None:
+        self.console: list[ConsoleMessage] = []
+        self.errors: list[Any] = []
+        self.requests: list[str] = []
+
+
 @pytest.fixture(scope="module")
-def browser(page, tmp_path_factory):
+def browser(page_file):
     executable = chromium_path()
     if executable is None:
         pytest.fail("chromium not found: install it with `apt-get install -y chromium` (.ci/run does)")
-    b = Browser(executable, tmp_path_factory.mktemp("profile"))
-    try:
-        b.open_page()
-        b.navigate(page[0].resolve().as_uri())
-        yield b
-    finally:
-        b.close()
+    events = Events()
+    with sync_playwright() as p:
+        b = p.chromium.launch(
+            executable_path=executable,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
+        )
+        try:
+            page = b.new_page(viewport={"width": 1280, "height": 900})
+            page.set_default_timeout(TIMEOUT_MS)
+            page.on("console", lambda m: events.console.append(m))
+            page.on("pageerror", lambda e: events.errors.append(e))
+            page.on("request", lambda r: events.requests.append(r.url))
+            page.goto(page_file[0].resolve().as_uri(), wait_until="load")
+            yield page, events
+        finally:
+            b.close()
 
 
-def _visible(b: Browser) -> int:
-    return b.evaluate("document.querySelectorAll('#trajectories details.traj').length")
+def _visible(page: Page) -> int:
+    return page.evaluate("document.querySelectorAll('#trajectories details.traj').length")
 
 
-def _shown(b: Browser) -> int:
-    return int(b.evaluate("document.getElementById('viewer-count').dataset.count"))
+def _shown(page: Page) -> int:
+    return int(page.evaluate("document.getElementById('viewer-count').dataset.count"))
 
 
-def test_page_loads_from_file_without_console_errors_or_network_requests(browser, page) -> None:
-    url = page[0].resolve().as_uri()
-    errors = [e for e in browser.events if e.get("method") == "Runtime.exceptionThrown"]
-    errors += [
-        e
-        for e in browser.events
-        if e.get("method") == "Runtime.consoleAPICalled"
-        and e["params"]["type"] in ("error", "warning", "assert")
-    ]
-    errors += [
-        e
-        for e in browser.events
-        if e.get("method") == "Log.entryAdded" and e["params"]["entry"]["level"] == "error"
-    ]
+def test_page_loads_from_file_without_console_errors_or_network_requests(browser, page_file) -> None:
+    page, events = browser
+    url = page_file[0].resolve().as_uri()
+    errors = [str(e) for e in events.errors]
+    errors += [m.text for m in events.console if m.type in ("error", "warning", "assert")]
     assert errors == []
-    requested = [
-        e["params"]["request"]["url"]
-        for e in browser.events
-        if e.get("method") == "Network.requestWillBeSent"
-    ]
-    assert requested and all(u == url or u.startswith("data:") for u in requested), requested
-    assert browser.evaluate("document.querySelectorAll('figure svg').length") == 7
-
-
-def test_viewer_filters_change_the_visible_trajectories(browser, page) -> None:
-    samples = page[1]["samples"]
-    assert _shown(browser) == len(samples) == 2 * 20 * 8 * 2
-    assert _visible(browser) == 100  # the list renders a page at a time
-    browser.evaluate("document.getElementById('f-exec_error').click()")
-    with_error = [s for s in samples if s["flags"]["exec_error"]]
-    assert _shown(browser) == len(with_error) and _visible(browser) == min(100, len(with_error))
-    browser.evaluate(
-        "const s = document.getElementById('f-benchmark'); s.value = 'hmmt_feb2025';"
-        "s.dispatchEvent(new Event('change'))"
+    assert events.requests and all(u == url or u.startswith("data:") for u in events.requests), (
+        events.requests
     )
+    assert page.evaluate("document.querySelectorAll('figure svg').length") == 7
+
+
+def test_viewer_filters_change_the_visible_trajectories(browser, page_file) -> None:
+    page, _ = browser
+    samples = page_file[1]["samples"]
+    assert _shown(page) == len(samples) == 2 * 20 * 8 * 2
+    assert _visible(page) == 100  # the list renders a page at a time
+    page.click("#f-exec_error")
+    with_error = [s for s in samples if s["flags"]["exec_error"]]
+    assert _shown(page) == len(with_error) and _visible(page) == min(100, len(with_error))
+    page.select_option("#f-benchmark", "hmmt_feb2025")
     both = [s for s in with_error if s["benchmark"] == "hmmt_feb2025"]
-    assert _shown(browser) == len(both) and _visible(browser) == min(100, len(both))
-    browser.evaluate("document.getElementById('f-nonconforming').click()")
+    assert _shown(page) == len(both) and _visible(page) == min(100, len(both))
+    page.click("#f-nonconforming")
     odd = [s for s in both if s["flags"]["nonconforming"]]
-    assert 0 < _shown(browser) == len(odd) == _visible(browser) < 100
-    browser.evaluate("document.getElementById('f-reset').click()")
-    assert _shown(browser) == len(samples)
+    assert 0 < _shown(page) == len(odd) == _visible(page) < 100
+    page.click("#f-reset")
+    assert _shown(page) == len(samples)
 
 
-def test_problem_link_shows_all_samples_of_that_problem(browser, page) -> None:
-    browser.evaluate("document.querySelector('a.open-problem').click()")
-    first = page[1]["samples"][0]
+def test_problem_link_shows_all_samples_of_that_problem(browser, page_file) -> None:
+    page, _ = browser
+    page.locator("a.open-problem").first.click()
+    first = page_file[1]["samples"][0]
     mine = [
         s
-        for s in page[1]["samples"]
+        for s in page_file[1]["samples"]
         if (s["run"], s["benchmark"], s["problem_id"])
         == (first["run"], first["benchmark"], first["problem_id"])
     ]
-    assert _visible(browser) == len(mine) == 16  # 8 samples x k in {0, 1}
-    browser.evaluate("document.getElementById('f-reset').click()")
+    assert _visible(page) == len(mine) == 16  # 8 samples x k in {0, 1}
+    page.click("#f-reset")
 
 
 def test_opening_a_trajectory_renders_highlighted_code_and_a_screenshot_is_saved(browser) -> None:
-    browser.evaluate("document.getElementById('f-exec_error').click()")
-    browser.evaluate("document.querySelector('#trajectories details.traj').open = true")
-    browser.evaluate("new Promise(r => setTimeout(r, 100))")
-    assert browser.evaluate("document.querySelectorAll('details.traj[open] pre.code span.hl-kw').length") > 0
-    assert browser.evaluate("document.querySelectorAll('details.traj[open] pre.code span.hl-com').length") > 0
-    assert browser.evaluate("document.querySelectorAll('details.traj[open] pre.output').length") > 0
-    browser.send(
-        "Emulation.setDeviceMetricsOverride",
-        {"width": 1280, "height": 2600, "deviceScaleFactor": 1, "mobile": False},
-    )
-    browser.evaluate("document.getElementById('viewer').scrollIntoView()")
+    page, _ = browser
+    page.click("#f-exec_error")
+    page.evaluate("document.querySelector('#trajectories details.traj').open = true")
+    page.wait_for_selector("details.traj[open] pre.code span.hl-kw")
+    assert page.locator("details.traj[open] pre.code span.hl-kw").count() > 0
+    assert page.locator("details.traj[open] pre.code span.hl-com").count() > 0
+    assert page.locator("details.traj[open] pre.output").count() > 0
+    page.set_viewport_size({"width": 1280, "height": 2600})
+    page.evaluate("document.getElementById('viewer').scrollIntoView()")
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "report-viewer.png"
-    browser.screenshot(shot)
+    page.screenshot(path=str(shot))
     assert shot.stat().st_size > 10_000
