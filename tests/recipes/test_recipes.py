@@ -102,7 +102,7 @@ def _losses(output_dir: Path) -> list[float]:
 def test_sft_smoke_trains_masks_interpreter_tokens_and_evaluates(
     tmp_path, smollm2_folder, two_problem_benchmark
 ) -> None:
-    from test_train_rollout_func import interpreter_token_flags
+    from train.test_rollout_func import interpreter_token_flags
     from transformers import AutoTokenizer
     from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
 
