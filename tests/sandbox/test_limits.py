@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import psutil
+import pytest
 
 from thinc_bench.sandbox import Sandbox, SandboxConfig, Session
 
@@ -195,3 +196,24 @@ def test_sessions_together_cannot_pass_the_sandbox_memory_cap() -> None:
             assert after.run("1 + 1").output == "2\n"  # the sandbox itself is unharmed
         assert sandbox.stats.server_starts == 1  # the fork-server sits outside the sessions' cap
     assert not top.exists()  # removed with the sandbox
+
+
+def test_a_session_cpu_quota_above_the_enclosing_groups_quota_still_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In a container allowed half a core, a one-core session quota is refused by the kernel; the
+    container's quota then binds instead, and sessions still start."""
+    from thinc_bench.sandbox import _cgroups
+
+    real = _cgroups._configure
+
+    def half_a_core(controller: str, path: Path, total_memory_mb: int) -> None:
+        real(controller, path, total_memory_mb)
+        if controller == "cpu":
+            _cgroups.write(str(path), "cpu.cfs_quota_us", 50_000)
+
+    monkeypatch.setattr(_cgroups, "_configure", half_a_core)
+    with Sandbox(SandboxConfig(cpus_per_session=1.0)) as sb, sb.session() as s:
+        if "cpu" not in sb._current_server().launch.groups.paths:
+            pytest.skip("no cpu cgroup here (not root, or not cgroup v1)")
+        assert s.run("print('runs')").output == "runs\n"

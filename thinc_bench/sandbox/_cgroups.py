@@ -12,6 +12,7 @@ It does not decide limits (the config does) and never kills anything.
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import os
 import time
@@ -127,7 +128,11 @@ def _limit_session(controller: str, path: str, limits: dict[str, float]) -> None
         write(path, "memory.limit_in_bytes", int(limits["session_memory_mb"]) * 2**20)
     elif controller == "cpu":
         write(path, "cpu.cfs_period_us", CFS_PERIOD_US)
-        write(path, "cpu.cfs_quota_us", max(1000, int(float(limits["cpus_per_session"]) * CFS_PERIOD_US)))
+        try:
+            write(path, "cpu.cfs_quota_us", max(1000, int(float(limits["cpus_per_session"]) * CFS_PERIOD_US)))
+        except OSError as exc:  # EINVAL: above the quota of a group we sit in, which then binds instead
+            if exc.errno != errno.EINVAL:
+                raise
 
 
 def join(paths: list[str]) -> None:
