@@ -39,7 +39,7 @@ FATE_BYTES = 4096
 
 
 @dataclass
-class _Live:
+class _Spawned:
     pid: int
     groups: list[str]
     memory_group: str | None
@@ -59,7 +59,7 @@ class Server:
         self.ctrl_fd = ctrl_fd
         self.limits = limits
         self.cgroups = cgroups
-        self.children: dict[int, _Live] = {}
+        self.children: dict[int, _Spawned] = {}
         self.namespaces = False
         self.ro_root = False
         self.devpts = False
@@ -115,8 +115,11 @@ class Server:
             )  # fmt: skip
             pid = os.fork()
             if pid == 0:
-                os.close(fate_r)
-                _child.session_parent(setup, self.ctrl_fd, live_r, live_w)
+                try:
+                    os.close(fate_r)
+                    _child.session_parent(setup, self.ctrl_fd, live_r, live_w)
+                finally:  # whatever escapes, this fork must never go back to serving the harness
+                    os._exit(_child.SETUP_FAILED_EXIT)
         except OSError:
             if fate_r >= 0:
                 os.close(fate_r)
@@ -125,7 +128,7 @@ class Server:
         finally:
             for fd in opened:
                 os.close(fd)
-        self.children[sid] = _Live(pid, list(groups.values()), groups.get("memory"), scratch, fate_r, uid)
+        self.children[sid] = _Spawned(pid, list(groups.values()), groups.get("memory"), scratch, fate_r, uid)
 
     def _new_uid(self) -> int:
         taken = {c.uid for c in self.children.values()}
