@@ -1,24 +1,35 @@
-"""Sandbox performance, printed side by side: fork-server sessions vs a fresh `python` per block.
+"""Sandbox performance, printed side by side: this tree against a baseline revision, and fork-server
+sessions against a fresh `python` per block.
 
-Run: `python perf/sandbox.py [--runs 300]`. Reports per-run latency (p50, p95) for a trivial block
-and a sympy block, session start latency, the same blocks run the way most harnesses do (a fresh
-interpreter per block that imports sympy), the ratio, and throughput with 2 and 8 concurrent
-sessions. Goals on the 2-core dev machine: trivial p50 < 5 ms, session start < 30 ms, >= 30x faster.
+Run: `python perf/sandbox.py [--runs 300] [--baseline main]`. First the before/after table: this
+tree's sandbox and the baseline revision's (its `thinc_bench/` exported with `git archive` into a
+temporary folder), measured in alternating rounds in separate processes so that both see the same
+machine load, with the median of the rounds and the ratio. Then this tree alone: per-run latency
+(p50, p95) for a trivial and a sympy block, session start latency, the same blocks run the way most
+harnesses do (a fresh interpreter per block that imports sympy), and throughput with 1, 2 and 8
+concurrent sessions. Goals on the 2-core dev machine: trivial p50 < 5 ms, session start < 30 ms,
+>= 30x faster than a fresh interpreter, and no more than 2x the baseline's run and start latency.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
 
-from thinc_bench.sandbox import Sandbox, SandboxConfig
-
+REPO = Path(__file__).resolve().parents[1]
 TRIVIAL = "x = 1 + 1\nx"
 SYMPY = "import sympy\nn = sympy.Symbol('n')\nsympy.factor(n**4 - 1)"
+# Both sides run this file with `--json`; it uses only the public Sandbox API, old and new alike.
+COMPARED = ("server start", "session start (+1st run)", "trivial run", "sympy run")
 
 
 def pct(samples: list[float], q: float) -> float:
@@ -26,7 +37,7 @@ def pct(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
-def time_runs(sb: Sandbox, code: str, n: int) -> list[float]:
+def time_runs(sb: Any, code: str, n: int) -> list[float]:
     with sb.session() as s:
         s.run(code)  # warm: the session exists and sympy's caches are primed like in a trajectory
         out = []
@@ -38,7 +49,7 @@ def time_runs(sb: Sandbox, code: str, n: int) -> list[float]:
     return out
 
 
-def time_session_starts(sb: Sandbox, n: int) -> list[float]:
+def time_session_starts(sb: Any, n: int) -> list[float]:
     out = []
     for _ in range(n):
         s = sb.session()
@@ -58,7 +69,7 @@ def time_fresh(code: str, n: int) -> list[float]:
     return out
 
 
-def throughput(sb: Sandbox, code: str, workers: int, per_worker: int) -> float:
+def throughput(sb: Any, code: str, workers: int, per_worker: int) -> float:
     def work(_: int) -> None:
         with sb.session() as s:
             for _ in range(per_worker):
@@ -70,11 +81,79 @@ def throughput(sb: Sandbox, code: str, workers: int, per_worker: int) -> float:
     return workers * per_worker / (time.perf_counter() - t)
 
 
+def measure(runs: int) -> dict[str, float]:
+    """p50 latencies in ms of one sandbox built from whatever `thinc_bench` this process imports."""
+    from thinc_bench.sandbox import Sandbox
+
+    t = time.perf_counter()
+    with Sandbox() as sb:
+        start = (time.perf_counter() - t) * 1000
+        return {
+            "server start": start,
+            "session start (+1st run)": pct(time_session_starts(sb, max(10, runs // 6)), 0.5),
+            "trivial run": pct(time_runs(sb, TRIVIAL, runs), 0.5),
+            "sympy run": pct(time_runs(sb, SYMPY, max(10, runs // 3)), 0.5),
+        }
+
+
+def export_revision(rev: str, into: Path) -> Path:
+    """Write `rev`'s thinc_bench/ into `into` (no worktree, nothing in .git changes)."""
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", "--format=tar", rev, "thinc_bench"],
+        check=True,
+        capture_output=True,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
+def measure_in(tree: Path, runs: int) -> dict[str, float]:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    out = subprocess.run(
+        [sys.executable, __file__, "--json", "--runs", str(runs)],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    result: dict[str, float] = json.loads(out.splitlines()[-1])
+    return result
+
+
+def compare(rev: str, runs: int, rounds: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="thinc-perf-baseline-") as tmp:
+        base_tree = export_revision(rev, Path(tmp))
+        sides: dict[str, list[dict[str, float]]] = {rev: [], "this tree": []}
+        for i in range(rounds):  # alternate, so that a change in machine load hits both sides
+            order = [(rev, base_tree), ("this tree", REPO)]
+            for name, tree in order if i % 2 == 0 else order[::-1]:
+                sides[name].append(measure_in(tree, runs))
+    print(f"before/after, median of {rounds} alternating rounds, p50 ms ({runs} runs per round)")
+    print(f"{'':28}{rev:>14}{'this tree':>14}{'ratio':>9}")
+    for key in COMPARED:
+        before = statistics.median(m[key] for m in sides[rev])
+        after = statistics.median(m[key] for m in sides["this tree"])
+        print(f"{key:28}{before:12.2f}ms{after:12.2f}ms{after / before:8.2f}x")
+    print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=300)
     parser.add_argument("--fresh-runs", type=int, default=8)
+    parser.add_argument("--baseline", default="main", help="git revision to compare with; 'none' skips it")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of the before/after table")
+    parser.add_argument(
+        "--json", action="store_true", help="print this tree's p50s as JSON (used by --baseline)"
+    )
     args = parser.parse_args()
+    if args.json:
+        print(json.dumps(measure(args.runs)))
+        return
+    if args.baseline != "none":
+        compare(args.baseline, args.runs, args.rounds)
+    from thinc_bench.sandbox import Sandbox, SandboxConfig
+
     t = time.perf_counter()
     with Sandbox(SandboxConfig()) as sb:
         print(

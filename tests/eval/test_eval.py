@@ -54,6 +54,9 @@ def test_scripted_run_grades_correct_grounded_thinc_trajectories(
     config = json.loads((out / "config.json").read_text())
     assert config["resolved"]["generator"]["backend"] == "scripted"
     assert config["resolved"]["sandbox"]["timeout_s"] == 10.0
+    protections = config["resolved"]["sandbox"]["protections"]  # the sandbox's summary, with reasons
+    assert protections["active"] and all(protections["inactive"].values())
+    assert "sandbox protections" in (out / "report.html").read_text()
 
 
 def test_recovery_k_injections_are_visible_in_the_records(two_problem_benchmark, scripted_turns, tmp_path):

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import psutil
+import pytest
 
 from thinc_bench.sandbox import Sandbox, SandboxConfig, Session
 
@@ -172,18 +173,18 @@ def _wait_for(condition: object, seconds: float = 5.0) -> bool:
 
 
 def test_sessions_together_cannot_pass_the_sandbox_memory_cap() -> None:
-    """Each session stays under its own address-space limit; together they pass the total cap."""
-    from thinc_bench.sandbox import _jail
+    """Each session stays under its own limits; together they pass the total cap of all sessions."""
+    from thinc_bench.sandbox import _cgroups
 
     config = SandboxConfig(total_memory_mb=400)
     with Sandbox(config) as sandbox:
-        group = sandbox._current_server().launch.memory_cgroup_host_path
-        if group is None:
-            assert os.geteuid() != 0 or not _jail.MEMORY_CGROUP_ROOT.is_dir()  # only root gets the cap
+        groups = sandbox._current_server().launch.groups
+        if "memory" not in groups.paths:
+            assert os.geteuid() != 0 or not (_cgroups.ROOT / "memory").is_dir()  # only root gets the cap
             return
-        own = _jail.own_cgroup("memory", _jail.MEMORY_CGROUP_ROOT)
-        assert Path(group).parent == own  # nested: the harness's own limits still bound the sandbox
-        assert int(Path(group, "memory.limit_in_bytes").read_text()) == 400 * 2**20
+        top = Path(groups.paths["memory"])
+        assert top.parent == _cgroups.own_group("memory")  # nested: the harness's limits still bind
+        assert int((top / "sessions" / "memory.limit_in_bytes").read_text()) == 400 * 2**20
         with sandbox.session() as first, sandbox.session() as second:
             for s, name in ((first, "x"), (second, "y")):
                 s.run(f"{name} = b'1' * (250 * 2**20)")  # resident, not just reserved
@@ -193,4 +194,26 @@ def test_sessions_together_cannot_pass_the_sandbox_memory_cap() -> None:
         assert any(r.output == f"{250 * 2**20}\n" for r in kept)
         with sandbox.session() as after:
             assert after.run("1 + 1").output == "2\n"  # the sandbox itself is unharmed
-    assert not Path(group).exists()  # removed with the sandbox
+        assert sandbox.stats.server_starts == 1  # the fork-server sits outside the sessions' cap
+    assert not top.exists()  # removed with the sandbox
+
+
+def test_a_session_cpu_quota_above_the_enclosing_groups_quota_still_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In a container allowed half a core, a one-core session quota is refused by the kernel; the
+    container's quota then binds instead, and sessions still start."""
+    from thinc_bench.sandbox import _cgroups
+
+    real = _cgroups._configure
+
+    def half_a_core(controller: str, path: Path, total_memory_mb: int) -> None:
+        real(controller, path, total_memory_mb)
+        if controller == "cpu":
+            _cgroups.write(str(path), "cpu.cfs_quota_us", 50_000)
+
+    monkeypatch.setattr(_cgroups, "_configure", half_a_core)
+    with Sandbox(SandboxConfig(cpus_per_session=1.0)) as sb, sb.session() as s:
+        if "cpu" not in sb._current_server().launch.groups.paths:
+            pytest.skip("no cpu cgroup here (not root, or not cgroup v1)")
+        assert s.run("print('runs')").output == "runs\n"

@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from thinc_bench.errors import SandboxUnavailable
-from thinc_bench.sandbox import Sandbox, SandboxConfig, _jail
+from thinc_bench.sandbox import Sandbox, SandboxConfig, _cgroups, _jail
 
 
 def _kill_server_and_wait(sb: Sandbox) -> None:
@@ -91,12 +91,13 @@ def test_closing_the_sandbox_ends_its_server() -> None:
 
 def test_a_new_sandbox_removes_groups_left_by_a_killed_harness() -> None:
     """A harness killed with SIGKILL cannot remove its cgroups; the next Sandbox does."""
-    parent = _jail.own_cgroup("pids", _jail.PIDS_CGROUP_ROOT)
-    if not os.access(parent, os.W_OK):
+    parents = [_cgroups.own_group(c) for c in ("pids", "memory")]
+    if not all(os.access(p, os.W_OK) for p in parents):
         pytest.skip("cgroups need root")
     dead = subprocess.Popen(["true"])
-    dead.wait()  # its pid is free now: the group below belongs to nobody
-    stale = parent / f"thinc-sandbox-{dead.pid}-0"
-    (stale / "s1").mkdir(parents=True)
+    dead.wait()  # its pid is free now: the groups below belong to nobody
+    stale = [parents[0] / f"thinc-sandbox-{dead.pid}-0", parents[1] / f"thinc-sandbox-{dead.pid}-0"]
+    (stale[0] / "s1").mkdir(parents=True)
+    (stale[1] / "sessions" / "s1").mkdir(parents=True)
     with Sandbox():
-        assert not stale.exists()
+        assert not any(p.exists() for p in stale)

@@ -176,13 +176,16 @@ async def run_eval(config: EvalConfig, run: RunDir, problems: Sequence[Problem])
     )
     progress = _Progress()
     generator = load_generator(config.backend, model, **config.backend_options())  # type: ignore[arg-type]
-    run.annotate("resolved", {"generator": generator.describe(), "sandbox": asdict(sandbox_config)})
+    resolved = {"generator": generator.describe(), "sandbox": asdict(sandbox_config)}
+    run.annotate("resolved", resolved)
     try:
         with (
             Sandbox(sandbox_config) as sandbox,
             Grader() as grader,
             tqdm(total=len(todo), desc="eval") as bar,
         ):
+            resolved["sandbox"]["protections"] = sandbox.protection_summary()  # active, missing and why
+            run.annotate("resolved", resolved)
             bar.update(0)
             gate = asyncio.Semaphore(concurrency)
 

@@ -4,12 +4,16 @@ Usage: `with Sandbox(SandboxConfig()) as sb, sb.session() as s: r = s.run(code)`
 `await s.arun(code)`); `r.status` is ok | error | timeout | memory | killed | infra_error.
 Design: one warm fork-server (numpy, sympy... preloaded) runs in a bubblewrap jail (read-only
 system paths, no harness files, clean env, no network) and forks each session into its own user,
-PID, mount, network and IPC namespaces with a private tmpfs scratch, read-only root, hidden /proc,
-no capabilities and rlimits; a per-sandbox pids cgroup bounds processes when running as root.
-NOT protected against: kernel exploits (sessions share the host kernel; no seccomp filter), CPU
-and memory-bandwidth contention between sessions, total RAM across many sessions (the address
-space limit is per process), reading world-readable files under the bound Python installation
-and system paths, and, when the jail is unavailable, reads of any file the harness user can read.
+PID, mount, network and IPC namespaces with a private tmpfs scratch, its own /dev/pts, read-only
+root, hidden /proc, no capabilities and rlimits. As root, each session also runs as its own
+unprivileged host uid and in its own pids, cpu and memory cgroups (a total cap over all sessions
+leaves the fork-server out). The session's control socket is untrusted: no descriptors are
+accepted and any frame but its run's one "done" kills the session. `Sandbox.protection_summary()`
+says which protections are active and why any is not.
+NOT protected against: kernel exploits (sessions share the host kernel; no seccomp filter),
+memory-bandwidth and cache contention, kernel memory that no cgroup is charged for (unix socket
+buffers), reading world-readable files under the bound Python installation and system paths, and,
+when the jail is unavailable, reads of any file the session's uid can read.
 """
 
 from thinc_bench.sandbox.config import ExecResult, Isolation, SandboxConfig, StateMode, Status

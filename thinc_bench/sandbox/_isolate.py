@@ -1,16 +1,18 @@
 """Kernel-level confinement of one session process, applied inside the fork-server's children.
 
-Contract: `enter_namespaces` (in the session's parent, "A") puts it in new user, mount, PID, network
-and IPC namespaces; `confine` (in the session process "B", PID 1 of that PID namespace) makes the
-root read-only, mounts a private size-limited tmpfs scratch on /tmp (also /dev/shm), hides /proc,
-drops every capability and sets the resource limits. Each step reports failure by raising OSError;
-the server probes once which steps this kernel allows. Standard library only (runs in the jail).
+Contract: in the session's parent ("A"), `drop_privileges` makes it an unprivileged host uid and
+`enter_namespaces` puts it in new user, mount, PID, network and IPC namespaces; in the session
+process ("B", PID 1 of that PID namespace) the other steps make the root read-only, mount a private
+size-limited tmpfs scratch on /tmp (also /dev/shm) and a private /dev/pts, hide /proc, drop every
+capability and set the resource limits. Each step reports failure by raising OSError; the server
+probes once which steps this kernel allows. Standard library only (runs in the jail).
 It does not choose policy (the limits come from the harness) and does not run user code.
 """
 
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import resource
 import signal
@@ -28,9 +30,11 @@ NAMESPACE_FLAGS = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CL
 MS_RDONLY = 1
 MS_NOSUID = 2
 MS_NODEV = 4
+MS_NOEXEC = 8
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 PR_CAPBSET_DROP = 24
 PR_SET_NO_NEW_PRIVS = 38
 SYS_MOUNT_SETATTR = 442  # same number on every architecture since Linux 5.12
@@ -56,6 +60,32 @@ def _check(result: int, what: str) -> None:
 def die_with_parent() -> None:
     """Ask the kernel to SIGKILL this process when its parent exits."""
     _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
+
+
+def drop_privileges(uid: int, gid: int) -> None:
+    """Become host `uid`/`gid` with no supplementary groups (every capability goes with root).
+
+    The process stays dumpable so that it still owns its /proc/self files (uid_map, setgroups) and
+    can map itself into its own user namespace afterwards. A credential change clears the
+    parent-death signal: call `die_with_parent` again after this.
+
+    Raises:
+        OSError: the caller lacks CAP_SETUID/CAP_SETGID (not root).
+    """
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    _check(_libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")
+
+
+def set_oom_score_adj(value: int) -> None:
+    """Set this process's OOM-killer bias (-1000 never, +1000 first); children inherit it.
+
+    Raises:
+        OSError: lowering it needs CAP_SYS_RESOURCE (EACCES without it).
+    """
+    with open("/proc/self/oom_score_adj", "w") as fh:
+        fh.write(str(value))
 
 
 def enter_namespaces() -> None:
@@ -104,6 +134,19 @@ def mount_scratch(scratch_mb: int) -> None:
     _mount(b"tmpfs", b"/proc", b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, HIDDEN_PROC_OPTIONS)
 
 
+def mount_devpts(max_ptys: int) -> None:
+    """Give the session its own /dev/pts instance holding at most `max_ptys` terminals.
+
+    /dev/ptmx (a link to pts/ptmx in the jail, the device node elsewhere) then opens this
+    instance, so a session neither sees the terminals of others nor drains the host's pty pool.
+
+    Raises:
+        OSError: the mount was refused (no mount namespace of our own, or no /dev/pts).
+    """
+    opts = f"newinstance,ptmxmode=0666,mode=0620,max={max_ptys}".encode()
+    _mount(b"devpts", b"/dev/pts", b"devpts", MS_NOSUID | MS_NOEXEC, opts)
+
+
 class _CapHeader(ctypes.Structure):
     _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 
@@ -119,14 +162,19 @@ class _CapData(ctypes.Structure):
 def drop_capabilities() -> None:
     """Drop every capability (bounding, effective, permitted, inheritable) and forbid regaining any.
 
+    The bounding set needs CAP_SETPCAP to shrink; a process without it (it already gave up root, or
+    the jail never granted it) keeps its bounding set, and no_new_privs keeps exec from using it.
+
     Raises:
         OSError: capset or prctl failed.
     """
     for cap in range(CAP_LAST_PROBE + 1):
-        if (
-            _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 and ctypes.get_errno() != 22
-        ):  # EINVAL: no such cap
-            _check(-1, f"prctl(PR_CAPBSET_DROP, {cap})")
+        if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            err = ctypes.get_errno()
+            if err == errno.EPERM:
+                break  # no CAP_SETPCAP: nothing in the bounding set can be used (see above)
+            if err != errno.EINVAL:  # EINVAL: no such capability on this kernel
+                _check(-1, f"prctl(PR_CAPBSET_DROP, {cap})")
     header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
     data = (_CapData * 2)()
     _check(_libc.capset(ctypes.byref(header), data), "capset(0)")
@@ -135,6 +183,11 @@ def drop_capabilities() -> None:
 
 def set_limits(limits: dict[str, Any]) -> None:
     """Apply the per-process resource limits (soft = hard, so user code cannot raise them).
+
+    At the CPU limit the kernel SIGKILLs the session process (PID 1 of its namespace ignores the
+    SIGXCPU that other processes get first); the harness tells it apart from other SIGKILLs by the
+    CPU time the process used. RLIMIT_NPROC counts the session's parent too, hence the +1 (it binds
+    once the session's uid is not root).
 
     Raises:
         OSError: a limit could not be set (e.g. it is above an inherited hard limit).
@@ -145,7 +198,7 @@ def set_limits(limits: dict[str, Any]) -> None:
         (resource.RLIMIT_AS, int(limits["memory_mb"]) * mib),
         (resource.RLIMIT_FSIZE, int(limits["file_size_mb"]) * mib),
         (resource.RLIMIT_NOFILE, int(limits["open_files"])),
-        (resource.RLIMIT_NPROC, int(limits["max_processes"])),
+        (resource.RLIMIT_NPROC, int(limits["max_processes"]) + 1),
         (resource.RLIMIT_CORE, 0),
     ]
     for which, value in pairs:

@@ -1,33 +1,29 @@
-"""How the harness launches the fork-server: bubblewrap jail or plain process, env, pids cgroup.
+"""How the harness launches the fork-server: bubblewrap jail or plain process, env, cgroups.
 
 Contract: `plan_launch(config)` returns the argv/env to start `thinc_bench.sandbox.server` and
 whether it is jailed; with `isolation="bwrap"` it raises `SandboxUnavailable` (with the apt command)
-when bubblewrap is missing or cannot create namespaces. `describe_protections` turns the server's
-probe into the lists of active and missing protections that `Sandbox` logs once. The jail shows
-only read-only system paths, the Python installation and this package; never the working tree,
-$HOME or the harness's environment. It does not start or talk to the server.
+when bubblewrap is missing or cannot create namespaces. `describe_protections` turns the launch plan
+and the server's probe into the protection summary (each line active, or missing with its reason)
+that `Sandbox` logs once. The jail shows only read-only system paths, the Python installation and
+this package; never the working tree, $HOME or the harness's environment. It does not start or
+talk to the server.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import itertools
 import json
-import logging
 import os
 import shutil
 import subprocess
 import sys
-import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from thinc_bench.errors import SandboxUnavailable
+from thinc_bench.sandbox import _cgroups
 from thinc_bench.sandbox.config import SandboxConfig
-
-logger = logging.getLogger(__name__)
 
 APT_FIX = "apt-get install -y bubblewrap"
 # bwrap's own start-up check runs `true`; a second is plenty even on a loaded 2-core machine.
@@ -37,12 +33,14 @@ JAIL_PKG_PARENT = "/opt/thinc_sandbox"
 # Sessions cover /tmp with their private scratch, so a Python prefix (venv) that lives under /tmp -- a CI
 # checkout, say -- is bound here instead, where no scratch mount hides it.
 JAIL_TMP_PREFIXES = "/opt/thinc_tmp_prefixes"
-# Where the harness's pids cgroup for this sandbox appears inside the jail.
-JAIL_CGROUP = "/run/thinc_pids"
-PIDS_CGROUP_ROOT = Path("/sys/fs/cgroup/pids")
-MEMORY_CGROUP_ROOT = Path("/sys/fs/cgroup/memory")
-# Processes leave a cgroup a few milliseconds after they are reaped; a second covers a loaded box.
-CGROUP_DRAIN_S = 1.0
+# Where the sandbox's cgroups (the parents of the session groups) appear inside the jail.
+JAIL_CGROUPS = "/run/thinc_cgroups"
+# Capabilities the server keeps in the jail (when root): make a session its own uid (SETUID, SETGID)
+# and kill it afterwards (KILL), map uid 0 into a user namespace if that uid drop fails (SETFCAP),
+# and create and remove the host scratch folder of a session without namespaces (CHOWN,
+# DAC_OVERRIDE). Sessions drop all of them.
+JAIL_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_SETFCAP", "CAP_CHOWN", "CAP_DAC_OVERRIDE")
+CAP_SYS_RESOURCE = 24
 # System files the interpreter may read; the rest of /etc (shadow, keys, configs) stays hidden.
 ETC_FILES = (
     "/etc/ld.so.cache",
@@ -55,7 +53,6 @@ ETC_FILES = (
     "/etc/hosts",
 )
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64")
-_cgroup_counter = itertools.count()
 # Test/debug switch: "1" makes sessions skip their namespaces, to exercise the degraded path.
 NO_NAMESPACES_ENV = "THINC_SANDBOX_NO_NAMESPACES"
 
@@ -68,19 +65,19 @@ class Launch:
     env: dict[str, str]
     jailed: bool
     bwrap_problem: str | None
-    cgroup_host_path: str | None
-    memory_cgroup_host_path: str | None = None
+    groups: _cgroups.SandboxGroups = field(default_factory=_cgroups.SandboxGroups)
 
     @property
     def command(self) -> list[str]:
-        """What Popen runs: `argv`, entered into the memory cgroup first when there is one.
+        """What Popen runs: `argv`, entered into the server's memory group first when there is one.
 
-        The shell joins the group and then execs `argv`, so the server and every session are in it
-        from their first instruction, and bwrap's parent is still the harness thread.
+        The shell joins the group and then execs `argv`, so the server is in it from its first
+        instruction, and bwrap's parent is still the harness thread.
         """
-        if self.memory_cgroup_host_path is None:
+        group = self.groups.server_memory
+        if group is None:
             return self.argv
-        procs = os.path.join(self.memory_cgroup_host_path, "cgroup.procs")
+        procs = os.path.join(group, "cgroup.procs")
         return ["/bin/sh", "-c", 'echo $$ > "$1" && shift && exec "$@"', "thinc-sandbox", procs, *self.argv]
 
 
@@ -125,101 +122,16 @@ def bwrap_problem() -> str | None:
     return None
 
 
-def own_cgroup(controller: str, root: Path) -> Path:
-    """The harness's own cgroup-v1 folder for `controller`: a sandbox's group nests there, so the
-    limits of the container (or slice) the harness runs in still bound the sandbox."""
+def has_capability(cap: int) -> bool:
+    """Whether this process holds capability number `cap` (bwrap cannot grant one it lacks)."""
     try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
+        status = Path("/proc/self/status").read_text()
     except OSError:
-        return root
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if controller in controllers.split(","):
-            nested = root / path.lstrip("/")
-            return nested if nested.is_dir() else root
-    return root
-
-
-def reap_stale_cgroups(parent: Path) -> None:
-    """Remove the empty groups of harnesses that died without closing their Sandbox (kill -9)."""
-    for group in parent.glob("thinc-sandbox-*-*"):
-        try:
-            pid = int(group.name.split("-")[2])
-        except ValueError:
-            continue
-        if pid == os.getpid() or Path(f"/proc/{pid}").exists():
-            continue  # ours, or alive (or a reused pid: left for its owner)
-        _rmdir_group(group)  # fails while populated: a session outlived its harness
-
-
-def _new_group(controller: str, root: Path) -> Path | None:
-    """A new group for one Sandbox under the harness's own `controller` group; None when not root.
-
-    Raises:
-        OSError: the group cannot be created.
-    """
-    parent = own_cgroup(controller, root)
-    if not (parent.is_dir() and os.access(parent, os.W_OK)):
-        return None
-    reap_stale_cgroups(parent)
-    path = parent / f"thinc-sandbox-{os.getpid()}-{next(_cgroup_counter)}"
-    path.mkdir(exist_ok=True)
-    return path
-
-
-def make_pids_cgroup() -> str | None:
-    """Create a cgroup-v1 pids group for one Sandbox when the harness may (root); else None."""
-    try:
-        path = _new_group("pids", PIDS_CGROUP_ROOT)
-    except OSError:
-        return None
-    return None if path is None else str(path)
-
-
-def make_memory_cgroup(limit_mb: int) -> str | None:
-    """Create a cgroup-v1 memory group capping the whole sandbox when the harness may (root); else None."""
-    path = None
-    try:
-        path = _new_group("memory", MEMORY_CGROUP_ROOT)
-        if path is None:
-            return None
-        (path / "memory.limit_in_bytes").write_text(str(limit_mb * 2**20))
-    except OSError as exc:
-        logger.warning(
-            "no memory cap for the sandbox: cannot set up %s (%s)", path or MEMORY_CGROUP_ROOT, exc
-        )
-        if path is not None:
-            with contextlib.suppress(OSError):
-                path.rmdir()
-        return None
-    return str(path)
-
-
-def remove_cgroups(launch: Launch) -> None:
-    """Remove a sandbox's pids and memory groups and any session groups left behind, retrying while
-    they drain."""
-    for path in (launch.cgroup_host_path, launch.memory_cgroup_host_path):
-        if path is None:
-            continue
-        deadline = time.monotonic() + CGROUP_DRAIN_S
-        while (exc := _rmdir_group(Path(path))) is not None:
-            if time.monotonic() > deadline:
-                logger.warning("could not remove cgroup %s: %s", path, exc)
-                break
-            time.sleep(0.01)
-
-
-def _rmdir_group(group: Path) -> OSError | None:
-    """Remove a group after its session subgroups; the error when it (or one) is still populated."""
-    for child in group.glob("s*"):
-        if child.is_dir():
-            with contextlib.suppress(OSError):  # still populated for a moment; the caller retries
-                child.rmdir()
-    try:
-        group.rmdir()
-    except OSError as exc:
-        return exc
-    return None
+        return False
+    for line in status.splitlines():
+        if line.startswith("CapEff:"):
+            return bool(int(line.split()[1], 16) >> cap & 1)
+    return False
 
 
 def jail_path(path: str) -> str:
@@ -229,7 +141,22 @@ def jail_path(path: str) -> str:
     return path
 
 
-def _jail_binds(pkg_dir: Path, cgroup: str | None) -> list[str]:
+def _parent_dirs(dest: str, made: set[str]) -> list[str]:
+    """bwrap arguments creating `dest`'s missing ancestors as 0755, so that an unprivileged session
+    can walk to a bound path even when the host parent is private (a Python under /root, say)."""
+    args: list[str] = []
+    parts = Path(dest).parts
+    for i in range(2, len(parts)):
+        ancestor = str(Path(*parts[:i]))
+        if ancestor not in made and not any(
+            ancestor == d or ancestor.startswith(d + "/") for d in SYSTEM_DIRS
+        ):
+            made.add(ancestor)
+            args += ["--perms", "0755", "--dir", ancestor]
+    return args
+
+
+def _jail_binds(pkg_dir: Path, groups: _cgroups.SandboxGroups) -> list[str]:
     args: list[str] = []
     for d in SYSTEM_DIRS:
         if os.path.islink(d):
@@ -243,13 +170,15 @@ def _jail_binds(pkg_dir: Path, cgroup: str | None) -> list[str]:
     prefixes |= {
         p for p in sys.path if p and Path(p).name in ("site-packages", "dist-packages") and Path(p).is_dir()
     }
+    made: set[str] = set()
     for p in sorted(prefixes):
         if not any(p == d or p.startswith(d + "/") for d in SYSTEM_DIRS):
-            args += ["--ro-bind", p, jail_path(p)]
-    args += ["--ro-bind", str(pkg_dir), f"{JAIL_PKG_PARENT}/{pkg_dir.name}"]
+            args += _parent_dirs(jail_path(p), made) + ["--ro-bind", p, jail_path(p)]
+    pkg_dest = f"{JAIL_PKG_PARENT}/{pkg_dir.name}"
+    args += _parent_dirs(pkg_dest, made) + ["--ro-bind", str(pkg_dir), pkg_dest]
     args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    if cgroup is not None:
-        args += ["--bind", cgroup, JAIL_CGROUP]
+    for controller, path in groups.session_parents.items():
+        args += ["--bind", path, f"{JAIL_CGROUPS}/{controller}"]
     return args
 
 
@@ -264,74 +193,111 @@ def plan_launch(config: SandboxConfig, ctrl_fd: int) -> Launch:
     if config.isolation == "bwrap" and problem is not None:
         raise SandboxUnavailable(f"SandboxConfig(isolation='bwrap') but {problem}")
     jailed = config.isolation != "none" and problem is None
-    cgroup = make_pids_cgroup()
-    memory = make_memory_cgroup(config.resolved_total_memory_mb())
-    limits = {
-        k: getattr(config, k)
-        for k in ("cpu_time_s", "memory_mb", "file_size_mb", "scratch_mb", "open_files", "max_processes")
-    }
+    groups = _cgroups.make_sandbox_groups(config.resolved_total_memory_mb())
+    oom_protected = has_capability(CAP_SYS_RESOURCE)
+    cgroups = {c: f"{JAIL_CGROUPS}/{c}" if jailed else p for c, p in groups.session_parents.items()}
     server_args = [
         "-m",
         "thinc_bench.sandbox.server",
         "--ctrl-fd",
         str(ctrl_fd),
         "--limits",
-        json.dumps(limits),
+        json.dumps(config.session_limits()),
         "--preload",
         ",".join(config.preload),
+        "--cgroups",
+        json.dumps(cgroups),
     ]
     if os.environ.get(NO_NAMESPACES_ENV) == "1":
         server_args.append("--no-namespaces")
     if jailed:
         env = server_env(JAIL_PKG_PARENT)
-        argv = [
-            "bwrap",
-            "--unshare-all",
-            "--die-with-parent",
-            "--new-session",
-            "--cap-drop",
-            "ALL",
-            "--clearenv",
-        ]
-        if os.geteuid() == 0:
-            # Mapping the jail's uid 0 into a session's user namespace needs CAP_SETFCAP (Linux >= 5.12).
-            argv += ["--cap-add", "CAP_SETFCAP"]
+        argv = ["bwrap", *_bwrap_namespaces_and_caps(oom_protected), "--clearenv"]
         for key, value in env.items():
             argv += ["--setenv", key, value]
-        argv += _jail_binds(pkg_dir, cgroup) + [
-            "--chdir",
-            "/tmp",
-            "--",
-            jail_path(sys.executable),
-            *server_args,
-        ]
-        if cgroup is not None:
-            argv += ["--pids-cgroup", JAIL_CGROUP]
+        argv += _jail_binds(pkg_dir, groups) + ["--chdir", "/tmp", "--", jail_path(sys.executable)]
+        argv += server_args
     else:
         env = server_env(str(pkg_dir.parent))
-        argv = [sys.executable, *server_args] + (["--pids-cgroup", cgroup] if cgroup else [])
-    return Launch(argv, env, jailed, problem, cgroup, memory)
+        argv = [sys.executable, *server_args]
+    return Launch(argv, env, jailed, problem, groups)
 
 
-def describe_protections(launch: Launch, hello: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """Split the protections into (active, missing) from the launch plan and the server's probe."""
-    checks = [
-        (launch.jailed, "bubblewrap jail (only read-only system paths visible; harness files hidden)"),
-        (True, "clean environment (no harness variables)"),
-        (True, "rlimits: cpu, address space, file size, open files"),
-        (bool(hello.get("namespaces")), "per-session PID namespace (all session processes die with it)"),
-        (bool(hello.get("namespaces")), "no network, loopback included (per-session net namespace)"),
-        (bool(hello.get("namespaces")), "private size-limited scratch tmpfs; /proc hidden"),
-        (bool(hello.get("ro_root")), "read-only filesystem outside scratch"),
-        (
-            bool(hello.get("pids_cgroup")) or os.geteuid() != 0,
-            "process-count limit (pids cgroup or RLIMIT_NPROC)",
+def _bwrap_namespaces_and_caps(oom_protected: bool) -> list[str]:
+    common = ["--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    if os.geteuid() != 0:
+        return ["--unshare-all", *common]
+    # As root, no user namespace for the jail: it would map only uid 0, and the server must be able
+    # to hand each session its own unprivileged host uid. The server keeps only JAIL_CAPS (and
+    # CAP_SYS_RESOURCE to exempt itself from the OOM killer, when this process holds it: bwrap
+    # 0.8 asked for a capability outside its bounding set grants all the others instead).
+    caps = [*JAIL_CAPS, "CAP_SYS_RESOURCE"] if oom_protected else list(JAIL_CAPS)
+    unshare = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+    return [*unshare, *common, *(arg for cap in caps for arg in ("--cap-add", cap))]
+
+
+@dataclass(frozen=True)
+class Protection:
+    """One line of the protection summary: what it is, whether it is active, and why not."""
+
+    name: str
+    active: bool
+    why: str = ""
+
+
+def describe_protections(launch: Launch, hello: dict[str, Any]) -> list[Protection]:
+    """The protections in force and the missing ones with their reason, from the launch plan and
+    the server's probe."""
+    probe = str(hello.get("probe_error") or "the server's probe failed")
+    ns = bool(hello.get("namespaces"))
+    groups = launch.groups.problems
+    root = os.geteuid() == 0
+
+    def line(name: str, ok: bool, why: str) -> Protection:
+        return Protection(name, ok, "" if ok else why)
+
+    return [
+        line(
+            "bubblewrap jail (only read-only system paths visible; harness files hidden)",
+            launch.jailed,
+            launch.bwrap_problem or "isolation='none'",
         ),
-        (
-            launch.memory_cgroup_host_path is not None or os.geteuid() != 0,
-            "memory cap for the whole sandbox (memory cgroup, root only)",
+        Protection("clean environment (no harness variables)", True),
+        Protection("rlimits: cpu, address space, file size, open files", True),
+        Protection("untrusted control channel: no descriptors accepted, bounded frames, per-run nonce", True),
+        line("per-session PID namespace (all session processes die with it)", ns, probe),
+        line("no network, loopback included (per-session net namespace)", ns, probe),
+        line("private size-limited scratch tmpfs; /proc hidden", ns, probe),
+        line("read-only filesystem outside scratch", bool(hello.get("ro_root")), probe),
+        line("private /dev/pts per session (max_ptys)", bool(hello.get("devpts")), probe),
+        line(
+            "sessions run as their own unprivileged host uid (host quotas and file modes apply)",
+            bool(hello.get("uid_drop")),
+            str(hello.get("uid_error") or "the harness is not root"),
+        ),
+        line(
+            "process-count limit (pids cgroup, else RLIMIT_NPROC of the session's own uid)",
+            "pids" in launch.groups.paths or bool(hello.get("uid_drop")) or not root,
+            groups.get("pids", ""),
+        ),
+        line(
+            "per-session memory cgroup (session_memory_mb): OOM kills stay inside the session",
+            "memory" in launch.groups.paths,
+            groups.get("memory", ""),
+        ),
+        line(
+            "total memory cap of all sessions (total_memory_mb), the fork-server outside it",
+            "memory" in launch.groups.paths,
+            groups.get("memory", ""),
+        ),
+        line(
+            "fork-server exempt from the host's OOM killer (oom_score_adj -1000)",
+            bool(hello.get("oom_protected")),
+            "needs CAP_SYS_RESOURCE, which this host does not grant (sessions still get +500)",
+        ),
+        line(
+            "per-session CPU share and quota (cpu cgroup, cpus_per_session)",
+            "cpu" in launch.groups.paths,
+            groups.get("cpu", ""),
         ),
     ]
-    active = [name for ok, name in checks if ok]
-    missing = [name for ok, name in checks if not ok]
-    return active, missing

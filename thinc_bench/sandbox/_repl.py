@@ -4,8 +4,9 @@ Contract: state (one globals dict) persists across cells; the value of a bare la
 printed with repr(); stdout and stderr both go straight (unbuffered) to the output pipe on fds 1
 and 2, so prints, warnings, subprocess output and tracebacks arrive in order. An exception prints a
 traceback whose first frame is the user's cell (this module's frames are cut) and yields status
-"error" ("memory" for MemoryError). `SystemExit` ends the cell, not the session. It does not
-enforce limits or read output back: the harness times runs and collects the pipe.
+"error" ("memory" for MemoryError), sent back with the run's nonce. `SystemExit` ends the cell,
+not the session. It does not enforce limits or read output back: the harness times runs and
+collects the pipe, and trusts nothing a cell could write on fd 3 in the loop's place.
 """
 
 from __future__ import annotations
@@ -85,14 +86,17 @@ def serve(sock: socket.socket) -> NoReturn:
         except _wire.WireError:
             os._exit(0)
         number += 1
+        nonce = request.get("nonce")  # echoed in "done": the harness accepts no other
+        code = str(request.get("code", ""))
+        del request
         sys.stdout, sys.stderr, sys.stdin = out, err, sys.__stdin__
-        status = run_cell(str(request.get("code", "")), namespace, number)
+        status = run_cell(code, namespace, number)
         for stream in (out, err):
             try:
                 stream.flush()
             except (OSError, ValueError) as exc:  # user code may have closed fd 1 or 2
                 os.write(2, f"[sandbox] could not flush output: {exc!r}\n".encode())
         try:
-            _wire.send_frame(sock, {"op": "done", "status": status})
+            _wire.send_frame(sock, {"op": "done", "status": status, "nonce": nonce})
         except OSError:
             os._exit(0)

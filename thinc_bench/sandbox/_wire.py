@@ -1,9 +1,11 @@
 """Length-prefixed JSON frames over Unix stream sockets, shared by the harness and the jailed server.
 
 Contract: a frame is a 4-byte big-endian length followed by that many bytes of UTF-8 JSON (an
-object). File descriptors may ride along with a frame (SCM_RIGHTS); the reader hands them to the
-caller with the first frame that arrives with or after them. This module imports only the
-standard library because it also runs inside the jail. It does not retry, time out or log.
+object). File descriptors may ride along with a frame (SCM_RIGHTS), but only a reader built with
+`accept_fds=True` (the server, reading the harness) takes them; every other reader receives without
+an ancillary buffer, so the kernel closes whatever descriptors a peer sends. A reader's buffer never
+holds more than one partial frame of at most `max_frame_bytes` plus one receive. This module imports
+only the standard library because it also runs inside the jail. It does not retry, time out or log.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from typing import Any
 HEADER = struct.Struct(">I")
 # Code blocks and control messages are kilobytes; a larger length means a corrupt or hostile stream.
 MAX_FRAME_BYTES = 64 * 1024 * 1024
+# What a session process sends the harness ("ready", "done") is under a hundred bytes.
+SESSION_FRAME_BYTES = 4096
 # One recv() worth of bytes; frames are small, so this rarely splits one.
 RECV_CHUNK_BYTES = 65536
 # A spawn request carries two descriptors (session socket, output pipe); anything more is refused.
@@ -47,24 +51,42 @@ def send_frame(sock: socket.socket, obj: dict[str, Any], fds: list[int] | None =
 
 
 class FrameReader:
-    """Incremental frame parser for one socket; keeps partial frames and received descriptors."""
+    """Incremental frame parser for one socket; keeps one partial frame (and, if asked, descriptors)."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(
+        self, sock: socket.socket, *, max_frame_bytes: int = MAX_FRAME_BYTES, accept_fds: bool = False
+    ) -> None:
         self.sock = sock
+        self.max_frame_bytes = max_frame_bytes
+        self.accept_fds = accept_fds
         self._buffer = bytearray()
         self._fds: list[int] = []
         self.eof = False
 
-    def feed_from_socket(self) -> None:
-        """Read what the socket has now (blocking if it is blocking); sets `eof` on end of stream."""
+    def feed_from_socket(self, flags: int = 0) -> None:
+        """Read what the socket has now (blocking if it is blocking); sets `eof` on end of stream.
+
+        Raises:
+            BlockingIOError: `flags` has MSG_DONTWAIT (or the socket is non-blocking) and nothing is there.
+        """
         try:
-            data, fds, _flags, _addr = socket.recv_fds(self.sock, RECV_CHUNK_BYTES, MAX_FDS_PER_FRAME)
+            if self.accept_fds:
+                data, fds, _flags, _addr = socket.recv_fds(
+                    self.sock, RECV_CHUNK_BYTES, MAX_FDS_PER_FRAME, flags | socket.MSG_CMSG_CLOEXEC
+                )
+                self._fds.extend(fds)
+            else:
+                data = self.sock.recv(RECV_CHUNK_BYTES, flags)  # no ancillary buffer: sent fds are closed
         except ConnectionResetError:
-            data, fds = b"", []  # the peer died with our last frame unread: same as end of stream
-        self._fds.extend(fds)
+            data = b""  # the peer died with our last frame unread: same as end of stream
         if not data:
             self.eof = True
         self._buffer.extend(data)
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received and not yet returned as a frame."""
+        return len(self._buffer)
 
     def next_frame(self) -> dict[str, Any] | None:
         """Return the next complete frame already buffered, or None.
@@ -75,15 +97,15 @@ class FrameReader:
         if len(self._buffer) < HEADER.size:
             return None
         (length,) = HEADER.unpack_from(self._buffer)
-        if length > MAX_FRAME_BYTES:
-            raise WireError(f"frame of {length} bytes exceeds the {MAX_FRAME_BYTES}-byte bound")
+        if length > self.max_frame_bytes:
+            raise WireError(f"a frame of {length} bytes exceeds the {self.max_frame_bytes}-byte bound")
         if len(self._buffer) < HEADER.size + length:
             return None
         body = bytes(self._buffer[HEADER.size : HEADER.size + length])
         del self._buffer[: HEADER.size + length]
         try:
             obj = json.loads(body)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: "[[[[..." nested past the limit
             raise WireError(f"frame is not JSON: {exc}") from exc
         if not isinstance(obj, dict):
             raise WireError(f"frame is a {type(obj).__name__}, not an object")

@@ -66,12 +66,27 @@ class SandboxConfig:
             "help": "Address space per process in MiB (RLIMIT_AS); the warm server itself uses ~140 MiB."
         },
     )
+    session_memory_mb: int | None = field(
+        default=None,
+        metadata={
+            "help": "Memory of one session, MiB: every process, memfd, scratch file and kernel buffer it "
+            "holds, through its own memory cgroup (root); past it the kernel kills inside that session "
+            "only and the run reports `memory`. None: memory_mb."
+        },
+    )
     total_memory_mb: int | None = field(
         default=None,
         metadata={
-            "help": "Resident memory of the whole sandbox (server and all sessions), MiB, through a memory "
-            "cgroup when the harness runs as root; past it the kernel kills the largest session. "
+            "help": "Memory of all sessions together, MiB, through a memory cgroup that leaves the "
+            "fork-server out (root); past it the kernel kills the largest session process. "
             "None: half of this machine's RAM, so runaway model code cannot take the trainer down."
+        },
+    )
+    cpus_per_session: float = field(
+        default=1.0,
+        metadata={
+            "help": "CPU cores one session's processes may use together (cpu cgroup quota, root); each "
+            "session also gets one equal CPU share, so processes it leaves spinning cannot starve others."
         },
     )
     file_size_mb: int = field(
@@ -89,6 +104,12 @@ class SandboxConfig:
     max_processes: int = field(
         default=64,
         metadata={"help": "Processes+threads per session (pids cgroup when root, else RLIMIT_NPROC)."},
+    )
+    max_ptys: int = field(
+        default=4,
+        metadata={
+            "help": "Pseudo-terminals per session (its own /dev/pts instance); pty, script, pexpect need one."
+        },
     )
     max_output_bytes: int = field(
         default=8192,
@@ -129,6 +150,7 @@ class SandboxConfig:
             "scratch_mb",
             "open_files",
             "max_processes",
+            "max_ptys",
             "max_output_bytes",
             "max_sessions",
             "max_concurrent_runs",
@@ -136,13 +158,30 @@ class SandboxConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise ConfigError(f"SandboxConfig.{name}={value!r} must be a positive integer")
-        if self.total_memory_mb is not None and (
-            not isinstance(self.total_memory_mb, int) or self.total_memory_mb <= 0
-        ):
+        for name in ("session_memory_mb", "total_memory_mb"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value <= 0):
+                raise ConfigError(f"SandboxConfig.{name}={value!r} must be a positive integer or None")
+        if not (isinstance(self.cpus_per_session, (int, float)) and 0 < self.cpus_per_session < 1e4):
             raise ConfigError(
-                f"SandboxConfig.total_memory_mb={self.total_memory_mb!r} must be a positive integer or None"
+                f"SandboxConfig.cpus_per_session={self.cpus_per_session!r} must be a positive number of cores"
             )
         self.preload = tuple(self.preload)
+
+    def session_limits(self) -> dict[str, float]:
+        """What the fork-server enforces on each session, resolved (it crosses into the jail as JSON)."""
+        names = ("cpu_time_s", "memory_mb", "file_size_mb", "scratch_mb", "open_files", "max_processes")
+        limits: dict[str, float] = {name: getattr(self, name) for name in names}
+        limits.update(
+            max_ptys=self.max_ptys,
+            cpus_per_session=self.cpus_per_session,
+            session_memory_mb=self.resolved_session_memory_mb(),
+        )
+        return limits
+
+    def resolved_session_memory_mb(self) -> int:
+        """`session_memory_mb`, or `memory_mb` when it is None."""
+        return self.memory_mb if self.session_memory_mb is None else self.session_memory_mb
 
     def resolved_total_memory_mb(self) -> int:
         """`total_memory_mb`, or half of this machine's physical memory when it is None."""
@@ -156,9 +195,10 @@ class ExecResult:
     """Outcome of one code run.
 
     Attributes:
-        status: ok | error (exception in user code) | timeout (wall or CPU limit) | memory
-            (MemoryError) | killed (the process died: signal, os._exit, segfault) | infra_error
-            (the sandbox itself failed twice; not the code's fault).
+        status: ok | error (exception in user code) | timeout (wall or CPU-time limit) | memory
+            (MemoryError, the address-space limit, or the kernel's OOM killer in a memory cgroup) |
+            killed (the process died otherwise: signal, os._exit, segfault, or it wrote on the sandbox's
+            control channel) | infra_error (the sandbox itself failed twice; not the code's fault).
         output: interleaved stdout+stderr, then the traceback or a sandbox notice, possibly truncated.
         elapsed_s: wall-clock seconds of the run as seen by the harness.
         truncated: True when the middle of the output was cut (see `max_output_bytes`).

@@ -4,7 +4,10 @@ Contract: `Sandbox(config)` starts nothing until `start()`/`with`; `session()` h
 `Session` per trajectory, waiting for one of `max_sessions` slots. Control requests to the server
 are serialised under one lock (each takes about a millisecond). When the server dies, the next
 request restarts it (counted in `stats.server_starts`); sessions of the dead server notice and
-start fresh. The protections in force are logged once per Sandbox (a warning when any is missing).
+start fresh. The protections in force are logged once per Sandbox (a warning naming each missing
+one and why) and kept in `protection_summary()` for the run's config.json. A process forked from
+one holding Sandboxes gets them back unstarted: the child's first use starts its own server, and
+the parent's server, sessions and cgroups are never touched from the child.
 It does not run code itself: sessions talk to their processes directly.
 """
 
@@ -16,13 +19,14 @@ import os
 import socket
 import subprocess
 import threading
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
 from thinc_bench.errors import SandboxUnavailable
-from thinc_bench.sandbox import _jail, _wire
+from thinc_bench.sandbox import _cgroups, _jail, _wire
 from thinc_bench.sandbox.config import SandboxConfig
 from thinc_bench.sandbox.session import InfraFailure, Session
 
@@ -48,6 +52,7 @@ class SandboxStats:
     infra_errors: int = 0
     infra_retries: int = 0
     injected_failures: int = 0
+    protocol_violations: int = 0
 
 
 class _Server:
@@ -63,6 +68,7 @@ class _Server:
         # that forked them exits, so a dedicated thread launches the server and lives as long as it.
         started = threading.Event()
         failure: list[OSError] = []
+        self.forked_away = False
         threading.Thread(
             target=self._launch_and_wait,
             args=(server_end, started, failure),
@@ -73,13 +79,13 @@ class _Server:
         server_end.close()
         if failure:
             harness_end.close()
-            _jail.remove_cgroups(self.launch)
+            _cgroups.remove_sandbox_groups(self.launch.groups)
             raise SandboxUnavailable(
                 f"could not start the sandbox server {self.launch.argv[0]!r}: {failure[0]}"
             )
         self.sock = harness_end
         self.sock.settimeout(SERVER_START_TIMEOUT_S)
-        self.reader = _wire.FrameReader(self.sock)
+        self.reader = _wire.FrameReader(self.sock)  # no descriptors accepted (the server sends none)
         try:
             self.hello = self.reader.read_frame()
         except (OSError, _wire.WireError) as exc:
@@ -142,7 +148,19 @@ class _Server:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        _jail.remove_cgroups(self.launch)
+        if problem := _cgroups.remove_sandbox_groups(self.launch.groups):
+            logger.warning("%s", problem)
+
+    def forget_in_child(self) -> None:
+        """In a forked child: drop our copies of the parent's descriptors and never use this server
+        (it, its process and its cgroups belong to the parent)."""
+        self.dead = True
+        self.forked_away = True
+        self.lock = threading.Lock()
+        self.sock.close()  # else the parent's server would not see end of stream when it closes
+        # The copy of the server's stderr pipe stays open: the parent's reader thread held its
+        # lock at the fork, so closing it here would wait forever; a read end that nobody reads
+        # changes nothing for the parent.
 
 
 class Sandbox:
@@ -166,7 +184,10 @@ class Sandbox:
         self._executor: ThreadPoolExecutor | None = None
         self._logged = False
         self._closed = False
+        self._sessions: weakref.WeakSet[Session] = weakref.WeakSet()
         self.protections: tuple[list[str], list[str]] = ([], [])
+        self.protection_lines: list[_jail.Protection] = []
+        _LIVE.add(self)
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def start(self) -> Sandbox:
@@ -224,7 +245,22 @@ class Sandbox:
                 f"all {self.config.max_sessions} sandbox sessions stayed busy for {POOL_WAIT_S} s; "
                 "close finished sessions or raise SandboxConfig.max_sessions"
             )
-        return Session(self, inject_failures=inject_failures)
+        session = Session(self, inject_failures=inject_failures)
+        self._sessions.add(session)
+        return session
+
+    def protection_summary(self) -> dict[str, Any]:
+        """The protections of the running server, for config.json: active names, and each missing
+        one with the reason (starts the server if needed).
+
+        Raises:
+            SandboxUnavailable: the server cannot start.
+        """
+        self._current_server()
+        return {
+            "active": [p.name for p in self.protection_lines if p.active],
+            "inactive": {p.name: p.why for p in self.protection_lines if not p.active},
+        }
 
     # ---- used by Session ---------------------------------------------------------------------
     def _current_server(self) -> _Server:
@@ -241,23 +277,40 @@ class Sandbox:
             return self._server
 
     def _log_protections(self, server: _Server) -> None:
-        active, missing = _jail.describe_protections(server.launch, server.hello)
-        self.protections = (active, missing)
+        lines = _jail.describe_protections(server.launch, server.hello)
+        self.protection_lines = lines
+        self.protections = ([p.name for p in lines if p.active], [p.name for p in lines if not p.active])
         if self._logged:
             return
         self._logged = True
         if server.hello.get("preload_failed"):
             logger.warning("sandbox preload failed for: %s", "; ".join(server.hello["preload_failed"]))
+        active = "; ".join(p.name for p in lines if p.active)
+        missing = [p for p in lines if not p.active]
         if missing:
-            why = server.launch.bwrap_problem or server.hello.get("probe_error") or "isolation='none'"
             logger.warning(
-                "sandbox protections ACTIVE: %s | NOT ACTIVE: %s | because: %s",
-                "; ".join(active),
-                "; ".join(missing),
-                why,
+                "sandbox protections ACTIVE: %s | NOT ACTIVE: %s",
+                active,
+                "; ".join(f"{p.name} (because {p.why})" for p in missing),
             )
         else:
-            logger.info("sandbox protections active: %s", "; ".join(active))
+            logger.info("sandbox protections active: %s", active)
+
+    def _after_fork_in_child(self) -> None:
+        """Reset process-local state in a forked child (see the module docstring)."""
+        self._lock = threading.Lock()
+        self._stats_lock = threading.Lock()
+        self._stats = SandboxStats()
+        self._slots = threading.BoundedSemaphore(self.config.max_sessions)
+        if self._server is not None:
+            self._server.forget_in_child()
+            _FORK_ORPHANS.append(self._server)  # never finalised here: its Popen is the parent's
+            self._server = None
+        if self._executor is not None:
+            _FORK_ORPHANS.append(self._executor)  # its threads exist only in the parent
+            self._executor = None
+        for session in list(self._sessions):
+            session._after_fork_in_child()
 
     def _next_sid(self) -> int:
         with self._lock:
@@ -281,3 +334,16 @@ class Sandbox:
 
     def __repr__(self) -> str:
         return f"Sandbox(generation={self._generation}, pid={os.getpid()}, config={self.config})"
+
+
+# Every Sandbox of this process, so that a forked child can reset them (os.register_at_fork).
+_LIVE: weakref.WeakSet[Sandbox] = weakref.WeakSet()
+_FORK_ORPHANS: list[object] = []
+
+
+def _reset_after_fork() -> None:
+    for sandbox in list(_LIVE):
+        sandbox._after_fork_in_child()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)

@@ -3,21 +3,21 @@
 Run by the harness as `python -m thinc_bench.sandbox.server --ctrl-fd N ...`, inside the bubblewrap
 jail when available. It answers control frames on fd N (spawn / poll / kill / ping); the session
 processes talk to the harness directly over the socket and output pipe passed in by `spawn`.
-Per session it forks A (new namespaces, pids cgroup, parent-death signal; relays B's fate as its
-own exit status) and A forks B (PID 1 of the session's PID namespace: confined, then the notebook
-loop). Killing A kills B, and B's death kills every process of the session. It exits when the
-control socket closes. It never runs user code itself and never retries: the harness decides.
+Per session it creates the session's cgroups, picks it a random unprivileged host uid, and forks A
+(see `_child`), which forks B. Killing A kills B, and B's death kills every process of the session.
+A poll or kill reports how the session ended: wait status, B's CPU seconds, and the OOM kills its
+memory group counted. It exits when the control socket closes. It never runs user code itself and
+never retries: the harness decides.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
+import gc
 import importlib
 import json
 import os
-import resource
-import select
+import random
 import shutil
 import signal
 import socket
@@ -25,198 +25,117 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
-from thinc_bench.sandbox import _isolate, _repl, _wire
+from thinc_bench.sandbox import _cgroups, _child, _isolate, _wire
 
-# Distinct exit code of a session whose setup (not user code) failed; also sent as a frame.
-SETUP_FAILED_EXIT = 125
 # Unjailed sessions without namespaces get SIGTERM first so A can kill B's process group.
 PLAIN_KILL_GRACE_S = 1.0
+# Each session runs as its own host uid, drawn from 2^24 uids above this base (0x70000000: unused
+# by distributions, systemd and container runtimes), so sessions share no per-user quota.
+SESSION_UID_BASE = _child.PROBE_UID
+SESSION_UID_SPAN = 1 << 24
+FATE_BYTES = 4096
 
 
 @dataclass
-class _Child:
+class _Spawned:
     pid: int
-    cgroup: str | None
+    groups: list[str]
+    memory_group: str | None
     scratch: str | None
+    fate_r: int
+    uid: int | None
 
 
 def _log(message: str) -> None:
     os.write(2, f"thinc-sandbox-server[{os.getpid()}]: {message}\n".encode())
 
 
-def _relay_status(status: int) -> NoReturn:
-    """End this process the way its child ended, so the server's waitpid sees B's fate."""
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        signal.signal(sig, signal.SIG_DFL)
-        os.kill(os.getpid(), sig)
-        os._exit(128 + sig)
-    os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
-
-
-def _kill_group_and_exit(pgid: int) -> NoReturn:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pgid, signal.SIGKILL)
-    os._exit(128 + signal.SIGKILL)
-
-
-def _report_setup_failure(sock_fd: int, exc: BaseException) -> NoReturn:
-    try:
-        sock = socket.socket(fileno=os.dup(sock_fd))
-        _wire.send_frame(sock, {"op": "setup_failed", "error": f"{type(exc).__name__}: {exc}"})
-    except OSError as send_exc:
-        _log(f"session setup failed ({exc!r}) and could not be reported: {send_exc!r}")
-    os._exit(SETUP_FAILED_EXIT)
-
-
 class Server:
     """State of the fork-server: configuration, capabilities found by the probe, live sessions."""
 
-    def __init__(self, ctrl_fd: int, limits: dict[str, Any], cgroup_root: str | None) -> None:
+    def __init__(self, ctrl_fd: int, limits: dict[str, Any], cgroups: dict[str, str]) -> None:
         self.ctrl_fd = ctrl_fd
         self.limits = limits
-        self.cgroup_root = cgroup_root
-        self.children: dict[int, _Child] = {}
+        self.cgroups = cgroups
+        self.children: dict[int, _Spawned] = {}
         self.namespaces = False
         self.ro_root = False
+        self.devpts = False
+        self.uid_drop = False
         self.pending_rmdirs: list[str] = []
+        self._random = random.Random()
 
     # ---- probe -------------------------------------------------------------------------------
-    def probe(self) -> dict[str, Any]:
-        """Fork a throwaway session and find which confinement steps this kernel allows."""
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(r)
-            report: dict[str, Any] = {"namespaces": False, "ro_root": False, "error": ""}
-            try:
-                _isolate.enter_namespaces()
-                inner = os.fork()
-                if inner == 0:
-                    try:
-                        _isolate.make_root_readonly()
-                        report["ro_root"] = True
-                    except OSError as exc:
-                        report["error"] = f"read-only root: {exc}"
-                    try:
-                        _isolate.mount_scratch(1)
-                        _isolate.drop_capabilities()
-                        report["namespaces"] = True
-                    except OSError as exc:
-                        report["error"] = f"scratch/capabilities: {exc}"
-                    os.write(w, json.dumps(report).encode())
-                    os._exit(0)
-                os.waitpid(inner, 0)
-            except OSError as exc:
-                report["error"] = f"namespaces: {exc}"
-                os.write(w, json.dumps(report).encode())
-            os._exit(0)
-        os.close(w)
-        os.waitpid(pid, 0)
-        with os.fdopen(r, "rb") as fh:
-            raw = fh.read()
-        result: dict[str, Any] = (
-            json.loads(raw) if raw else {"namespaces": False, "ro_root": False, "error": "probe died"}
-        )
-        self.namespaces = bool(result["namespaces"])
-        self.ro_root = bool(result["ro_root"]) and self.namespaces
+    def probe(self, namespaces: bool = True) -> dict[str, Any]:
+        """Find which confinement steps this kernel allows, preferring sessions with their own uid."""
+        package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        root = os.geteuid() == 0
+        result = _child.probe(drop_uid=root, package_dir=package_dir, namespaces=namespaces)
+        if not namespaces:
+            result["error"] = "disabled by --no-namespaces"
+        elif root and result.get("uid_drop") and not result.get("namespaces"):
+            as_root = _child.probe(drop_uid=False, package_dir=package_dir)
+            if as_root.get("namespaces"):  # namespaces matter more than the uid
+                why = f"as an unprivileged uid a session cannot create namespaces ({result.get('error')})"
+                result = {**as_root, "uid_error": why}
+        elif root and not result.get("uid_drop"):
+            as_root = _child.probe(drop_uid=False, package_dir=package_dir)
+            result = {**as_root, "uid_error": result.get("uid_error") or result.get("error")}
+        if not root:
+            result["uid_error"] = "the harness is not root, so sessions run as its uid"
+        self.uid_drop = bool(result.get("uid_drop"))
+        self.namespaces = bool(result.get("namespaces"))
+        self.ro_root = bool(result.get("ro_root")) and self.namespaces
+        self.devpts = bool(result.get("devpts")) and self.namespaces
         return result
 
     # ---- spawn -------------------------------------------------------------------------------
     def spawn(self, sid: int, sock_fd: int, out_fd: int) -> None:
         """Fork session `sid` (A, which forks B); returns once A exists."""
-        live: tuple[int, int] | None = None
+        opened: list[int] = [sock_fd, out_fd]  # closed here once A holds its copies
+        groups: dict[str, str] = {}
+        scratch = None
+        fate_r = -1
         try:
-            cgroup = self._make_cgroup(sid)
-            scratch = None if self.namespaces else tempfile.mkdtemp(prefix=f"thinc-sandbox-{sid}-")
-            live = os.pipe()
+            groups = _cgroups.make_session_groups(self.cgroups, sid, self.limits)
+            uid = self._new_uid() if self.uid_drop else None
+            if not self.namespaces:
+                scratch = tempfile.mkdtemp(prefix=f"thinc-sandbox-{sid}-")
+                if uid is not None:
+                    os.chown(scratch, uid, uid)
+            live_r, live_w = os.pipe()
+            opened += [live_r, live_w]
+            fate_r, fate_w = os.pipe()
+            opened.append(fate_w)
+            setup = _child.Setup(
+                sock_fd, out_fd, fate_w, list(groups.values()), uid, scratch, self.namespaces,
+                self.ro_root, self.devpts, self.limits,
+            )  # fmt: skip
             pid = os.fork()
             if pid == 0:
-                self._session_parent(sock_fd, out_fd, live[0], live[1], cgroup, scratch)
+                try:
+                    os.close(fate_r)
+                    _child.session_parent(setup, self.ctrl_fd, live_r, live_w)
+                finally:  # whatever escapes, this fork must never go back to serving the harness
+                    os._exit(_child.SETUP_FAILED_EXIT)
+        except OSError:
+            if fate_r >= 0:
+                os.close(fate_r)
+            self._remove(list(groups.values()), scratch)
+            raise
         finally:
-            for fd in (sock_fd, out_fd, *(live or ())):
+            for fd in opened:
                 os.close(fd)
-        self.children[sid] = _Child(pid, cgroup, scratch)
+        self.children[sid] = _Spawned(pid, list(groups.values()), groups.get("memory"), scratch, fate_r, uid)
 
-    def _make_cgroup(self, sid: int) -> str | None:
-        if self.cgroup_root is None:
-            return None
-        path = os.path.join(self.cgroup_root, f"s{sid}")
-        os.makedirs(path, exist_ok=True)
-        with open(os.path.join(path, "pids.max"), "w") as fh:
-            fh.write(str(int(self.limits["max_processes"]) + 1))  # +1: the session's parent A
-        return path
-
-    def _session_parent(
-        self, sock_fd: int, out_fd: int, live_r: int, live_w: int, cgroup: str | None, scratch: str | None
-    ) -> NoReturn:
-        server_pid = os.getppid()
-        try:
-            os.close(self.ctrl_fd)
-            _isolate.die_with_parent()
-            if os.getppid() != server_pid:
-                os._exit(SETUP_FAILED_EXIT)
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            if cgroup is not None:
-                with open(os.path.join(cgroup, "cgroup.procs"), "w") as fh:
-                    fh.write("0")
-            if self.namespaces:
-                _isolate.enter_namespaces()
-            child = os.fork()
-            if child == 0:
-                self._session_process(sock_fd, out_fd, live_r, live_w, scratch)
-            for fd in (sock_fd, out_fd, live_r):
-                os.close(fd)
-            if not self.namespaces:
-                # Without a PID namespace, B's process group is what we can kill.
-                signal.signal(signal.SIGTERM, lambda _s, _f: _kill_group_and_exit(child))
-            _, status = os.waitpid(child, 0)
-            if not self.namespaces:
-                with contextlib.suppress(ProcessLookupError):  # B may have left no process in its group
-                    os.killpg(child, signal.SIGKILL)
-            _relay_status(status)
-        except Exception as exc:  # process boundary: report setup failure to the harness
-            _report_setup_failure(sock_fd, exc)
-
-    def _session_process(
-        self, sock_fd: int, out_fd: int, live_r: int, live_w: int, scratch: str | None
-    ) -> NoReturn:
-        report_fd = sock_fd
-        try:
-            os.close(live_w)
-            _isolate.die_with_parent()
-            if select.select([live_r], [], [], 0)[0]:  # EOF: A already died, nobody would kill us
-                os._exit(SETUP_FAILED_EXIT)
-            os.close(live_r)
-            os.setsid()
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            if self.namespaces:
-                if self.ro_root:
-                    _isolate.make_root_readonly()
-                _isolate.mount_scratch(int(self.limits["scratch_mb"]))
-                workdir = "/tmp"
-            else:
-                assert scratch is not None
-                workdir = scratch
-            os.chdir(workdir)
-            os.environ["HOME"] = os.environ["TMPDIR"] = workdir
-            tempfile.tempdir = None
-            devnull = os.open(os.devnull, os.O_RDONLY)
-            os.dup2(devnull, 0)
-            os.dup2(out_fd, 1)
-            os.dup2(out_fd, 2)
-            os.dup2(sock_fd, 3)
-            report_fd = 3
-            os.closerange(4, resource.getrlimit(resource.RLIMIT_NOFILE)[0] + 1)
-            _isolate.set_limits(self.limits)
-            if self.namespaces:
-                _isolate.drop_capabilities()
-            sock = socket.socket(fileno=3)
-        except Exception as exc:  # process boundary: report setup failure to the harness
-            _report_setup_failure(report_fd, exc)
-        _repl.serve(sock)
+    def _new_uid(self) -> int:
+        taken = {c.uid for c in self.children.values()}
+        while True:
+            uid = SESSION_UID_BASE + self._random.randrange(1, SESSION_UID_SPAN)
+            if uid not in taken:
+                return uid
 
     # ---- poll / kill -------------------------------------------------------------------------
     def poll(self, sid: int) -> dict[str, Any]:
@@ -227,8 +146,7 @@ class Server:
         pid, status = os.waitpid(child.pid, os.WNOHANG)
         if pid == 0:
             return {"exited": False}
-        self._forget(sid)
-        return {"exited": True, **_describe(status)}
+        return {"exited": True, **self._reap(sid, status)}
 
     def kill(self, sid: int) -> dict[str, Any]:
         """Kill session `sid` (all its processes) and report how it had ended."""
@@ -247,15 +165,35 @@ class Server:
             if pid == 0:
                 os.kill(child.pid, signal.SIGKILL)
                 _, status = os.waitpid(child.pid, 0)
-        self._forget(sid)
-        return {"by_harness": by_harness, **_describe(status)}
+        return {"by_harness": by_harness, **self._reap(sid, status)}
 
-    def _forget(self, sid: int) -> None:
+    def _reap(self, sid: int, status: int) -> dict[str, Any]:
+        """How session `sid` ended (B's own status when A relayed it), then forget it."""
         child = self.children.pop(sid)
-        if child.scratch is not None:
-            shutil.rmtree(child.scratch, ignore_errors=True)
-        if child.cgroup is not None:
-            self.pending_rmdirs.append(child.cgroup)
+        info = _describe(status)
+        try:
+            fate = json.loads(os.read(child.fate_r, FATE_BYTES) or b"{}")
+        except (OSError, ValueError):
+            fate = {}
+        finally:
+            os.close(child.fate_r)
+        if "status" in fate:
+            info = {
+                **_describe(int(fate["status"])),
+                "cpu_s": fate.get("cpu_s"),
+                "maxrss_kb": fate.get("maxrss_kb"),
+            }
+        if child.memory_group is not None:
+            events = _cgroups.memory_events(child.memory_group)
+            info["oom_kills"] = events.get("oom_kill", 0)
+            info["session_limit_hit"] = events.get("failcnt", 0) > 0
+        self._remove(child.groups, child.scratch)
+        return info
+
+    def _remove(self, groups: list[str], scratch: str | None) -> None:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+        self.pending_rmdirs.extend(groups)
         self._rmdir_cgroups()
 
     def _rmdir_cgroups(self) -> None:
@@ -264,6 +202,8 @@ class Server:
         for path in self.pending_rmdirs:
             try:
                 os.rmdir(path)
+            except FileNotFoundError:
+                pass
             except OSError:
                 still.append(path)
         self.pending_rmdirs = still
@@ -272,7 +212,7 @@ class Server:
         """Kill every session and remove their cgroups."""
         for sid in list(self.children):
             self.kill(sid)
-        deadline = time.monotonic() + 1.0
+        deadline = time.monotonic() + _cgroups.DRAIN_S
         while self.pending_rmdirs and time.monotonic() < deadline:
             self._rmdir_cgroups()
             time.sleep(0.01)
@@ -291,6 +231,10 @@ def _preload(modules: list[str]) -> list[str]:
             importlib.import_module(name)
         except ImportError as exc:
             failed.append(f"{name}: {exc}")
+    # Objects that exist now are never collected: the collector would otherwise write to every one
+    # of them in each session, copying the server's pages into the session's memory group.
+    gc.collect()
+    gc.freeze()
     return failed
 
 
@@ -300,27 +244,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ctrl-fd", type=int, required=True)
     parser.add_argument("--limits", required=True, help="JSON object of the session limits")
     parser.add_argument("--preload", default="")
-    parser.add_argument("--pids-cgroup", default="")
+    parser.add_argument("--cgroups", default="{}", help="JSON: controller -> parent of session groups")
     parser.add_argument("--no-namespaces", action="store_true", help="skip per-session namespaces (tests)")
     args = parser.parse_args(argv)
     _isolate.die_with_parent()  # unjailed, nothing else would stop us if the harness died
     start = time.perf_counter()
+    try:
+        _isolate.set_oom_score_adj(-1000)
+        oom_protected = True
+    except OSError:  # no CAP_SYS_RESOURCE: the memory groups still keep session OOM kills off us
+        oom_protected = False
     failed = _preload([m for m in args.preload.split(",") if m])
-    server = Server(args.ctrl_fd, json.loads(args.limits), args.pids_cgroup or None)
-    probe = {"error": "disabled by --no-namespaces"} if args.no_namespaces else server.probe()
+    server = Server(args.ctrl_fd, json.loads(args.limits), json.loads(args.cgroups))
+    probe = server.probe(namespaces=not args.no_namespaces)
     ctrl = socket.socket(fileno=args.ctrl_fd)
     hello = {
         "op": "hello",
         "pid": os.getpid(),
         "namespaces": server.namespaces,
         "ro_root": server.ro_root,
+        "devpts": server.devpts,
+        "uid_drop": server.uid_drop,
+        "uid_error": probe.get("uid_error", ""),
         "probe_error": probe.get("error", ""),
-        "pids_cgroup": server.cgroup_root is not None,
+        "oom_protected": oom_protected,
+        "cgroups": sorted(server.cgroups),
         "preload_failed": failed,
         "start_s": time.perf_counter() - start,
     }
     _wire.send_frame(ctrl, hello)
-    reader = _wire.FrameReader(ctrl)
+    reader = _wire.FrameReader(ctrl, accept_fds=True)
     try:
         while True:
             try:

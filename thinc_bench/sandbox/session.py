@@ -1,9 +1,12 @@
 """`Session`: one trajectory's interpreter, with notebook state, limits, restarts and fault injection.
 
 Contract: `run(code)` always returns an `ExecResult` (never raises for anything the code does).
-The wall timeout kills the whole session; a session whose process died reports how, and its next
-run starts fresh with a notice first in that run's output (a kernel restart). An infrastructure
-failure (server gone, spawn refused, protocol broken) is retried once in a fresh session and
+The wall timeout kills the whole session; a session whose process died reports how (`memory` for
+an OOM kill or an allocation failure, `timeout` for the CPU-time limit, else `killed`), and its
+next run starts fresh with a notice first in that run's output (a kernel restart). The session's
+socket is untrusted: each run sends a fresh nonce, and anything but one "done" frame carrying it
+(a forged, surplus or malformed frame, at any time) kills the session as `killed`. An
+infrastructure failure (server gone, spawn refused) is retried once in a fresh session and
 counted; if it persists the status is `infra_error`. User-code failures are never retried.
 Output (one pipe for stdout+stderr) is read while the code runs and kept as head + tail.
 """
@@ -13,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import os
+import re
 import selectors
 import signal
 import socket
@@ -24,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from thinc_bench.errors import SandboxUnavailable
 from thinc_bench.sandbox import _wire
-from thinc_bench.sandbox.config import ExecResult, Status
+from thinc_bench.sandbox.config import ExecResult, SandboxConfig, Status
 
 if TYPE_CHECKING:
     from thinc_bench.sandbox.pool import Sandbox, _Server
@@ -38,6 +42,24 @@ DEATH_POLL_S = 0.002
 # After a kill or a death, output still in the pipe is collected for at most this long.
 DRAIN_S = 0.2
 READ_CHUNK_BYTES = 65536
+# What the notebook loop reports for a cell; the harness accepts nothing else in a "done" frame.
+CELL_STATUSES = frozenset({"ok", "error", "memory"})
+# A SIGKILLed session that used this share of cpu_time_s met RLIMIT_CPU: the kernel checks the limit
+# against tick-sampled time, which runs ahead of the precise time wait4 reports (0.95 s measured for
+# a 1 s limit on a busy 2-core VM).
+CPU_LIMIT_SHARE = 0.9
+# How much of the end of a dead run's output is searched for an allocation failure.
+ALLOCATION_TAIL_CHARS = 2000
+# What a process prints when an allocation fails and it dies of it (CPython, glibc, C++, OpenBLAS).
+ALLOCATION_FAILURE = re.compile(
+    r"MemoryError|Cannot allocate memory|out of memory|std::bad_alloc|memory allocation (still )?failed"
+    r"|failed to allocate|unable to allocate",
+    re.IGNORECASE,
+)
+FORK_NOTICE = (
+    "[sandbox] session restarted: this process was forked, and the session's interpreter stays with "
+    "the parent process; earlier state is gone.\n"
+)
 
 
 class InfraFailure(Exception):
@@ -87,14 +109,71 @@ class _Output:
         return text, True
 
 
-def _death_message(info: dict[str, Any]) -> tuple[Status, str]:
-    if info.get("how") == "signal":
-        sig = int(info.get("code", 0))
-        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
-        if sig == signal.SIGXCPU:
-            return "timeout", "its CPU-time limit was reached (SIGXCPU)"
-        return "killed", f"it was killed by signal {name}"
-    return "killed", f"it exited with code {info.get('code')} (os._exit or a fatal error)"
+def _signal_name(sig: int) -> str:
+    return signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+
+
+def _allocation_failure(output: str) -> str | None:
+    """The last line of `output`'s tail that reports a failed allocation, if any."""
+    lines = [line for line in output[-ALLOCATION_TAIL_CHARS:].splitlines() if ALLOCATION_FAILURE.search(line)]
+    return lines[-1].strip()[:160] if lines else None
+
+
+def _death_message(info: dict[str, Any], config: SandboxConfig, output: str = "") -> tuple[Status, str]:
+    """Status and explanation of a session process that died, from the server's report of its end
+    (signal or exit code, B's CPU seconds, OOM kills its memory group counted) and its last output."""
+    how, code = info.get("how"), int(info.get("code", 0))
+    if how == "signal":
+        name = _signal_name(code)
+        if code == signal.SIGKILL and int(info.get("oom_kills", 0)) > 0:
+            where = (
+                f"the session's memory limit (session_memory_mb={config.resolved_session_memory_mb()})"
+                if info.get("session_limit_hit")
+                else f"the memory cap of all sessions together (total_memory_mb={config.resolved_total_memory_mb()})"
+            )
+            return "memory", f"the kernel's out-of-memory killer killed it (SIGKILL): {where} was reached"
+        cpu_s = float(info.get("cpu_s") or 0.0)
+        if code == signal.SIGXCPU or (
+            code == signal.SIGKILL and cpu_s >= CPU_LIMIT_SHARE * config.cpu_time_s
+        ):
+            return "timeout", f"its CPU-time limit (cpu_time_s={config.cpu_time_s}) was reached ({name})"
+        cause = f"it was killed by signal {name}"
+    else:
+        cause = f"it exited with code {code} (os._exit or a fatal error)"
+    failed = _allocation_failure(output)
+    if failed and (how == "exit" or code in (signal.SIGABRT, signal.SIGBUS)):  # a segfault stays killed
+        return (
+            "memory",
+            f"an allocation failed ({failed!r}; the address space is limited to memory_mb="
+            f"{config.memory_mb} per process) and {cause}",
+        )
+    return "killed", cause
+
+
+def _preview(frame: dict[str, Any]) -> str:
+    text = repr(frame)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _take_done(reader: _wire.FrameReader, nonce: str) -> str | None:
+    """Consume every complete frame buffered; return the run's status once its "done" is among them.
+
+    Raises:
+        WireError: a malformed frame, one the notebook loop did not send (wrong op, nonce or status),
+            or any frame after the run's result.
+    """
+    status = None
+    while (frame := reader.next_frame()) is not None:
+        if status is not None:
+            raise _wire.WireError(f"a second frame after the run's result: {_preview(frame)}")
+        if (
+            frame.get("op") != "done"
+            or frame.get("nonce") != nonce
+            or frame.get("status") not in CELL_STATUSES
+        ):
+            raise _wire.WireError(f"a frame the interpreter did not send: {_preview(frame)}")
+        status = str(frame["status"])
+    return status
 
 
 class Session:
@@ -109,6 +188,7 @@ class Session:
         self._runs = 0
         self._lock = threading.Lock()
         self._closed = False
+        self._holds_slot = True  # False in a forked child: the slot is the parent's
 
     # ---- public ------------------------------------------------------------------------------
     def run(self, code: str, timeout: float | None = None) -> ExecResult:
@@ -169,7 +249,8 @@ class Session:
                 return
             self._closed = True
             self._discard()
-            self._sandbox._release_slot()
+            if self._holds_slot:
+                self._sandbox._release_slot()
 
     def __enter__(self) -> Session:
         return self
@@ -178,6 +259,17 @@ class Session:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: let go of the parent's interpreter (its descriptors are copies, so
+        closing them here leaves the parent's session untouched) and start afresh on next use."""
+        self._lock = threading.Lock()
+        self._holds_slot = False
+        live, self._live = self._live, None
+        if live is not None:
+            live.sock.close()
+            os.close(live.out_r)
+            self._notice = FORK_NOTICE
 
     # ---- internals ---------------------------------------------------------------------------
     def _start(self) -> _Live:
@@ -196,7 +288,8 @@ class Session:
             child_end.close()
             os.close(out_w)
         fcntl.fcntl(out_r, fcntl.F_SETFL, fcntl.fcntl(out_r, fcntl.F_GETFL) | os.O_NONBLOCK)
-        live = _Live(sid, server, harness_end, out_r, _wire.FrameReader(harness_end))
+        reader = _wire.FrameReader(harness_end, max_frame_bytes=_wire.SESSION_FRAME_BYTES)
+        live = _Live(sid, server, harness_end, out_r, reader)
         self._live = live
         harness_end.settimeout(SESSION_START_TIMEOUT_S)
         try:
@@ -261,20 +354,25 @@ class Session:
                 notice
                 or "[sandbox] session restarted: the sandbox server was restarted; earlier state is gone.\n"
             )
+        if self._live is not None and (why := self._idle_problem(self._live)):
+            notice = f"[sandbox] session restarted: {why}; earlier state is gone.\n"
         live = self._live or self._start()
         output = _Output(self._config.max_output_bytes)
+        nonce = os.urandom(8).hex()  # the loop echoes it; a frame forged before this run cannot
+        deadline = start + limit
         try:
-            _wire.send_frame(live.sock, {"op": "run", "code": code})
+            self._send_run(live, code, nonce, deadline)
+        except TimeoutError:  # the process stopped reading its socket: a wedged session
+            return self._timed_out(live, output, notice, limit, start)
         except OSError:
             # The process died between runs (a background thread's os._exit, say).
             server = live.server
-            _status, why = _death_message(self._discard())
+            _status, why = _death_message(self._discard(), self._config)
             if server.dead:
                 raise InfraFailure("the sandbox server died") from None
             notice = f"[sandbox] session restarted: the previous process ended between runs ({why}); earlier state is gone.\n"
             live = self._start()
-            _wire.send_frame(live.sock, {"op": "run", "code": code})
-        deadline = start + limit
+            self._send_run(live, code, nonce, deadline)
         with selectors.DefaultSelector() as sel:
             sel.register(live.sock, selectors.EVENT_READ, "sock")
             sel.register(live.out_r, selectors.EVENT_READ, "out")
@@ -286,38 +384,100 @@ class Session:
                     if key.data == "out":
                         self._drain(live.out_r, output, 0)
                         continue
-                    live.reader.feed_from_socket()
-                    frame = live.reader.next_frame()
-                    if frame is not None and frame.get("op") == "done":
+                    try:
+                        live.reader.feed_from_socket()
+                        status = _take_done(live.reader, nonce)
+                    except _wire.WireError as exc:
+                        return self._violated(live, output, notice, start, str(exc))
+                    if status is not None:
                         self._drain(live.out_r, output, 0)
-                        return self._result(str(frame.get("status")), output, notice, start)  # type: ignore[arg-type]
+                        return self._result(status, output, notice, start)  # type: ignore[arg-type]
                     if live.reader.eof:
                         return self._died(live, output, notice, start)
+
+    def _send_run(self, live: _Live, code: str, nonce: str, deadline: float) -> None:
+        """Send the run request; a process that stops reading cannot block us past the deadline.
+
+        Raises:
+            TimeoutError: the request did not fit in the socket before the deadline.
+            OSError: the process is gone.
+        """
+        live.sock.settimeout(max(deadline - time.perf_counter(), 0.001))
+        try:
+            _wire.send_frame(live.sock, {"op": "run", "code": code, "nonce": nonce})
+        finally:
+            live.sock.settimeout(None)
+
+    def _idle_problem(self, live: _Live) -> str | None:
+        """Between runs the socket must be silent: bytes mean a cell wrote on it (the session is
+        killed), end of stream means the process died (collected). None when all is well.
+
+        Raises:
+            InfraFailure: the process died because the server did.
+        """
+        try:
+            live.reader.feed_from_socket(socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return None  # the common case: nothing there
+        if live.reader.eof and live.reader.buffered == 0:
+            _status, why = _death_message(self._discard(), self._config)
+            if live.server.dead:
+                raise InfraFailure("the sandbox server died")
+            return f"the previous process ended between runs ({why})"
+        self._discard()
+        self._sandbox._count("protocol_violations")
+        return (
+            "the previous run's code wrote on the sandbox's control channel (fd 3) after its result, "
+            "so its process was killed"
+        )
 
     def _result(
         self, status: Status, output: _Output, notice: str | None, start: float, tail: str = ""
     ) -> ExecResult:
         text, truncated = output.render()
-        if status not in ("ok", "error", "memory", "timeout", "killed"):
-            status = "killed"  # the process wrote something else on its socket: treat as a dead kernel
         return ExecResult(status, (notice or "") + text + tail, time.perf_counter() - start, truncated)
 
     def _timed_out(
         self, live: _Live, output: _Output, notice: str | None, limit: float, start: float
     ) -> ExecResult:
-        self._discard_keeping_output(live, output)
-        self._sandbox._count("timeouts")
-        self._notice = "[sandbox] session restarted: the previous run timed out and its process was killed; earlier state is gone.\n"
         tail = (
             f"\n[sandbox] timeout: the run exceeded {limit:g} s of wall-clock time; the session was killed.\n"
         )
-        return self._result("timeout", output, notice, start, tail)
+        restart = "the previous run timed out and its process was killed"
+        return self._end_session(live, output, notice, start, ("timeout", "timeouts", restart, tail))
+
+    def _violated(
+        self, live: _Live, output: _Output, notice: str | None, start: float, why: str
+    ) -> ExecResult:
+        tail = (
+            f"\n[sandbox] killed: the code wrote on the sandbox's control channel (fd 3), {why}; "
+            "the session was killed and the next run starts a fresh one.\n"
+        )
+        restart = "the previous run's code wrote on the sandbox's control channel and its process was killed"
+        return self._end_session(
+            live, output, notice, start, ("killed", "protocol_violations", restart, tail)
+        )
+
+    def _end_session(
+        self,
+        live: _Live,
+        output: _Output,
+        notice: str | None,
+        start: float,
+        how: tuple[Status, str, str, str],
+    ) -> ExecResult:
+        """Kill the session on the harness's initiative: (status, counter, restart notice, output tail)."""
+        status, counter, restart, tail = how
+        self._discard_keeping_output(live, output)
+        self._sandbox._count(counter)
+        self._notice = f"[sandbox] session restarted: {restart}; earlier state is gone.\n"
+        return self._result(status, output, notice, start, tail)
 
     def _died(self, live: _Live, output: _Output, notice: str | None, start: float) -> ExecResult:
         self._drain(live.out_r, output, DRAIN_S)
         info = self._reap_dead(live)
         self._sandbox._count("sessions_died")
-        status, why = _death_message(info)
+        status, why = _death_message(info, self._config, output.render()[0])
         self._notice = (
             f"[sandbox] session restarted: the previous process died ({why}); earlier state is gone.\n"
         )
