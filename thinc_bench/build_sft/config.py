@@ -204,7 +204,10 @@ class BuildSFTConfig:
     )
     refilter: bool = field(
         default=False,
-        metadata={"help": "Re-apply the filters to the rollouts stored in --out; generate nothing."},
+        metadata={
+            "help": "Re-apply the filters to the rollouts stored in --out; generate nothing. Every setting "
+            "but the filter flags given comes from the stored build (no --teacher needed)."
+        },
     )
     push_to_hub: str | None = field(
         default=None, metadata={"help": "Hub dataset repo to push to (needs a token)."}

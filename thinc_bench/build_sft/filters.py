@@ -44,7 +44,8 @@ FILTER_HELP: dict[FilterName, str] = {
     "plan_share": "plan tokens >= --max-plan-share of model tokens (student tokenizer)",
     "conformance": "not ThinC: no closed plan, prose between blocks or around the box, a code block "
     "without its output, or code after the last output",
-    "decontamination": "problem overlaps an evaluation benchmark problem (n-gram overlap)",
+    "decontamination": "problem copies an evaluation benchmark problem (word n-grams as written or with "
+    "numbers masked, or the same answer and maths)",
     "dedup": "over --max-per-problem for its problem (shortest trajectories kept)",
 }
 """What dropping a trajectory at each stage means, for stats.json, the report and the card."""
