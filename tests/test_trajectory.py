@@ -17,6 +17,8 @@ from thinc_bench.trajectory import (
     check_conformance,
     classify,
     parse,
+    prose_outside_plan,
+    unexecuted_code,
 )
 
 THINC_MD = (
@@ -337,6 +339,7 @@ def test_thinc_trajectory_passes_every_check() -> None:
     conformance = check_conformance(parse(THINC_MD))
     assert [c.name for c in conformance.checks] == [
         "has_plan", "no_text_between_code", "n_code_blocks", "plan_share", "answer_after_last_output",
+        "code_followed_by_output", "short_prose_outside_plan",
     ]  # fmt: skip
     assert conformance.passed, conformance
 
@@ -401,6 +404,79 @@ def test_code_after_last_output_fails_answer_after_last_output() -> None:
 def test_boxed_only_inside_the_plan_is_not_a_final_answer() -> None:
     text = THINC_MD.replace("The count is \\boxed{90}.", "").replace("each case.", "each case, \\boxed{90}.")
     assert check_conformance(parse(text)).failed == ["answer_after_last_output"]
+
+
+# --- every code block is executed; prose outside the plan is short (issue 20) ---------------------
+
+UNEXECUTED_MD = (
+    "<think>\nMultiply, then check by splitting.\n</think>\n"
+    "```python\na = 17 * 23\n```\n"
+    "```python\nb = 17 * 20 + 17 * 3\n```\n"
+    "```python\nprint(17 * 23)\n```\n```output\n391\n```\n"
+    "\\boxed{391}"
+)
+
+
+def test_code_blocks_written_but_never_run_fail_code_followed_by_output() -> None:
+    traj = parse(UNEXECUTED_MD)
+    assert [s.content for s in unexecuted_code(traj)] == ["a = 17 * 23", "b = 17 * 20 + 17 * 3"]
+    check = check_conformance(traj).get("code_followed_by_output")
+    assert not check.passed and check.detail == "2 code block(s) without output, first: 'a = 17 * 23'"
+    assert check_conformance(traj).failed == ["code_followed_by_output"]
+
+
+@pytest.mark.parametrize(
+    ("text", "dialect"),
+    [
+        (THINC_MD, "markdown"),
+        (THINC_MD.replace("```\n```output", "```\n\n```output"), "markdown"),  # a blank line between
+        (THINC_XML, "xml"),
+        (INTERLEAVED_MD, "markdown"),  # prose between blocks is another check's business
+    ],
+)
+def test_every_code_block_followed_by_its_output_passes(text: str, dialect: str) -> None:
+    assert check_conformance(parse(text, dialect)).get("code_followed_by_output").passed
+
+
+def test_code_after_the_last_output_is_not_executed() -> None:
+    traj = parse(THINC_MD.replace("The count", "```python\nprint(3)\n```\nThe count"))
+    assert [s.content for s in unexecuted_code(traj)] == ["print(3)"]
+
+
+def test_prose_outside_the_plan_is_measured_without_the_box() -> None:
+    text = THINC_MD.replace("The count is \\boxed{90}.", "The count is \\boxed{\\frac{180}{2}}.\n")
+    text = text.replace("</think>\n", "</think>\nLet me   count.\n")
+    assert prose_outside_plan(parse(text)) == ("Let me count.", "The count is .")
+    assert prose_outside_plan(parse("<think>\nplan\n</think>\nNo code, \\boxed{3}")) == ("", "No code,")
+
+
+FINAL_PARAGRAPH = (
+    "From the outputs, the loop and the floor division both give 90. To be careful about the endpoints: "
+    "pairs with a equal to b are excluded, and every ordered pair is counted once, so nothing is missed "
+    "or counted twice. Hence \\boxed{90}."
+)
+
+
+def test_a_paragraph_around_the_box_fails_short_prose_outside_plan() -> None:
+    traj = parse(THINC_MD.replace("The count is \\boxed{90}.", FINAL_PARAGRAPH))
+    conformance = check_conformance(traj)
+    assert conformance.failed == ["short_prose_outside_plan"]
+    final = len(FINAL_PARAGRAPH.replace("\\boxed{90}", ""))  # single spaces only: nothing to collapse
+    detail = conformance.get("short_prose_outside_plan").detail
+    assert detail.startswith(f"0 chars before the first block, {final} after")
+
+
+def test_a_paragraph_before_the_first_block_fails_short_prose_outside_plan() -> None:
+    lead = "Before writing code, note that a < b halves the 100 ordered pairs minus the 10 with a = b. " * 2
+    traj = parse(THINC_MD.replace("</think>\n", "</think>\n" + lead))
+    assert check_conformance(traj).failed == ["short_prose_outside_plan"]
+
+
+def test_the_prose_bound_is_a_setting() -> None:
+    assert check_conformance(parse(THINC_MD), max_prose_chars=13).failed == ["short_prose_outside_plan"]
+    assert check_conformance(parse(THINC_MD), max_prose_chars=14).passed
+    traj = parse(THINC_MD.replace("The count is \\boxed{90}.", FINAL_PARAGRAPH))
+    assert check_conformance(traj, max_prose_chars=1000).passed
 
 
 @pytest.mark.parametrize(

@@ -23,12 +23,22 @@ SegmentKind = Literal["plan", "code", "output", "text", "answer"]
 DialectName = Literal["markdown", "xml"]
 Style = Literal["thinc", "interleaved", "no_code"]
 CheckName = Literal[
-    "has_plan", "no_text_between_code", "n_code_blocks", "plan_share", "answer_after_last_output"
+    "has_plan",
+    "no_text_between_code",
+    "n_code_blocks",
+    "plan_share",
+    "answer_after_last_output",
+    "code_followed_by_output",
+    "short_prose_outside_plan",
 ]
 ShareUnit = Literal["tokens", "count_tokens", "chars"]
 
 DEFAULT_MIN_CODE_BLOCKS = 1  # a trajectory needs one executed block to be "thinking in code" at all
 DEFAULT_MAX_PLAN_SHARE = 0.5  # the plan is meant to be short: under half of what the model writes
+DEFAULT_MAX_PROSE_CHARS = 120
+"""Most prose characters before the first block and after the last, each (box excluded, whitespace
+runs as one): a short sentence around the box ("The count is \\boxed{90}." measures 14), never a
+paragraph of reasoning outside code."""
 
 _THINK_OPEN = re.compile(r"\A\s*<think>")
 _THINK_CLOSE = re.compile(r"</think>(?:\r?\n)?")  # the closer owns its line break, like the fences
@@ -450,6 +460,7 @@ def check_conformance(
     min_code_blocks: int = DEFAULT_MIN_CODE_BLOCKS,
     max_plan_share: float = DEFAULT_MAX_PLAN_SHARE,
     count_tokens: Callable[[str], int] | None = None,
+    max_prose_chars: int = DEFAULT_MAX_PROSE_CHARS,
 ) -> Conformance:
     """Run the ThinC conformance checks.
 
@@ -462,10 +473,12 @@ def check_conformance(
         min_code_blocks: closed code blocks required (the SFT filter uses 3).
         max_plan_share: the plan share must be strictly below this.
         count_tokens: a tokenizer length function, used when token spans are unknown.
+        max_prose_chars: most prose characters before the first block and after the last, each
+            (see `prose_outside_plan`).
 
     Returns:
-        The five checks in the order has_plan, no_text_between_code, n_code_blocks, plan_share,
-        answer_after_last_output.
+        The checks in the order has_plan, no_text_between_code, n_code_blocks, plan_share,
+        answer_after_last_output, code_followed_by_output, short_prose_outside_plan.
     """
     plan = next((s for s in traj.segments if s.kind == "plan"), None)
     has_plan = plan is not None and plan.closed and bool(plan.content)
@@ -496,5 +509,82 @@ def check_conformance(
             if code_after
             else ("\\boxed found" if boxed else "no \\boxed in final text"),
         ),
+        _check_code_followed_by_output(traj),
+        _check_prose_outside_plan(traj, max_prose_chars),
     )
     return Conformance(checks, share, unit)
+
+
+def unexecuted_code(traj: Trajectory) -> list[Segment]:
+    """Closed code blocks not directly followed (blank text aside) by an output block.
+
+    The harness runs only the last code block before an output block, so such a block was written
+    but never run: `code, code, code, output` executes one block, not three.
+    """
+    segments = [s for s in traj.segments if s.kind != "text" or s.raw.strip()]
+    return [
+        s
+        for s, after in zip(segments, [*segments[1:], None], strict=True)
+        if s.kind == "code" and s.closed and (after is None or after.kind != "output")
+    ]
+
+
+def _check_code_followed_by_output(traj: Trajectory) -> Check:
+    missing = unexecuted_code(traj)
+    if not missing:
+        return Check("code_followed_by_output", True, "every code block has its output")
+    first = missing[0].content.strip().splitlines()
+    return Check(
+        "code_followed_by_output",
+        False,
+        f"{len(missing)} code block(s) without output, first: {(first[0] if first else '')[:60]!r}",
+    )
+
+
+class OutsideProse(NamedTuple):
+    """Prose outside the plan, `\\boxed{...}` removed and whitespace runs collapsed to one space."""
+
+    lead: str
+    """Before the first code or output block (after the plan)."""
+    final: str
+    """After the last code or output block; all non-plan text when there is no block."""
+
+
+_BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_SPACE_RUN = re.compile(r"\s+")
+
+
+def _without_boxes(text: str) -> str:
+    """`text` with every `\\boxed{...}` (balanced braces; to the end if unclosed) removed."""
+    out, pos = [], 0
+    while (opener := _BOX_OPEN.search(text, pos)) is not None:
+        out.append(text[pos : opener.start()])
+        depth, i = 1, opener.end()
+        while i < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        pos = i
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def prose_outside_plan(traj: Trajectory) -> OutsideProse:
+    """The prose a ThinC trajectory writes outside its plan and blocks, measured without the box."""
+    blocks = [i for i, s in enumerate(traj.segments) if s.kind in ("code", "output")]
+    first, last = (blocks[0], blocks[-1]) if blocks else (0, -1)
+
+    def prose(segments: Sequence[Segment]) -> str:
+        text = "".join(s.raw for s in segments if s.kind in ("text", "answer"))
+        return _SPACE_RUN.sub(" ", _without_boxes(text)).strip()
+
+    return OutsideProse(prose(traj.segments[:first]), prose(traj.segments[last + 1 :]))
+
+
+def _check_prose_outside_plan(traj: Trajectory, max_chars: int) -> Check:
+    lead, final = prose_outside_plan(traj)
+    return Check(
+        "short_prose_outside_plan",
+        len(lead) <= max_chars and len(final) <= max_chars,
+        f"{len(lead)} chars before the first block, {len(final)} after the last (box excluded), "
+        f"maximum {max_chars} each",
+    )

@@ -25,14 +25,18 @@ SFT_DATA = Path(__file__).resolve().parents[1] / "data" / "sft"
 STOP = "```output"
 EXPECTED_REMOVED = {
     "infra_error": 0,
+    "ungraded": 0,
+    "finished": 0,
     "correct": 2,  # sft-wrong-answer, both samples
     "exec_ok": 2,  # sft-exec-error
-    "min_code_blocks": 2,  # sft-two-blocks
+    "min_code_blocks": 4,  # sft-two-blocks; sft-unexecuted (three blocks written, one executed)
     "plan_share": 2,  # sft-long-plan
-    "conformance": 2,  # sft-prose
+    "conformance": 4,  # sft-prose (prose between blocks); sft-final-prose (a paragraph around the box)
     "decontamination": 2,  # sft-contaminated (an AIME 2025 problem, copied at test time)
     "dedup": 1,  # sft-pass's second, identical sample
 }
+ALSO_FAILED = {"sft-unexecuted": ["min_code_blocks", "conformance"]}
+"""Trajectories that rightly fail a second filter: a block never run is not ThinC either."""
 
 
 @pytest.fixture
@@ -74,15 +78,29 @@ def test_each_hand_written_trajectory_breaks_exactly_its_filter(source, tmp_path
     assert build_sft.main(_args(source, out, teacher, "--samples-per-problem", "2")) == 0
     stats = json.loads((out / "stats.json").read_text())
     assert _removed(out) == EXPECTED_REMOVED
-    assert stats["counts"] == {"problems": 7, "trajectories": 14, "kept": 1, "kept_problems": 1}
+    assert stats["counts"] == {"problems": 9, "trajectories": 18, "kept": 1, "kept_problems": 1}
     for name, examples in stats["rejected_examples"].items():
-        assert all(e["all_failed"] == [name] for e in examples), name
+        assert all(e["all_failed"] == ALSO_FAILED.get(e["problem_id"], [name]) for e in examples), name
+    unexecuted = [
+        e for e in stats["rejected_examples"]["min_code_blocks"] if e["problem_id"] == "sft-unexecuted"
+    ]
+    assert unexecuted and unexecuted[0]["reason"] == "1 executed of 3 code blocks < 3"
+    final_prose = [
+        e for e in stats["rejected_examples"]["conformance"] if e["problem_id"] == "sft-final-prose"
+    ]
+    assert final_prose and final_prose[0]["reason"] == "failed short_prose_outside_plan"
+    source = stats["source_dedup"]
+    assert (source["rows"], source["distinct"], source["repeats_dropped"]) == (12, 9, 1)  # sft-pass-copy
+    assert source["conflicting"] == [
+        [{"id": "sft-conflict-a", "answer": "64"}, {"id": "sft-conflict-b", "answer": "6"}]
+    ]
     assert stats["decontamination"]["per_benchmark"]["aime2025"] == {"problems": 1, "trajectories": 2}
     (match,) = stats["decontamination"]["matches"]
-    assert (match["problem_id"], match["benchmark"], match["overlap"]) == (
+    assert (match["problem_id"], match["benchmark"], match["overlap"], match["method"]) == (
         "sft-contaminated",
         "aime2025",
         1.0,
+        "words",
     )
     import datasets
 
@@ -125,11 +143,110 @@ def test_refilter_applies_new_thresholds_without_generating(source, tmp_path) ->
     )
     assert (out / "rollouts" / "samples.jsonl").read_bytes() == samples
     removed = _removed(out)
-    assert removed["min_code_blocks"] == removed["plan_share"] == 0
+    assert removed["plan_share"] == 0
+    assert removed["min_code_blocks"] == 4  # sft-unexecuted's 4 samples: one execution each
     stats = json.loads((out / "stats.json").read_text())
     assert stats["counts"]["kept"] == 3 and stats["settings"]["min_code_blocks"] == 2
     assert "3 trajectories on 3 problems" in (out / "README.md").read_text()
     assert "min_code_blocks" in (out / "report.html").read_text()
+
+
+def test_refilter_takes_the_stored_build_and_abbreviated_flags_without_teacher(
+    source, tmp_path, monkeypatch
+) -> None:
+    out = tmp_path / "build"
+    teacher = SFT_DATA / "teacher_turns.jsonl"
+    assert (
+        build_sft.main(_args(source, out, teacher, "--max-per-problem", "2", "--samples-per-problem", "1"))
+        == 0
+    )
+    monkeypatch.chdir(tmp_path)  # no demo data beside the working directory: the demo preset must not run
+    assert build_sft.main(["--refilter", "--out", str(out), "--min-code", "2", "--max-plan=0.9"]) == 0
+    settings = json.loads((out / "stats.json").read_text())["settings"]
+    assert (settings["min_code_blocks"], settings["max_plan_share"]) == (2, 0.9)  # the abbreviations
+    assert (settings["teacher"], settings["backend"]) == (str(SFT_DATA / "teacher_turns.jsonl"), "scripted")
+    assert settings["max_per_problem"] == 2  # not given now: the stored build's, not the default
+    assert settings["student_tokenizer"] == str(smollm2_gguf())
+
+
+def test_refilter_refuses_generation_flags_and_ambiguous_abbreviations(source, tmp_path, capsys) -> None:
+    out = tmp_path / "build"
+    teacher = SFT_DATA / "teacher_turns.jsonl"
+    assert build_sft.main(_args(source, out, teacher, "--samples-per-problem", "1")) == 0
+    samples = (out / "rollouts" / "samples.jsonl").read_bytes()
+    capsys.readouterr()
+    assert build_sft.main(["--refilter", "--out", str(out), "--temp", "0.9"]) == 2
+    assert "--temperature 0.9 differs from the stored build's 0.6" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # --max-plan-share, --max-prose-chars or --max-per-problem?
+        build_sft.main(["--refilter", "--out", str(out), "--max-p", "0.4"])
+    assert "ambiguous option" in capsys.readouterr().err
+    assert build_sft.main(["--refilter", "--out", str(out), "--teacher", str(teacher)]) == 0  # same as stored
+    assert (out / "rollouts" / "samples.jsonl").read_bytes() == samples
+
+
+def test_a_trajectory_cut_by_the_token_budget_is_counted_apart_not_kept(tmp_path) -> None:
+    problem = {"id": "sft-cut", "problem": "What is 2 times 3?", "answer": "6"}
+    (tmp_path / "cut.jsonl").write_text(json.dumps(problem) + "\n")
+    blocks = [f"```python\n# product, way {i}\nprint(2 * 3)\n```\n```output" for i in range(3)]
+    tail = "\\boxed{6}. Let me double-check " + "whether the product could be anything else; " * 150
+    turns = {
+        "problem_id": "sft-cut",
+        "turns": ["<think>\nMultiply three ways.\n</think>\n" + blocks[0], *blocks[1:], tail],
+    }
+    (tmp_path / "turns.jsonl").write_text(json.dumps(turns) + "\n")
+    out = tmp_path / "build"
+    extra = (
+        "--few-shot",
+        "0",
+        "--system-prompt",
+        "none",
+        "--max-tokens",
+        "400",
+        "--max-prose-chars",
+        "100000",
+        "--samples-per-problem",
+        "1",
+    )
+    assert build_sft.main(_args(tmp_path / "cut.jsonl", out, tmp_path / "turns.jsonl", *extra)) == 0
+    (record,) = [json.loads(line) for line in (out / "rollouts" / "samples.jsonl").read_text().splitlines()]
+    assert record["finish_reason"] == "max_tokens" and record["status"] == "correct"
+    assert "\\boxed{6}. Let me double-check" in record["text"] and not record["text"].endswith(tail)
+    stats = json.loads((out / "stats.json").read_text())
+    assert _removed(out)["finished"] == 1 and stats["counts"]["kept"] == 0
+    (example,) = stats["rejected_examples"]["finished"]
+    assert (example["reason"], example["all_failed"]) == ("stopped by max_tokens", ["finished"])
+
+
+def test_grader_timeouts_are_reported_apart_and_graded_again_on_resume(source, tmp_path) -> None:
+    out = tmp_path / "build"
+    args = _args(source, out, SFT_DATA / "teacher_turns.jsonl", "--samples-per-problem", "1")
+    assert build_sft.main(args) == 0
+    samples = out / "rollouts" / "samples.jsonl"
+    records = [json.loads(line) for line in samples.read_text().splitlines()]
+    for record in records:  # what a grader that timed out on sft-pass and crashed on sft-wrong-answer wrote
+        if record["problem_id"] in ("sft-pass", "sft-wrong-answer"):
+            timed_out = record["problem_id"] == "sft-pass"
+            record |= {
+                "status": "grader_timeout" if timed_out else "grader_error",
+                "correct": False,
+                "answer": None,
+            }
+    samples.write_text("".join(json.dumps(r) + "\n" for r in records))
+    from thinc_bench.build_sft.dataset import finish
+
+    stats = finish(
+        BuildSFTConfig(**json.loads((out / "rollouts" / "config.json").read_text())["build_sft"]), out
+    )
+    removed = {s["name"]: s["removed"] for s in stats["funnel"]}
+    assert (removed["ungraded"], removed["correct"], stats["counts"]["kept"]) == (2, 0, 0)
+    failing = {s["name"]: s["failing"] for s in stats["funnel"]}
+    assert failing["correct"] == 0  # an unknown verdict is not a wrong answer
+    assert build_sft.main(args) == 0  # the resume generates nothing and grades both again
+    assert len(samples.read_text().splitlines()) == len(records) + 2
+    assert _removed(out)["ungraded"] == 0 and _removed(out)["correct"] == 1  # sft-wrong-answer, for real
+    import datasets
+
+    assert datasets.load_from_disk(str(out / "dataset"))["id"] == ["sft-pass"]
 
 
 def test_a_build_that_keeps_nothing_still_writes_a_loadable_dataset(source, tmp_path) -> None:
@@ -169,13 +286,13 @@ def test_resume_after_kill_gives_the_same_dataset_as_an_uninterrupted_build(sour
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert 3 <= len(samples.read_text().splitlines()) < 14, "the kill must land mid-run"
+    assert 3 <= len(samples.read_text().splitlines()) < 18, "the kill must land mid-run"
     assert not (killed / "stats.json").exists()
     assert subprocess.run(cmd, capture_output=True, timeout=180).returncode == 0
     keys = Counter(
         (r["problem_id"], r["sample_idx"]) for r in map(json.loads, samples.read_text().splitlines())
     )
-    assert len(keys) == 14 and set(keys.values()) == {1}
+    assert len(keys) == 18 and set(keys.values()) == {1}
     assert (
         build_sft.main([*_args(source, clean, slow, "--concurrency", "1"), "--samples-per-problem", "2"]) == 0
     )

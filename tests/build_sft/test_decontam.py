@@ -1,6 +1,9 @@
-"""Decontamination: copies of benchmark problems are caught, shared boilerplate is not."""
+"""Decontamination: copies of benchmark problems (verbatim, renumbered, translated) are caught, boilerplate is not."""
 
 from __future__ import annotations
+
+import json
+import re
 
 import pytest
 
@@ -49,3 +52,72 @@ def test_short_texts_become_one_ngram_and_bad_settings_are_refused() -> None:
     assert ngrams("Compute 2 + 3", n=8) == {("compute", "2", "3")}
     with pytest.raises(ValueError, match="threshold"):
         Decontaminator({}, threshold=0)
+
+
+# --- renumbered and translated copies (issue 20) ------------------------------------------------
+
+
+def _shift_integers(text: str, by: int) -> str:
+    return re.sub(r"\d+", lambda m: str(int(m.group()) + by), text)
+
+
+@pytest.mark.parametrize("by", [1, 7])
+def test_every_renumbered_benchmark_problem_is_caught(index, benchmark_dir, by) -> None:
+    problems = [
+        p
+        for n in benchmarks.PAPER_BENCHMARKS
+        for p in benchmarks.load(n, data_dir=benchmark_dir, check_golds=False)
+    ]
+    caught = [index.check(_shift_integers(p.problem, by)) for p in problems]
+    assert [m.problem_id if m else None for m in caught] == [p.id for p in problems]
+    assert {m.method for m in caught if m is not None} == {"words", "numbers_masked"}  # words alone miss some
+
+
+def _dapo(shared_data, start: str) -> dict:
+    rows = (shared_data / "train" / "dapo_math_17k.jsonl").read_text(encoding="utf-8").splitlines()
+    return next(r for r in map(json.loads, rows) if r["problem"].startswith(start))
+
+
+def test_masking_numbers_raises_the_overlap_of_the_renumbered_copy_in_dapo(index, shared_data) -> None:
+    copy = _dapo(shared_data, "There are $2022$ equally spaced points")  # beyondaime-82 has 1038 points
+    found = index.best_matches(copy["problem"], copy["answer"])
+    assert found["words"].problem_id == found["numbers_masked"].problem_id == "beyondaime-82"
+    assert found["words"].overlap < 0.55 < 0.65 < found["numbers_masked"].overlap
+
+
+def test_the_chinese_translation_in_dapo_is_caught_by_its_maths_and_answer(index, shared_data) -> None:
+    translated = _dapo(shared_data, "设实数 x_1,x_2,\\cdots,x_{1997} 满足")  # beyondaime-80, translated
+    assert index.check(translated["problem"]) is None  # words alone: 0.35
+    match = index.check(translated["problem"], answer=translated["answer"])
+    assert match is not None and (match.benchmark, match.problem_id, match.method) == (
+        "beyondaime",
+        "beyondaime-80",
+        "maths_same_answer",
+    )
+    assert index.check(translated["problem"], answer="189549") is None  # another answer: another problem
+
+
+def test_a_prose_replaced_copy_is_caught_when_it_has_enough_maths(index, benchmark_dir) -> None:
+    aime2024 = benchmarks.load("aime2024", data_dir=benchmark_dir, check_golds=False)
+    original = next(p for p in aime2024 if p.id == "2024-I-14")  # the tetrahedron: AB=CD=sqrt(41), ...
+    prose_gone = re.sub(r"(?<![\\A-Za-z])[A-Za-z]{2,}", "词", original.problem.replace("$", " "))
+    match = index.check(prose_gone, answer=original.answer)
+    assert match is not None and (match.problem_id, match.method) == (original.id, "maths_same_answer")
+
+
+def test_same_answer_with_little_shared_maths_is_not_contamination(index, benchmark_dir) -> None:
+    target = benchmarks.load("aime2024", data_dir=benchmark_dir, check_golds=False)[0]
+    unrelated = "Let $x$ be a positive integer with $x^2 + x = m + n$. Find $m+n$."
+    assert index.best_matches(unrelated, target.answer).get("maths_same_answer") is None
+
+
+def test_dapo_copy_flags_exactly_the_copies_found_by_hand(index, shared_data) -> None:
+    from thinc_bench.build_sft.sources import load_source
+
+    flagged = index.check_many(load_source("dapo_math_17k", shared_data / "train"))
+    assert {(m.benchmark, m.problem_id, m.method) for m in flagged.values()} == {
+        ("aime2026", "2026-I-1", "words"),  # verbatim
+        ("beyondaime", "beyondaime-30", "words"),  # same problem, DAPO asks for another form of the answer
+        ("beyondaime", "beyondaime-82", "words"),  # renumbered: 2022 points instead of 1038
+        ("beyondaime", "beyondaime-80", "maths_same_answer"),  # translated into Chinese
+    }

@@ -30,12 +30,19 @@ def one(**changes) -> Candidate:
         ("correct", {"grade_status": "incorrect"}),
         ("correct", {"grade_status": "no_answer"}),
         ("exec_ok", {"exec_statuses": ("ok", "timeout", "ok")}),
-        ("exec_ok", {"exec_statuses": ("killed",)}),
-        ("min_code_blocks", {"n_code_blocks": 2}),
+        ("exec_ok", {"exec_statuses": ("ok", "ok", "killed")}),
+        ("min_code_blocks", {"n_code_blocks": 2, "exec_statuses": ("ok", "ok")}),
+        # `code, code, code, output, \\boxed{}`: three blocks written, one executed (issue 20)
+        ("min_code_blocks", {"n_code_blocks": 3, "exec_statuses": ("ok",)}),
         ("plan_share", {"plan_tokens": 50}),
         ("conformance", {"conformance_failures": ("no_text_between_code",)}),
         ("decontamination", {"contamination": "aime2025 2025-I-1 (1.00)"}),
         ("infra_error", {"grade_status": "infra_error"}),
+        ("ungraded", {"grade_status": "grader_timeout"}),
+        ("ungraded", {"grade_status": "grader_error"}),
+        # cut by the budget after `\\boxed{6}. Let me double-check ... wh`: correct, but never ended
+        ("finished", {"stop_reason": "max_tokens"}),
+        ("finished", {"stop_reason": "max_tool_calls"}),
     ],
 )
 def test_each_broken_property_is_charged_to_its_filter(filter_name, changes) -> None:
@@ -44,8 +51,22 @@ def test_each_broken_property_is_charged_to_its_filter(filter_name, changes) -> 
     assert not decision.kept
 
 
+def test_trajectories_that_ended_by_answering_or_eos_are_finished() -> None:
+    decisions = apply_filters(
+        [one(stop_reason="answer"), one(problem_id="q", stop_reason="eos")], FilterConfig()
+    )
+    assert all(d.kept for d in decisions)
+
+
+def test_an_ungraded_trajectory_is_not_counted_as_incorrect() -> None:
+    (decision,) = apply_filters(
+        [one(grade_status="grader_timeout", n_code_blocks=1, exec_statuses=("ok",))], FilterConfig()
+    )
+    assert decision.failed == ("ungraded", "min_code_blocks")  # not "correct": the verdict is unknown
+
+
 def test_first_failed_filter_is_charged_but_all_are_recorded() -> None:
-    (decision,) = apply_filters([one(grade_status="incorrect", n_code_blocks=1)], FilterConfig())
+    (decision,) = apply_filters([one(grade_status="incorrect", exec_statuses=("ok",))], FilterConfig())
     assert decision.dropped_by == "correct"
     assert decision.failed == ("correct", "min_code_blocks")
 
@@ -74,8 +95,8 @@ def test_plan_share_threshold_is_strict() -> None:
 def test_funnel_counts_removed_remaining_and_failing_in_filter_order() -> None:
     candidates = [
         GOOD,
-        one(problem_id="q", grade_status="incorrect", n_code_blocks=1),
-        one(problem_id="r", n_code_blocks=1),
+        one(problem_id="q", grade_status="incorrect", exec_statuses=("ok",)),
+        one(problem_id="r", exec_statuses=("ok",)),
         one(sample_idx=1, model_tokens=200),
     ]
     steps = {s.name: s for s in funnel(apply_filters(candidates, FilterConfig()))}
@@ -83,6 +104,19 @@ def test_funnel_counts_removed_remaining_and_failing_in_filter_order() -> None:
     assert (steps["correct"].removed, steps["correct"].remaining) == (1, 3)
     assert (steps["min_code_blocks"].removed, steps["min_code_blocks"].failing) == (1, 2)
     assert (steps["dedup"].removed, steps["dedup"].remaining) == (1, 1)
+
+
+def test_conformance_filter_counts_every_check_but_those_with_a_filter_of_their_own() -> None:
+    from thinc_bench.build_sft.filters import conformance_failures
+    from thinc_bench.trajectory import check_conformance, parse
+
+    text = (
+        "<think>\nplan\n</think>\n```python\na = 1\n```\n```python\nb = 2\n```\n"
+        "```python\nprint(3)\n```\n```output\n3\n```\n\\boxed{3}"
+    )
+    conformance = check_conformance(parse(text), min_code_blocks=5, max_plan_share=0.01)
+    assert conformance.failed == ["n_code_blocks", "plan_share", "code_followed_by_output"]
+    assert conformance_failures(conformance) == ("code_followed_by_output",)
 
 
 def test_out_of_range_thresholds_are_refused() -> None:

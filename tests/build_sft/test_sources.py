@@ -8,6 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from thinc_bench.benchmarks import Problem
 from thinc_bench.build_sft import sources
 from thinc_bench.errors import DatasetError
 
@@ -32,9 +33,13 @@ def test_dapo_hub_row_yields_the_bare_problem_and_answer() -> None:
 
 
 def test_local_dapo_copy_is_deduplicated_with_content_ids(shared_data) -> None:
-    problems = sources.load_source("dapo_math_17k", shared_data / "train")
+    result = sources.load_deduplicated("dapo_math_17k", shared_data / "train")
+    problems = result.problems
     rows = (shared_data / "train" / "dapo_math_17k.jsonl").read_text(encoding="utf-8").splitlines()
-    assert len(rows) == 17917 and len(problems) == 17188  # repeated texts under different indices
+    assert len(rows) == result.rows == 17917
+    # 17,188 distinct by whitespace alone; case, spacing, $ and \dfrac merge 480 more; 18 groups disagree on the gold
+    assert (len(problems), result.repeats, len(result.conflicting)) == (16690, 1191, 18)
+    assert len(problems) + result.repeats + sum(map(len, result.conflicting)) == len(rows)
     assert len({p.id for p in problems}) == len(problems)
     first = json.loads(rows[0])
     assert problems[0].id == sources.content_id("dapo_math_17k", first["problem"])
@@ -63,3 +68,38 @@ def test_missing_column_and_missing_local_copy_name_the_fix(tmp_path, two_proble
         sources.load_source(str(two_problem_benchmark), problem_column="question")
     with pytest.raises(DatasetError, match="no local copy"):
         sources.load_source("dapo_math_17k", tmp_path)
+
+
+def _problems(*rows: tuple[str, str]) -> list[Problem]:
+    return [Problem(f"row-{i}", text, answer, "t") for i, (text, answer) in enumerate(rows)]
+
+
+def test_copies_differing_in_case_spacing_dollars_and_dfrac_are_one_problem() -> None:
+    result = sources.dedupe(
+        _problems(
+            ("Find $\\dfrac{1}{2} + x$ when $x = 3$.", "7/2"),
+            ("find \\tfrac{1}{2}+x when x=3.", "7/2"),  # DAPO-Math-17k holds both spellings
+            ("Find  $\\frac{1}{2}  +  x$ when\n$x = 3$.", "7/2"),
+            ("Find $\\frac{1}{2} + x$ when $x = 4$.", "9/2"),  # another number: another problem
+        )
+    )
+    assert [p.id for p in result.problems] == ["row-0", "row-3"]
+    assert (result.rows, result.repeats, result.conflicting) == (4, 2, [])
+
+
+def test_copies_with_conflicting_golds_are_all_dropped_and_counted() -> None:
+    text = "Determine the greatest power of $2$ that is a factor of $3^{15} + 3^{11} + 3^{6} + 1$."
+    result = sources.dedupe(
+        _problems(
+            (text, "64"), ("Compute $2+3$.", "5"), (text, "6"), (text.lower(), "64"), ("Compute $2+3$.", "05")
+        )
+    )
+    assert [p.id for p in result.problems] == ["row-1"]  # "5" and "05" are the same gold
+    assert [[p.id for p in g] for g in result.conflicting] == [["row-0", "row-2", "row-3"]]
+    stats = result.stats()
+    assert (stats["distinct"], stats["repeats_dropped"], stats["conflicting_gold_rows"]) == (1, 1, 3)
+    assert stats["conflicting"][0] == [
+        {"id": "row-0", "answer": "64"},
+        {"id": "row-2", "answer": "6"},
+        {"id": "row-3", "answer": "64"},
+    ]

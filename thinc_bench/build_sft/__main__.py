@@ -11,15 +11,19 @@ The paper's setting (a large teacher on GPUs, 4 samples per DAPO-Math-17k proble
         --samples-per-problem 4 --student-tokenizer Qwen/Qwen3-1.7B --out runs/thinc-sft
 
 Generation reuses eval's engine (same backends, rollout, sandbox and grader); every trajectory is
-appended to `OUT/rollouts/samples.jsonl` as it finishes, so a rerun resumes. `--refilter` re-applies
-the filters with new thresholds to stored rollouts without generating. Outputs: `OUT/dataset/`
+appended to `OUT/rollouts/samples.jsonl` as it finishes, so a rerun resumes, and grades that timed
+out or failed are graded again. `--refilter --out OUT [filter flags]` re-applies the filters to the
+stored rollouts without generating: every setting comes from the stored build except the flags given
+(any spelling argparse accepts; a flag that would change generation is refused). Outputs: `OUT/dataset/`
 (`datasets.load_from_disk`), `OUT/thinc_sft.parquet`, `OUT/stats.json`, `OUT/report.html`,
 `OUT/README.md` (the dataset card); `--push-to-hub REPO` uploads the dataset and its card.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import dataclasses
 import json
 import logging
 import sys
@@ -27,6 +31,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, fields
 from pathlib import Path
+from typing import Any
 
 from thinc_bench.build_sft.config import REFILTER_FIELDS, BuildSFTConfig
 from thinc_bench.errors import ConfigError, ThincError
@@ -34,13 +39,40 @@ from thinc_bench.errors import ConfigError, ThincError
 logger = logging.getLogger("thinc_bench.build_sft")
 
 
-def _given(argv: Sequence[str]) -> set[str]:
-    """Field names whose flags appear on the command line (--name or --name=value, - or _)."""
-    return {arg[2:].split("=")[0].replace("-", "_") for arg in argv if arg.startswith("--")}
+def _parser() -> Any:
+    from transformers import HfArgumentParser
+
+    return HfArgumentParser(
+        BuildSFTConfig,  # type: ignore[arg-type]
+        prog="python -m thinc_bench.build_sft",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+    )
 
 
-def _stored_config(out: Path, cli: BuildSFTConfig, given: set[str]) -> BuildSFTConfig:
-    """For --refilter: the stored build's settings, overridden by the filter flags given now."""
+def _given(argv: Sequence[str]) -> dict[str, Any]:
+    """The settings given on the command line, by field name, as argparse itself resolved them.
+
+    argparse accepts `--max-plan-share`, `--max_plan_share`, `--max-plan-share=0.4` and unambiguous
+    prefixes (`--max-plan`); asking it, rather than reading the strings, honours every one of them.
+    """
+    probe = _parser()
+    for action in probe._actions:  # set_defaults(SUPPRESS) would be type-converted; the actions are not
+        action.default = argparse.SUPPRESS
+    given: dict[str, Any] = vars(probe.parse_args(list(argv)))
+    return given
+
+
+def _default_out(teacher: str | None) -> Path:
+    return Path(f"runs/sft-{Path(teacher).stem if teacher else 'smollm2-135m-demo'}")
+
+
+def _stored_config(given: dict[str, Any]) -> BuildSFTConfig:
+    """For --refilter: the stored build's settings, overridden by the refilter flags given now.
+
+    Raises:
+        ConfigError: no stored build in --out, or a flag given that changes generation.
+    """
+    out = Path(given["out"]) if given.get("out") else _default_out(given.get("teacher"))
     path = out / "rollouts" / "config.json"
     if not path.is_file():
         raise ConfigError(f"--refilter: {path} does not exist; build into --out first, then refilter it")
@@ -49,7 +81,15 @@ def _stored_config(out: Path, cli: BuildSFTConfig, given: set[str]) -> BuildSFTC
         raise ConfigError(f"--refilter: {path} has no build_sft settings; it was not written by build_sft")
     names = {f.name for f in fields(BuildSFTConfig)}
     merged = {k: v for k, v in stored.items() if k in names}
-    merged |= {k: getattr(cli, k) for k in REFILTER_FIELDS & (given | {"out", "refilter"})}
+    for name, value in given.items():
+        if name not in REFILTER_FIELDS and merged.get(name) != value:
+            raise ConfigError(
+                f"--refilter: --{name.replace('_', '-')} {value} differs from the stored build's "
+                f"{merged.get(name)!r} and changes generation, which --refilter does not redo; drop it, "
+                "or build into a new --out"
+            )
+    merged |= {k: v for k, v in given.items() if k in REFILTER_FIELDS}
+    merged |= {"out": str(out), "refilter": True, "push_to_hub": given.get("push_to_hub")}
     return BuildSFTConfig(**merged)
 
 
@@ -65,36 +105,59 @@ def generate(config: BuildSFTConfig, out: Path) -> None:
     asyncio.run(run_eval(config.eval_config(), run, problems))
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from transformers import HfArgumentParser
+def regrade(out: Path) -> int:
+    """Grade again the stored trajectories whose grading timed out or failed; return how many were.
 
-    parser = HfArgumentParser(
-        BuildSFTConfig,  # type: ignore[arg-type]
-        prog="python -m thinc_bench.build_sft",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
-    )
+    A new verdict is appended to samples.jsonl (the last record of a sample wins); one that is
+    still a timeout or error is not, so the next run tries again.
+    """
+    from thinc_bench.build_sft.filters import UNGRADED_STATUSES
+    from thinc_bench.eval.store import RunDir
+    from thinc_bench.grading import Grader, GradeRequest
+
+    run_config = json.loads((out / "rollouts" / "config.json").read_text(encoding="utf-8"))
+    run = RunDir(out / "rollouts", run_config)
+    todo = [r for r in run.records() if r.status in UNGRADED_STATUSES]
+    if not todo:
+        return 0
+    with Grader() as grader:
+        verdicts = grader.grade_many([GradeRequest(gold=r.gold, pred=r.text) for r in todo])
+    for record, verdict in zip(todo, verdicts, strict=True):
+        if verdict.status not in UNGRADED_STATUSES:
+            run.append(
+                dataclasses.replace(
+                    record, status=verdict.status, answer=verdict.answer, correct=verdict.correct
+                )
+            )
+    logger.info("graded %d ungraded trajectories again", len(todo))
+    return len(todo)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        (config,) = parser.parse_args_into_dataclasses(args=args, return_remaining_strings=False)
+        given = _given(args)
+        if given.get("refilter"):
+            config = _stored_config(given)
+        else:
+            (config,) = _parser().parse_args_into_dataclasses(args=args, return_remaining_strings=False)
         logging.basicConfig(
             level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
         )
-        return _main(config, _given(args))
+        return _main(config)
     except ThincError as exc:
         print(f"error: {exc}", file=sys.stderr)  # noqa: T201 - the CLI owns the terminal
         return 2
 
 
-def _main(config: BuildSFTConfig, given: set[str]) -> int:
+def _main(config: BuildSFTConfig) -> int:
     from thinc_bench.build_sft.dataset import finish, format_funnel, push
 
     started = time.perf_counter()
-    name = Path(config.teacher).stem if config.teacher else "smollm2-135m-demo"
-    out = Path(config.out or f"runs/sft-{name}")
-    if config.refilter:
-        config = _stored_config(out, config, given)
-    else:
+    out = Path(config.out) if config.out else _default_out(config.teacher)
+    if not config.refilter:
         generate(config, out)
+    regrade(out)
     stats = finish(config, out)
     if config.push_to_hub:
         push(out, config.push_to_hub)

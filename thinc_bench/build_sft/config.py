@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from thinc_bench.benchmarks import PAPER_BENCHMARKS
-from thinc_bench.build_sft.decontam import DEFAULT_NGRAM, DEFAULT_THRESHOLD
+from thinc_bench.build_sft.decontam import DEFAULT_MATHS_THRESHOLD, DEFAULT_NGRAM, DEFAULT_THRESHOLD
 from thinc_bench.errors import ConfigError
+from thinc_bench.trajectory import DEFAULT_MAX_PROSE_CHARS
 
 if TYPE_CHECKING:
     from thinc_bench.benchmarks import Problem
+    from thinc_bench.build_sft.sources import Deduplicated
     from thinc_bench.eval.config import EvalConfig
 
 DEFAULT_STUDENT_TOKENIZER = "Qwen/Qwen3-1.7B"
@@ -56,10 +58,12 @@ REFILTER_FIELDS = frozenset(
         "min_code_blocks",
         "max_plan_share",
         "max_per_problem",
+        "max_prose_chars",
         "decontam_benchmarks",
         "decontam_data_dir",
         "decontam_ngram",
         "decontam_threshold",
+        "decontam_maths_threshold",
         "student_tokenizer",
         "student_system_prompt",
         "push_to_hub",
@@ -160,18 +164,26 @@ class BuildSFTConfig:
         default="thinc", metadata={"help": "System turn of the dataset's messages: thinc | none | file."}
     )
     min_code_blocks: int = field(
-        default=3, metadata={"help": "Filter 3: closed code blocks required (paper: 3)."}
+        default=3,
+        metadata={"help": "Executed code blocks (tool calls) required (paper: 3 code blocks)."},
     )
     max_plan_share: float = field(
         default=0.5,
-        metadata={"help": "Filter 4: plan tokens must be below this share of model tokens (paper: 0.5)."},
+        metadata={"help": "Plan tokens must be below this share of model tokens (paper: 0.5)."},
+    )
+    max_prose_chars: int = field(
+        default=DEFAULT_MAX_PROSE_CHARS,
+        metadata={
+            "help": "Conformance: most prose characters before the first block and after the last "
+            "(box excluded), each: a short sentence around the answer."
+        },
     )
     max_per_problem: int = field(
-        default=1, metadata={"help": "Filter 7: kept trajectories per problem, shortest first (default 1)."}
+        default=1, metadata={"help": "Kept trajectories per problem, shortest first (default 1)."}
     )
     decontam_benchmarks: str = field(
         default=",".join(PAPER_BENCHMARKS),
-        metadata={"help": "Filter 6: comma list of evaluation benchmarks."},
+        metadata={"help": "Decontamination: comma list of evaluation benchmarks."},
     )
     decontam_data_dir: str | None = field(
         default=None,
@@ -179,13 +191,23 @@ class BuildSFTConfig:
             "help": "Folder with <benchmark>.jsonl copies; omitted: the Hub (demo: ../shared/data/benchmarks)."
         },
     )
-    decontam_ngram: int = field(default=DEFAULT_NGRAM, metadata={"help": "Filter 6: words per n-gram."})
+    decontam_ngram: int = field(
+        default=DEFAULT_NGRAM, metadata={"help": "Decontamination: words per n-gram."}
+    )
     decontam_threshold: float = field(
-        default=DEFAULT_THRESHOLD, metadata={"help": "Filter 6: overlap in (0, 1] that marks contamination."}
+        default=DEFAULT_THRESHOLD,
+        metadata={"help": "Word overlap in (0, 1] that marks contamination (as written, numbers masked)."},
+    )
+    decontam_maths_threshold: float = field(
+        default=DEFAULT_MATHS_THRESHOLD,
+        metadata={"help": "Maths-only overlap in (0, 1] that marks a same-answer problem (translations)."},
     )
     refilter: bool = field(
         default=False,
-        metadata={"help": "Re-apply the filters to the rollouts stored in --out; generate nothing."},
+        metadata={
+            "help": "Re-apply the filters to the rollouts stored in --out; generate nothing. Every setting "
+            "but the filter flags given comes from the stored build (no --teacher needed)."
+        },
     )
     push_to_hub: str | None = field(
         default=None, metadata={"help": "Hub dataset repo to push to (needs a token)."}
@@ -219,17 +241,18 @@ class BuildSFTConfig:
         if demo:
             if self.backend != "hf":
                 raise ConfigError(f"--backend {self.backend} needs --teacher; omit both for the bundled demo")
-            root = _find_demo_data()
-            self.data_dir = self.data_dir or str(Path(root, "train"))
-            self.decontam_data_dir = self.decontam_data_dir or str(Path(root, "benchmarks"))
+            if self.data_dir is None or self.decontam_data_dir is None:
+                root = _find_demo_data()
+                self.data_dir = self.data_dir or str(Path(root, "train"))
+                self.decontam_data_dir = self.decontam_data_dir or str(Path(root, "benchmarks"))
             self.student_tokenizer = self.student_tokenizer or "bundled-smollm2"
         self.student_tokenizer = self.student_tokenizer or DEFAULT_STUDENT_TOKENIZER
         for name in ("samples_per_problem", "max_tokens", "max_tool_calls", "concurrency", "decontam_ngram"):
             if int(getattr(self, name)) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)}: use a positive integer")
-        if self.min_code_blocks < 0 or self.max_per_problem < 1:
-            raise ConfigError("--min-code-blocks must be >= 0 and --max-per-problem >= 1")
-        for name in ("max_plan_share", "decontam_threshold"):
+        if self.min_code_blocks < 0 or self.max_per_problem < 1 or self.max_prose_chars < 0:
+            raise ConfigError("--min-code-blocks and --max-prose-chars must be >= 0, --max-per-problem >= 1")
+        for name in ("max_plan_share", "decontam_threshold", "decontam_maths_threshold"):
             if not 0 < getattr(self, name) <= 1:
                 raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)}: use a value in (0, 1]")
 
@@ -254,16 +277,23 @@ class BuildSFTConfig:
         Raises:
             DatasetError: the source cannot be read (see `sources.load_source`).
         """
-        from thinc_bench.build_sft.sources import load_source
+        return self.load_source().problems[:limit]
 
-        return load_source(
+    def load_source(self) -> Deduplicated:
+        """The source deduplicated with this config's columns and split, and what deduplication removed.
+
+        Raises:
+            DatasetError: the source cannot be read (see `sources.load_deduplicated`).
+        """
+        from thinc_bench.build_sft.sources import load_deduplicated
+
+        return load_deduplicated(
             self.source,
             self.data_dir,
             problem_column=self.problem_column,
             answer_column=self.answer_column,
             id_column=self.id_column,
             split=self.split,
-            limit=limit,
         )
 
     def eval_config(self) -> EvalConfig:

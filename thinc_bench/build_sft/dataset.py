@@ -55,18 +55,20 @@ def finish(config: BuildSFTConfig, out: Path) -> dict[str, Any]:
 
     run_config = json.loads((out / "rollouts" / "config.json").read_text(encoding="utf-8"))
     records = RunDir(out / "rollouts", run_config).records()
-    problems = {p.id: p for p in config.load_problems()}
+    source = config.load_source()
+    problems = {p.id: p for p in source.problems}
     missing = sorted({r.problem_id for r in records} - set(problems))
     if missing:
         raise DatasetError(
             f"{len(missing)} stored rollouts' problems (first {missing[0]!r}) are not in source "
-            f"{config.source!r}; refilter with the source the build used"
+            f"{config.source!r} (or are now dropped as duplicates); refilter with the source the build used"
         )
     names = [b.strip() for b in config.decontam_benchmarks.split(",") if b.strip()]
     index = Decontaminator(
         {n: benchmarks.load(n, data_dir=config.decontam_data_dir, check_golds=False) for n in names},
         n=config.decontam_ngram,
         threshold=config.decontam_threshold,
+        maths_threshold=config.decontam_maths_threshold,
     )
     matches = index.check_many(problems[i] for i in dict.fromkeys(r.problem_id for r in records))
     tokenizer = load_tokenizer(config.student_tokenizer_path())
@@ -76,7 +78,9 @@ def finish(config: BuildSFTConfig, out: Path) -> dict[str, Any]:
         problem = problems[record.problem_id]
         messages = build_messages(problem.problem, system)
         example = tokenize_example(tokenizer, messages, trajectory.parse(record.text))
-        conformance = trajectory.check_conformance(example.trajectory, min_code_blocks=config.min_code_blocks)
+        conformance = trajectory.check_conformance(
+            example.trajectory, min_code_blocks=config.min_code_blocks, max_prose_chars=config.max_prose_chars
+        )
         match = matches.get(record.problem_id)
         candidates.append(
             Candidate(
@@ -90,7 +94,9 @@ def finish(config: BuildSFTConfig, out: Path) -> dict[str, Any]:
                 conformance_failures=conformance_failures(conformance),
                 contamination=None
                 if match is None
-                else f"{match.benchmark} {match.problem_id} ({match.overlap:.2f})",
+                else f"{match.benchmark} {match.problem_id} ({match.method} {match.overlap:.2f})",
+                stop_reason=record.finish_reason,
+                prose_chars=sum(map(len, trajectory.prose_outside_plan(example.trajectory))),
             )
         )
         rows.append(
@@ -117,6 +123,7 @@ def finish(config: BuildSFTConfig, out: Path) -> dict[str, Any]:
     kept = [row for row, d in zip(rows, decisions, strict=True) if d.kept]
     _write_dataset(kept, out)
     stats = build_stats(config, run_config, records, decisions, matches, names)
+    stats["source_dedup"] = source.stats()
     (out / "stats.json").write_text(json.dumps(stats, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     write_pages(out, stats)
     return stats
@@ -196,7 +203,9 @@ def _distributions(decisions: Sequence[Decision]) -> dict[str, Any]:
     cands = [d.candidate for d in decisions if d.dropped_by != "infra_error"]
     return {
         "n_code_blocks": _histogram([c.n_code_blocks for c in cands], integer=True),
+        "n_executed": _histogram([c.n_executed for c in cands], integer=True),
         "plan_share": _histogram([c.plan_share for c in cands], integer=False),
+        "prose_chars": _histogram([c.prose_chars for c in cands], integer=True),
         "model_tokens": _histogram([c.model_tokens for c in cands], integer=True),
     }
 
@@ -262,6 +271,8 @@ def build_stats(
             "benchmarks": benchmark_names,
             "ngram": config.decontam_ngram,
             "threshold": config.decontam_threshold,
+            "maths_threshold": config.decontam_maths_threshold,
+            "methods": dict(Counter(m.method for m in matches.values())),
             "problems_checked": len(traj_by_problem),
             "per_benchmark": per_benchmark,
             "matches": [
@@ -270,6 +281,7 @@ def build_stats(
                     "benchmark": m.benchmark,
                     "benchmark_problem_id": m.problem_id,
                     "overlap": m.overlap,
+                    "method": m.method,
                 }
                 for pid, m in sorted(matches.items())
             ],

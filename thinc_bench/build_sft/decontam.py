@@ -1,11 +1,17 @@
-"""Decontamination: does a training problem overlap an evaluation benchmark problem?
+"""Decontamination: is a training problem a copy of an evaluation benchmark problem?
 
-Texts are normalised (lower case; runs of ASCII letters and digits, and single CJK characters, are
-the words, so LaTeX markup and spacing do not matter) and cut into word n-grams (`DEFAULT_NGRAM`).
-The overlap of a training and a benchmark problem is shared n-grams / the larger n-gram count of the
-two, so a short problem sharing only boilerplate ("... relatively prime positive integers. Find m+n")
-scores low. A training problem is contaminated when its best overlap reaches `threshold`
-(`DEFAULT_THRESHOLD`). Pure: the caller loads the benchmarks; this module does no IO.
+Three passes, in order; the first that reaches its threshold names the match (`Match.method`):
+
+1. `words`: word n-grams (`DEFAULT_NGRAM`) of the normalised text (lower case; runs of ASCII letters
+   and digits, and single CJK characters, are the words, so LaTeX markup and spacing do not matter).
+2. `numbers_masked`: the same on the text with every number masked, for renumbered copies.
+3. `maths_same_answer`: for a problem with the same gold answer, n-grams (`MATHS_NGRAM`) of its maths
+   alone (LaTeX commands, numbers, single-letter symbols; `_normalize.maths_tokens`), for translated
+   copies, whose prose shares nothing with the original but whose maths is the same.
+
+Overlap is shared n-grams / the larger n-gram count of the two problems, so a short problem sharing
+only boilerplate ("... relatively prime positive integers. Find m+n") scores low. Pure: the caller
+loads the benchmarks; this module does no IO. Measured on DAPO-Math-17k in docs/LOG.md.
 """
 
 from __future__ import annotations
@@ -14,45 +20,94 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from thinc_bench.benchmarks import Problem
+from thinc_bench.build_sft._normalize import answer_key, mask_numbers, maths_tokens
+
+Method = Literal["words", "numbers_masked", "maths_same_answer"]
+METHODS: tuple[Method, ...] = ("words", "numbers_masked", "maths_same_answer")
 
 DEFAULT_NGRAM = 8
 """Words per n-gram: long enough that shared phrasing ("find the number of ordered pairs") is not a
 match, short enough that a reworded copy still shares most of its n-grams."""
 DEFAULT_THRESHOLD = 0.5
-"""Overlap that marks contamination. Measured on DAPO-Math-17k vs the five paper benchmarks (docs/LOG.md):
-the 3 real copies score 1.0, 0.73, 0.51 (a renumbered copy); the next best is 0.38, boilerplate."""
+"""Overlap that marks contamination in the two word passes. On the local DAPO-Math-17k copy against the
+five paper benchmarks (docs/LOG.md, 2026-12-02; `perf/decontam.py`) the copies score 1.0 and 0.73 and
+a renumbered copy 0.51 (0.69 with numbers masked). Words alone have no clean gap under them: the best
+pairs below 0.5 are shared boilerplate (0.375) and a Chinese translation (0.35), which the maths pass
+catches instead. With numbers masked nothing more reaches 0.5 (best below: the same 0.375, then 0.356),
+and all 220 benchmark problems renumbered (+1 or +7 on every integer) are caught (words alone: 120)."""
+MATHS_NGRAM = 4
+"""Maths tokens per n-gram: formulas are short, and 4 tokens (`x _ 1 +`) already make a rare gram."""
+DEFAULT_MATHS_THRESHOLD = 0.5
+"""Maths overlap that marks a same-answer problem as a copy. On DAPO the translation scores 0.61 and
+the best other same-answer problem 0.15 (docs/LOG.md)."""
+MATHS_MIN_SHARED = 8
+"""Shared maths n-grams required as well: a problem with little maths ("$m+n$") is not judged by it.
+33 of the 220 benchmark problems have fewer, so a translation of one of them is not caught."""
 _WORD = re.compile(r"[a-z0-9]+|[\u4e00-\u9fff]")
 
 
 def ngrams(text: str, n: int = DEFAULT_NGRAM) -> set[tuple[str, ...]]:
     """The set of word n-grams of the normalised text (one shorter gram when it has fewer words)."""
-    words = _WORD.findall(text.lower())
-    if len(words) < n:
-        return {tuple(words)} if words else set()
-    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+    return _grams(_WORD.findall(text.lower()), n)
+
+
+def _grams(tokens: Sequence[str], n: int) -> set[tuple[str, ...]]:
+    if len(tokens) < n:
+        return {tuple(tokens)} if tokens else set()
+    return {tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1)}
 
 
 @dataclass(frozen=True)
 class Match:
-    """The benchmark problem a training problem overlaps most, and by how much."""
+    """The benchmark problem a training problem overlaps most in one pass, and by how much."""
 
     benchmark: str
     problem_id: str
     overlap: float
+    method: Method = "words"
+
+
+Key = tuple[str, str]
+"""(benchmark, problem id)."""
+
+
+class _GramIndex:
+    """An inverted index from n-gram to the benchmark problems holding it: a lookup per gram, not per pair."""
+
+    def __init__(self) -> None:
+        self.postings: dict[tuple[str, ...], set[Key]] = defaultdict(set)
+        self.sizes: dict[Key, int] = {}
+
+    def add(self, key: Key, grams: set[tuple[str, ...]]) -> None:
+        self.sizes[key] = len(grams)
+        for gram in grams:
+            self.postings[gram].add(key)
+
+    def best(self, grams: set[tuple[str, ...]]) -> tuple[Key, float] | None:
+        hits: dict[Key, int] = defaultdict(int)
+        for gram in grams:
+            for key in self.postings.get(gram, ()):
+                hits[key] += 1
+        if not hits:
+            return None
+        scores = {key: count / max(len(grams), self.sizes[key]) for key, count in hits.items()}
+        return max(scores.items(), key=lambda item: (item[1], item[0]))
 
 
 class Decontaminator:
-    """An n-gram index over evaluation problems.
+    """N-gram indexes over evaluation problems: words, words with numbers masked, and maths by answer.
 
     Args:
         benchmarks: benchmark name -> its problems.
         n: words per n-gram.
-        threshold: overlap share in (0, 1] at or above which a problem is contaminated.
+        threshold: overlap share in (0, 1] at or above which a word pass marks contamination.
+        maths_threshold: the same for the maths pass (same gold answer required).
 
     Raises:
-        ValueError: n < 1 or threshold outside (0, 1].
+        ValueError: n < 1 or a threshold outside (0, 1].
     """
 
     def __init__(
@@ -61,40 +116,70 @@ class Decontaminator:
         *,
         n: int = DEFAULT_NGRAM,
         threshold: float = DEFAULT_THRESHOLD,
+        maths_threshold: float = DEFAULT_MATHS_THRESHOLD,
     ) -> None:
-        if n < 1 or not 0 < threshold <= 1:
-            raise ValueError(f"decontamination n={n}, threshold={threshold}: use n >= 1, 0 < threshold <= 1")
-        self.n, self.threshold = n, threshold
+        if n < 1 or not 0 < threshold <= 1 or not 0 < maths_threshold <= 1:
+            raise ValueError(
+                f"decontamination n={n}, threshold={threshold}, maths_threshold={maths_threshold}: "
+                "use n >= 1 and thresholds in (0, 1]"
+            )
+        self.n, self.threshold, self.maths_threshold = n, threshold, maths_threshold
         self.benchmarks = list(benchmarks)
-        self._index: dict[tuple[str, ...], set[tuple[str, str]]] = defaultdict(set)
-        self._sizes: dict[tuple[str, str], int] = {}
+        self._words, self._masked = _GramIndex(), _GramIndex()
+        self._maths: dict[str, list[tuple[Key, set[tuple[str, ...]]]]] = defaultdict(list)
         for name, problems in benchmarks.items():
             for problem in problems:
-                grams = ngrams(problem.problem, n)
-                self._sizes[(name, problem.id)] = len(grams)
-                for gram in grams:
-                    self._index[gram].add((name, problem.id))
+                key = (name, problem.id)
+                self._words.add(key, ngrams(problem.problem, n))
+                self._masked.add(key, ngrams(mask_numbers(problem.problem), n))
+                maths = _grams(maths_tokens(problem.problem), MATHS_NGRAM)
+                self._maths[answer_key(problem.answer)].append((key, maths))
 
     def best_match(self, text: str) -> Match | None:
-        """The benchmark problem with the largest overlap with this text; None if none shares an n-gram."""
-        grams = ngrams(text, self.n)
-        if not grams:
-            return None
-        hits: dict[tuple[str, str], int] = defaultdict(int)
-        for gram in grams:
-            for key in self._index.get(gram, ()):
-                hits[key] += 1
-        if not hits:
-            return None
-        scores = {key: count / max(len(grams), self._sizes[key]) for key, count in hits.items()}
-        (benchmark, problem_id), overlap = max(scores.items(), key=lambda item: (item[1], item[0]))
-        return Match(benchmark, problem_id, overlap)
+        """The benchmark problem with the largest word overlap with this text; None if none shares an n-gram."""
+        return self.best_matches(text).get("words")
 
-    def check(self, text: str) -> Match | None:
-        """The overlapping benchmark problem when the overlap reaches the threshold, else None."""
-        match = self.best_match(text)
-        return match if match is not None and match.overlap >= self.threshold else None
+    def best_matches(self, text: str, answer: str | None = None) -> dict[Method, Match]:
+        """The best match of each pass (the maths pass only with an answer), below threshold or not."""
+        found = {method: self._best(method, text, answer) for method in METHODS}
+        return {method: match for method, match in found.items() if match is not None}
+
+    def check(self, text: str, answer: str | None = None) -> Match | None:
+        """The first pass's match that reaches its threshold, else None (no maths pass without an answer)."""
+        for method in METHODS:
+            match = self._best(method, text, answer)
+            limit = self.maths_threshold if method == "maths_same_answer" else self.threshold
+            if match is not None and match.overlap >= limit:
+                return match
+        return None
+
+    def _best(self, method: Method, text: str, answer: str | None) -> Match | None:
+        if method == "maths_same_answer":
+            return None if answer is None else self._best_maths(text, answer)
+        index = self._words if method == "words" else self._masked
+        grams = ngrams(text if method == "words" else mask_numbers(text), self.n)
+        best = index.best(grams) if grams else None
+        if best is None:
+            return None
+        (benchmark, problem_id), overlap = best
+        return Match(benchmark, problem_id, overlap, method)
+
+    def _best_maths(self, text: str, answer: str) -> Match | None:
+        """The same-answer problem sharing the most maths (at least MATHS_MIN_SHARED n-grams)."""
+        candidates = self._maths.get(answer_key(answer))
+        if not candidates:  # most training problems: no benchmark problem has their answer
+            return None
+        grams = _grams(maths_tokens(text), MATHS_NGRAM)
+        scored = [
+            (len(grams & theirs) / max(len(grams), len(theirs)), key)
+            for key, theirs in candidates
+            if len(grams & theirs) >= MATHS_MIN_SHARED
+        ]
+        if not scored:
+            return None
+        overlap, (benchmark, problem_id) = max(scored)
+        return Match(benchmark, problem_id, overlap, "maths_same_answer")
 
     def check_many(self, problems: Iterable[Problem]) -> dict[str, Match]:
-        """Problem id -> match, for the contaminated problems only."""
-        return {p.id: m for p in problems if (m := self.check(p.problem)) is not None}
+        """Problem id -> match, for the contaminated problems only (each checked with its gold answer)."""
+        return {p.id: m for p in problems if (m := self.check(p.problem, p.answer)) is not None}

@@ -1,12 +1,14 @@
 """The ThinC-SFT filters: named, counted decisions over teacher trajectories.
 
-Each stored teacher rollout becomes a `Candidate` (its verdict, execution statuses and statistics in
-the student's tokens); `apply_filters` runs the filters in `FILTERS` order and records, per
-trajectory, every filter it fails and the first one, which is the one the funnel charges it to. The
-first four are the paper's (correct answer, clean executions, >= 3 code blocks, plan < 50% of model
-tokens); then ThinC conformance, decontamination and the per-problem cap (`dedup`: the shortest
-trajectories in model tokens win, ties by sample index). Samples the infrastructure failed to produce
-are charged to `infra_error`, never to a filter. Pure: no IO, no tokenizer, no grader.
+Each stored teacher rollout becomes a `Candidate` (its verdict, stop reason, execution statuses and
+statistics in the student's tokens); `apply_filters` runs the filters in `FILTERS` order and records,
+per trajectory, every filter it fails and the first one, which is the one the funnel charges it to.
+Samples the infrastructure failed to produce (`infra_error`) or the grader could not judge
+(`ungraded`: timeout or crash, graded again on the next run) are counted apart, never charged to the
+teacher. Then a trajectory must have ended by answering (`finished`), and pass the paper's four (correct
+answer, clean executions, >= 3 executed code blocks, plan < 50% of model tokens), ThinC conformance,
+decontamination and the per-problem cap (`dedup`: the shortest trajectories in model tokens win, ties
+by sample index). Pure: no IO, no tokenizer, no grader.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from thinc_bench.trajectory import Conformance
 
 FilterName = Literal[
     "infra_error",
+    "ungraded",
+    "finished",
     "correct",
     "exec_ok",
     "min_code_blocks",
@@ -29,20 +33,30 @@ FilterName = Literal[
     "dedup",
 ]
 FILTERS: tuple[FilterName, ...] = get_args(FilterName)
-"""Funnel order: the paper's four filters first, then ours; `infra_error` is not the teacher's fault."""
+"""Funnel order: what is not the teacher's fault first (`infra_error`, `ungraded`), then the teacher's."""
 FILTER_HELP: dict[FilterName, str] = {
     "infra_error": "not produced: backend or sandbox outage (infrastructure, not the teacher)",
+    "ungraded": "grader timed out or failed (not the teacher); rerunning the build grades it again",
+    "finished": "did not end by answering: cut by the token budget or the tool-call limit",
     "correct": "final \\boxed{} answer is not equivalent to the gold answer (the one grader)",
     "exec_ok": "a code execution ended in error, timeout, memory or kill",
-    "min_code_blocks": "fewer closed code blocks than --min-code-blocks",
+    "min_code_blocks": "fewer executed code blocks (tool calls) than --min-code-blocks",
     "plan_share": "plan tokens >= --max-plan-share of model tokens (student tokenizer)",
-    "conformance": "not ThinC: no closed plan, prose between code blocks, or code after the last output",
-    "decontamination": "problem overlaps an evaluation benchmark problem (n-gram overlap)",
+    "conformance": "not ThinC: no closed plan, prose between blocks or around the box, a code block "
+    "without its output, or code after the last output",
+    "decontamination": "problem copies an evaluation benchmark problem (word n-grams as written or with "
+    "numbers masked, or the same answer and maths)",
     "dedup": "over --max-per-problem for its problem (shortest trajectories kept)",
 }
 """What dropping a trajectory at each stage means, for stats.json, the report and the card."""
-CONFORMANCE_CHECKS = ("has_plan", "no_text_between_code", "answer_after_last_output")
-"""The conformance checks filter 5 uses; code-block count and plan share are filters of their own."""
+OWN_FILTER_CHECKS = ("n_code_blocks", "plan_share")
+"""Conformance checks the conformance filter skips: the code-block count and the plan share are
+filters of their own (counted in executions and student tokens); every other check counts."""
+FINISHED_STOP_REASONS = frozenset({"answer", "eos"})
+"""Stop reasons of a trajectory that ended by answering (`eval.rollout.StopReason`); `max_tokens` and
+`max_tool_calls` cut it, and an SFT example must not end in an EOS the teacher never wrote."""
+UNGRADED_STATUSES = frozenset({"grader_timeout", "grader_error"})
+"""Grade statuses that say nothing about the answer: the grader's trouble, retried on the next run."""
 
 
 @dataclass(frozen=True)
@@ -67,6 +81,13 @@ class Candidate:
     model_tokens: int
     conformance_failures: tuple[str, ...] = ()
     contamination: str | None = None
+    stop_reason: str = "answer"
+    prose_chars: int = 0
+
+    @property
+    def n_executed(self) -> int:
+        """Code executions (tool calls): the harness records one status per block it ran."""
+        return len(self.exec_statuses)
 
     @property
     def plan_share(self) -> float:
@@ -101,8 +122,8 @@ class FunnelStep:
 
 
 def conformance_failures(conformance: Conformance) -> tuple[str, ...]:
-    """The failed conformance checks that filter 5 counts."""
-    return tuple(name for name in conformance.failed if name in CONFORMANCE_CHECKS)
+    """The failed conformance checks the conformance filter counts (all but `OWN_FILTER_CHECKS`)."""
+    return tuple(name for name in conformance.failed if name not in OWN_FILTER_CHECKS)
 
 
 def _failures(c: Candidate, config: FilterConfig) -> list[tuple[FilterName, str]]:
@@ -110,12 +131,15 @@ def _failures(c: Candidate, config: FilterConfig) -> list[tuple[FilterName, str]
         return [("infra_error", "the sample could not be produced")]
     bad_exec = [s for s in c.exec_statuses if s != "ok"]
     checks: list[tuple[FilterName, bool, str]] = [
-        ("correct", c.grade_status == "correct", f"grade {c.grade_status}"),
+        ("ungraded", c.grade_status not in UNGRADED_STATUSES, f"grade {c.grade_status}"),
+        ("finished", c.stop_reason in FINISHED_STOP_REASONS, f"stopped by {c.stop_reason}"),
+        # an ungraded answer is unknown, not incorrect: only `ungraded` is charged for it
+        ("correct", c.grade_status in UNGRADED_STATUSES | {"correct"}, f"grade {c.grade_status}"),
         ("exec_ok", not bad_exec, f"executions {', '.join(bad_exec)}"),
         (
             "min_code_blocks",
-            c.n_code_blocks >= config.min_code_blocks,
-            f"{c.n_code_blocks} code blocks < {config.min_code_blocks}",
+            c.n_executed >= config.min_code_blocks,
+            f"{c.n_executed} executed of {c.n_code_blocks} code blocks < {config.min_code_blocks}",
         ),
         (
             "plan_share",

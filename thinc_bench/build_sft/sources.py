@@ -1,12 +1,15 @@
 """Training-problem sources: registered Hub datasets (DAPO-Math-17k), any Hub id, or a local file.
 
 `load_source(name_or_path, ...)` returns deduplicated `Problem`s whose `benchmark` field names the
-source. Registered sources know their Hub id, split, how a row becomes (problem, answer) and their
-local copy (`<data_dir>/<file>`, in the normalised `id, problem, answer` format of `shared/data`).
-DAPO-Math-17k on the Hub repeats each of its 17,917 problems about 100 times and wraps each in an
-instruction template: the template is stripped and rows are deduplicated by normalised problem text.
-Ids of registered sources are content hashes, so the Hub and the local copy give the same ids and a
-build can resume across them. Used by build_sft and the GRPO recipe; this module does not grade.
+source (`load_deduplicated` also says what deduplication removed). Registered sources know their Hub
+id, split, how a row becomes (problem, answer) and their local copy (`<data_dir>/<file>`, in the
+normalised `id, problem, answer` format of `shared/data`). DAPO-Math-17k on the Hub repeats each of
+its 17,917 problems about 100 times and wraps each in an instruction template: the template is
+stripped, and rows are deduplicated by `_normalize.problem_key` (case, whitespace, `$` and
+`\\dfrac`/`\\tfrac` ignored); copies that disagree on the gold answer are all dropped, since which
+gold is right is unknown. Ids of registered sources are content hashes of the whitespace-collapsed
+text, so the Hub and the local copy give the same ids and a build can resume across them. Used by
+build_sft and the GRPO recipe; this module does not grade.
 """
 
 from __future__ import annotations
@@ -14,12 +17,14 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from thinc_bench.benchmarks import LOCAL_SUFFIXES, Problem
+from thinc_bench.build_sft._normalize import answer_key, problem_key
 from thinc_bench.errors import DatasetError
 
 logger = logging.getLogger(__name__)
@@ -81,7 +86,7 @@ REGISTRY: dict[str, SourceSpec] = {
 
 
 def normalize_problem(text: str) -> str:
-    """The form used to find duplicates: whitespace collapsed and stripped (case and LaTeX kept)."""
+    """The form the content-hash ids hash: whitespace collapsed and stripped (case and LaTeX kept)."""
     return _SPACE.sub(" ", text).strip()
 
 
@@ -91,16 +96,47 @@ def content_id(source: str, problem: str) -> str:
     return f"{source}-{digest[:ID_HASH_CHARS]}"
 
 
-def dedupe(problems: Sequence[Problem]) -> list[Problem]:
-    """Keep the first problem of each normalised text, in source order."""
-    seen: set[str] = set()
-    kept: list[Problem] = []
+@dataclass(frozen=True)
+class Deduplicated:
+    """A source's problems after deduplication, and what it removed.
+
+    Attributes:
+        problems: the first row of each distinct problem, in source order.
+        rows: rows read.
+        repeats: rows dropped as copies of a kept problem with the same gold answer.
+        conflicting: groups of copies that disagree on the gold answer, all dropped.
+    """
+
+    problems: list[Problem]
+    rows: int
+    repeats: int
+    conflicting: list[list[Problem]] = field(default_factory=list)
+
+    def stats(self) -> dict[str, Any]:
+        """For stats.json: counts, and each conflicting group's ids and golds."""
+        return {
+            "rows": self.rows,
+            "distinct": len(self.problems),
+            "repeats_dropped": self.repeats,
+            "conflicting_gold_groups": len(self.conflicting),
+            "conflicting_gold_rows": sum(len(g) for g in self.conflicting),
+            "conflicting": [[{"id": p.id, "answer": p.answer} for p in g] for g in self.conflicting],
+        }
+
+
+def dedupe(problems: Sequence[Problem]) -> Deduplicated:
+    """Keep the first problem of each `problem_key`, in source order; drop keys whose golds disagree."""
+    groups: dict[str, list[Problem]] = defaultdict(list)
     for problem in problems:
-        key = normalize_problem(problem.problem)
-        if key not in seen:
-            seen.add(key)
-            kept.append(problem)
-    return kept
+        groups[problem_key(problem.problem)].append(problem)
+    kept, conflicting = [], []
+    for group in groups.values():  # dicts keep insertion order: groups in order of first occurrence
+        if len({answer_key(p.answer) for p in group}) > 1:
+            conflicting.append(group)
+        else:
+            kept.append(group[0])
+    repeats = len(problems) - len(kept) - sum(len(g) for g in conflicting)
+    return Deduplicated(kept, len(problems), repeats, conflicting)
 
 
 def load_source(
@@ -113,7 +149,34 @@ def load_source(
     split: str = "train",
     limit: int | None = None,
 ) -> list[Problem]:
-    """Load a training source as deduplicated problems.
+    """Load a training source as deduplicated problems (see `load_deduplicated` for the arguments).
+
+    Returns:
+        The problems in source order, first occurrence of each kept; `benchmark` is the source name.
+
+    Raises:
+        DatasetError: missing file, column or local copy, empty problem or answer, or an unreachable Hub.
+    """
+    return load_deduplicated(
+        name,
+        data_dir,
+        problem_column=problem_column,
+        answer_column=answer_column,
+        id_column=id_column,
+        split=split,
+    ).problems[:limit]
+
+
+def load_deduplicated(
+    name: str,
+    data_dir: str | Path | None = None,
+    *,
+    problem_column: str = "problem",
+    answer_column: str = "answer",
+    id_column: str | None = "id",
+    split: str = "train",
+) -> Deduplicated:
+    """Load a training source and deduplicate it.
 
     Args:
         name: a registered source (`REGISTRY`), a local `.jsonl`/`.parquet` path, or a Hub dataset id.
@@ -122,10 +185,9 @@ def load_source(
         answer_column: answer column of a local file or Hub id.
         id_column: id column of a local file or Hub id; None derives content-hash ids.
         split: split of a Hub id that is not registered.
-        limit: keep the first N problems after deduplication; None keeps all.
 
     Returns:
-        The problems in source order, first occurrence of each text kept; `benchmark` is the source name.
+        The distinct problems and what deduplication removed.
 
     Raises:
         DatasetError: missing file, column or local copy, empty problem or answer, or an unreachable Hub.
@@ -152,9 +214,15 @@ def load_source(
             problem, answer = _columns(row, problem_column, answer_column, name, i)
             ident = str(row[id_column]) if id_column and id_column in row else content_id(source, problem)
             problems.append(Problem(ident, problem, answer, source))
-    kept = dedupe(problems)
-    logger.info("source %s: %d rows, %d distinct problems", name, len(problems), len(kept))
-    return kept[:limit]
+    result = dedupe(problems)
+    logger.info(
+        "source %s: %d rows, %d distinct problems, %d groups of copies with conflicting golds dropped",
+        name,
+        len(problems),
+        len(result.problems),
+        len(result.conflicting),
+    )
+    return result
 
 
 def _columns(row: Row, problem_column: str, answer_column: str, origin: str, index: int) -> tuple[str, str]:

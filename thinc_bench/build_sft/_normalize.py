@@ -1,0 +1,60 @@
+"""Normal forms of problem texts and answers, for finding the same problem written another way.
+
+Deduplication (`problem_key`) and decontamination (`mask_numbers`, `maths_tokens`, `answer_key`)
+compare problems through these forms, never through raw text. Each form forgets only what does not
+change the problem: `problem_key` drops case, all whitespace, `$` and the `\\dfrac`/`\\tfrac` variants;
+`maths_tokens` keeps the maths (LaTeX commands, numbers, single-letter symbols, operators) and drops
+the prose, whatever its language. Pure string functions.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+_SPACE = re.compile(r"\s+")
+_FRAC_VARIANT = re.compile(r"\\(?:dfrac|tfrac)(?![A-Za-z])")
+_NUMBER = re.compile(r"\d+")
+_INTEGER = re.compile(r"[+-]?\d+")
+_MATHS_ALIASES = (
+    # \df is a typo for \dfrac found in DAPO-Math-17k's Chinese problems
+    (re.compile(r"\\(?:dfrac|tfrac|df)(?![A-Za-z])"), r"\\frac"),
+    (re.compile(r"\\(?:ldots|cdots|dots)(?![A-Za-z])|\.\.\."), r"\\dots"),
+    (re.compile(r"\\le(?![A-Za-z])"), r"\\leq"),
+    (re.compile(r"\\ge(?![A-Za-z])"), r"\\geq"),
+    (re.compile(r"\\(?:left|right|displaystyle)(?![A-Za-z])|\\[,;:! ]"), " "),
+)
+_MATHS_TOKEN = re.compile(r"\\[A-Za-z]+|\d+|[A-Za-z]+|[-+=<>^_/*|!()]")
+
+
+def problem_key(text: str) -> str:
+    """The form two copies of one problem share: case, whitespace, `$` and `\\dfrac`/`\\tfrac` dropped.
+
+    All whitespace goes, not only inside maths: spacing never distinguishes two competition problems,
+    and DAPO-Math-17k repeats problems with re-spaced maths and re-wrapped prose alike.
+    """
+    return _SPACE.sub("", _FRAC_VARIANT.sub(r"\\frac", text).replace("$", "")).casefold()
+
+
+def mask_numbers(text: str) -> str:
+    """The text with every digit run replaced by `0`, so a renumbered copy reads like its original."""
+    return _NUMBER.sub(" 0 ", text)
+
+
+def maths_tokens(text: str) -> list[str]:
+    """The maths of a problem in order: LaTeX commands, numbers, single letters and operators.
+
+    Words of two or more letters are prose and are dropped, and so is every non-Latin script, so a
+    translation keeps the tokens of its original. Full-width forms are folded (NFKC) and notational
+    variants (`\\dfrac`, `\\cdots`, `\\le`, `\\left(`, braces, `$`) are unified or ignored.
+    """
+    folded = unicodedata.normalize("NFKC", text)
+    for pattern, replacement in _MATHS_ALIASES:
+        folded = pattern.sub(replacement, folded)
+    return [t for t in _MATHS_TOKEN.findall(folded) if not (t[0].isalpha() and len(t) > 1)]
+
+
+def answer_key(answer: str) -> str:
+    """The form two equal gold answers share: `$` and whitespace dropped, integers without leading zeros."""
+    key = _SPACE.sub("", answer).replace("$", "")
+    return str(int(key)) if _INTEGER.fullmatch(key) else key.casefold()
