@@ -14,9 +14,15 @@ SFT_DATA = Path(__file__).resolve().parents[1] / "data" / "sft"
 
 def test_reward_and_eval_metric_agree_on_the_same_trajectories(tmp_path) -> None:
     # The SFT teacher script mixes right and wrong answers: a real eval run grades them first.
+    # Only the problems the teacher script answers (the builder's dedup fixtures have no script).
+    scripted = {json.loads(line)["problem_id"] for line in (SFT_DATA / "teacher_turns.jsonl").open()}
+    problems = tmp_path / "problems.jsonl"
+    problems.write_text(
+        "".join(line for line in (SFT_DATA / "problems.jsonl").open() if json.loads(line)["id"] in scripted)
+    )
     out = tmp_path / "run"
     args = ["--backend", "scripted", "--model", str(SFT_DATA / "teacher_turns.jsonl")]
-    args += ["--benchmarks", str(SFT_DATA / "problems.jsonl"), "--out", str(out), "--samples", "1"]
+    args += ["--benchmarks", str(problems), "--out", str(out), "--samples", "1"]
     assert thinc_eval.main(args) == 0
     records = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
     assert {r["correct"] for r in records} == {True, False}
