@@ -1,10 +1,11 @@
-"""Benchmark metrics as pure functions over plain values.
+"""Estimators over plain values: accuracy, pass@k, maj@k, distributions, rates and Recovery@k.
 
 Owns avg@n, pass@k, maj@k with standard errors across problems, distributions of tool calls and
 response lengths, grounding rate, Recovery@k and the error / no-answer / truncation rates. Inputs are
 mappings from problem id to per-sample values (or flat per-trajectory sequences); outputs are frozen
 dataclasses that `dataclasses.asdict` turns into summary.json. A bad input (no samples, k > n,
-mismatched lengths) is our bug and raises ValueError.
+mismatched lengths) is our bug and raises ValueError. Which samples and problems enter a metric
+(the denominators) is the caller's choice (eval's summary); these functions never drop one silently.
 Does not read records, grade answers or call math-verify: answer equivalence for maj@k is injected.
 """
 
@@ -114,43 +115,54 @@ def pass_at_k_estimate(correct_by_problem: Mapping[str, Sequence[bool]], k: int)
 
 
 class Vote(NamedTuple):
-    """One sample's extracted answer (None when there is none) and whether it is correct."""
+    """One sample's extracted answer (None when there is none) and its verdict.
+
+    `correct` is None when the verdict is unknown (the grader timed out or failed on this sample):
+    the answer still votes, but the group's correctness comes from a member with a known verdict.
+    """
 
     answer: str | None
-    correct: bool
+    correct: bool | None
 
 
 def majority_vote(votes: Sequence[Vote], same: Callable[[str, str], bool]) -> Vote | None:
-    """Return the representative of the largest group of equivalent answers, or None without answers.
+    """Return the largest group of equivalent answers as one Vote, or None without answers.
 
     Answers join the first group whose representative (its first member) is `same(representative,
     answer)`; identical strings join without a call. Groups are compared to their representative
     only, because equivalence need not be transitive. Ties go to the group whose first member
-    appears earliest. None answers never vote.
+    appears earliest. None answers never vote. The returned Vote carries the representative's
+    answer and the first known verdict among the group's members (None when no member has one), so
+    one member's grader timeout never decides the group.
     """
-    groups: list[tuple[Vote, int]] = []
+    groups: list[list[Vote]] = []
     for vote in votes:
         if vote.answer is None:
             continue
-        for g, (rep, size) in enumerate(groups):
-            assert rep.answer is not None
-            if rep.answer == vote.answer or same(rep.answer, vote.answer):
-                groups[g] = (rep, size + 1)
+        for group in groups:
+            rep = group[0].answer
+            assert rep is not None
+            if rep == vote.answer or same(rep, vote.answer):
+                group.append(vote)
                 break
         else:
-            groups.append((vote, 1))
+            groups.append([vote])
     if not groups:
         return None
-    return max(groups, key=lambda group: group[1])[0]  # max keeps the first of equal sizes
+    winner = max(groups, key=len)  # max keeps the first of equal sizes
+    verdict = next((v.correct for v in winner if v.correct is not None), None)
+    return Vote(winner[0].answer, verdict)
 
 
 def maj_at_k(
     samples_by_problem: Mapping[str, Sequence[Vote]], k: int, same: Callable[[str, str], bool]
-) -> Estimate:
+) -> Estimate | None:
     """Majority-vote accuracy over the first k samples of each problem.
 
-    A problem counts as solved when the representative of its majority group is correct (see
-    `majority_vote`); a problem whose first k samples have no answer counts as unsolved.
+    A problem counts as solved when its majority group is correct (see `majority_vote`); a problem
+    whose first k samples have no answer counts as unsolved (no-answer samples are drawn but do not
+    vote). A problem whose majority group has no known verdict (every member's grading timed out or
+    failed) is left out, so `n_problems` can be below the number of problems given.
 
     Args:
         samples_by_problem: problem id -> votes in sample order; plain (answer, correct) tuples work.
@@ -159,7 +171,8 @@ def maj_at_k(
             `grading.equivalent`.
 
     Returns:
-        The estimate with its standard error across problems; n_samples counts votes used.
+        The estimate with its standard error across problems (n_samples counts votes drawn), or
+        None when no problem has a known verdict.
 
     Raises:
         ValueError: k < 1, or a problem with fewer than k samples.
@@ -170,9 +183,14 @@ def maj_at_k(
     short = [pid for pid, v in samples_by_problem.items() if len(v) < k]
     if short:
         raise ValueError(f"maj@{k} needs at least {k} samples per problem; problems {short[:5]} have fewer")
-    winners = [majority_vote([Vote(*v) for v in votes[:k]], same) for votes in samples_by_problem.values()]
-    scores = [float(w is not None and w.correct) for w in winners]
-    return _estimate(scores, k * len(scores))
+    scores: list[float] = []
+    for votes in samples_by_problem.values():
+        winner = majority_vote([Vote(*v) for v in votes[:k]], same)
+        if winner is None:
+            scores.append(0.0)
+        elif winner.correct is not None:
+            scores.append(float(winner.correct))
+    return _estimate(scores, k * len(scores)) if scores else None
 
 
 @dataclass(frozen=True)
@@ -255,21 +273,40 @@ def tool_calls(calls_per_trajectory: Sequence[int]) -> Distribution:
 
 @dataclass(frozen=True)
 class Lengths:
-    """Response length in tokens: model-generated only, and total (interpreter outputs included)."""
+    """Lengths in tokens per trajectory.
 
+    Attributes:
+        response_tokens: the completion, model and interpreter tokens alike (the paper's response
+            length, the quantity `--max-tokens` bounds).
+        model_tokens: model-generated tokens of the completion only.
+        prompt_tokens: the chat prompt, apart (None when the records do not carry it).
+    """
+
+    response_tokens: Distribution
     model_tokens: Distribution
-    total_tokens: Distribution
+    prompt_tokens: Distribution | None
 
 
-def response_lengths(model_tokens: Sequence[int], total_tokens: Sequence[int]) -> Lengths:
-    """Distributions of model-generated and total tokens per trajectory.
+def response_lengths(
+    response_tokens: Sequence[int], model_tokens: Sequence[int], prompt_tokens: Sequence[int] | None = None
+) -> Lengths:
+    """Distributions of completion, model-generated and (when given) prompt tokens per trajectory.
 
     Raises:
-        ValueError: the sequences are empty or differ in length.
+        ValueError: the sequences are empty, differ in length, or a trajectory has more model tokens
+            than completion tokens.
     """
-    if len(model_tokens) != len(total_tokens):
-        raise ValueError(f"{len(model_tokens)} model lengths but {len(total_tokens)} total lengths")
-    return Lengths(distribution(model_tokens), distribution(total_tokens))
+    if len(model_tokens) != len(response_tokens):
+        raise ValueError(f"{len(model_tokens)} model lengths but {len(response_tokens)} response lengths")
+    bad = [i for i, (m, r) in enumerate(zip(model_tokens, response_tokens, strict=True)) if m > r]
+    if bad:
+        raise ValueError(f"trajectories {bad[:5]} have more model tokens than completion tokens")
+    prompt = None
+    if prompt_tokens is not None:
+        if len(prompt_tokens) != len(response_tokens):
+            raise ValueError(f"{len(prompt_tokens)} prompt lengths but {len(response_tokens)} response lengths")
+        prompt = distribution(prompt_tokens)
+    return Lengths(distribution(response_tokens), distribution(model_tokens), prompt)
 
 
 @dataclass(frozen=True)
@@ -336,42 +373,85 @@ def grounding_rate(grounded: Sequence[bool | None], correct: Sequence[bool]) -> 
     return Grounding(share(answered), share(among_correct))
 
 
+class Faulted(NamedTuple):
+    """One sample of a faulted run: its correctness and how many injected failures it really saw."""
+
+    correct: bool
+    injected: int
+
+
 @dataclass(frozen=True)
 class Recovery:
-    """Recovery@k: accuracy with the first k executions failed, beside clean accuracy on the same problems."""
+    """Recovery@k: accuracy with the first k executions failed, beside clean accuracy on the same problems.
+
+    Attributes:
+        k: injected failures per trajectory.
+        accuracy: avg@n of the samples that saw all k failures (None when none did).
+        stderr: its standard error across problems (None with fewer than two problems).
+        clean_accuracy: avg@n of the clean samples of the same problems.
+        ratio: faulted / clean accuracy over the problems whose clean accuracy is above 0 (a problem
+            the model never solves cannot show recovery); None when there is none.
+        n_problems: problems in `accuracy` and `clean_accuracy`.
+        n_problems_ratio: problems in `ratio`.
+        saw_k: samples that saw k injected failures / faulted samples.
+        fewer_than_k: correct / samples among those that ran fewer than k executions (they stopped
+            before all k failures came): shown apart and never counted as recovered.
+    """
 
     k: int
-    accuracy: float
-    clean_accuracy: float
+    accuracy: float | None
+    stderr: float | None
+    clean_accuracy: float | None
     ratio: float | None
     n_problems: int
+    n_problems_ratio: int
+    saw_k: Rate
+    fewer_than_k: Rate
 
 
 def recovery_at_k(
-    k: int, faulted_by_problem: Mapping[str, Sequence[bool]], clean_by_problem: Mapping[str, Sequence[bool]]
+    k: int,
+    faulted_by_problem: Mapping[str, Sequence[Faulted]],
+    clean_by_problem: Mapping[str, Sequence[bool]],
 ) -> Recovery:
-    """Recovery@k (DESIGN.md): avg@n with k injected failures and without, over the problems both have.
+    """Recovery@k (DESIGN.md): avg@n of samples that saw k injected failures, beside clean avg@n.
 
     Args:
         k: injected failures per trajectory.
-        faulted_by_problem: problem id -> correctness of samples run with k injected failures.
+        faulted_by_problem: problem id -> (correct, injected failures seen) per sample of the k run;
+            plain tuples work.
         clean_by_problem: problem id -> correctness of samples run without faults.
 
     Returns:
-        Both accuracies over the shared problems and accuracy / clean_accuracy (None when the clean
-        accuracy is 0).
+        Both accuracies over the problems that have a clean sample and a sample that saw k failures,
+        the ratio on those with clean accuracy > 0, the share that saw k failures, and the samples
+        that saw fewer, apart.
 
     Raises:
-        ValueError: k < 0, or no problem has samples in both runs.
+        ValueError: k < 1.
     """
-    if k < 0:
-        raise ValueError(f"Recovery@k needs k >= 0; got k={k}")
-    shared = [pid for pid in faulted_by_problem if faulted_by_problem[pid] and clean_by_problem.get(pid)]
+    if k < 1:
+        raise ValueError(f"Recovery@k needs k >= 1; got k={k}")
+    samples = [Faulted(*s) for v in faulted_by_problem.values() for s in v]
+    fewer = [s.correct for s in samples if s.injected < k]
+    full = {
+        pid: [s.correct for s in map(lambda t: Faulted(*t), v) if s.injected >= k]
+        for pid, v in faulted_by_problem.items()
+    }
+    shared = [pid for pid, v in full.items() if v and clean_by_problem.get(pid)]
+    saw_k, fewer_rate = rate(len(samples) - len(fewer), len(samples)), rate(sum(fewer), len(fewer))
     if not shared:
-        raise ValueError(f"Recovery@{k}: no problem has samples in both the faulted and the clean run")
-    faulted = avg_at_n({pid: faulted_by_problem[pid] for pid in shared}).value
-    clean = avg_at_n({pid: clean_by_problem[pid] for pid in shared}).value
-    return Recovery(k, faulted, clean, faulted / clean if clean else None, len(shared))
+        return Recovery(k, None, None, None, None, 0, 0, saw_k, fewer_rate)
+    faulted = avg_at_n({pid: full[pid] for pid in shared})
+    clean = avg_at_n({pid: clean_by_problem[pid] for pid in shared})
+    solvable = [pid for pid in shared if any(clean_by_problem[pid])]
+    ratio = None
+    if solvable:
+        clean_solvable = avg_at_n({pid: clean_by_problem[pid] for pid in solvable}).value
+        ratio = avg_at_n({pid: full[pid] for pid in solvable}).value / clean_solvable
+    return Recovery(
+        k, faulted.value, faulted.stderr, clean.value, ratio, len(shared), len(solvable), saw_k, fewer_rate
+    )
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,87 @@
+"""Benchmark metrics as pure functions over plain values and parsed trajectories.
+
+`estimates`: avg@n, pass@k, maj@k with standard errors across problems, distributions (tool calls,
+lengths), rates (grounding, errors, no answer, truncation) and Recovery@k. `failure_modes`: the
+three failure modes of interleaved tool-integrated reasoning the ThinC paper names (post-hoc
+verification, prose numbers typed into code, prose restating code), per trajectory and summarised.
+Nothing here reads records, grades answers or calls math-verify: answer equivalence is injected.
+Which samples enter a metric (the denominators) is eval's summary's choice, stated there.
+"""
+
+from thinc_bench.metrics.estimates import (
+    DEFAULT_LENGTH_BINS,
+    MAX_INTEGER_BINS,
+    P90,
+    Bin,
+    Distribution,
+    Estimate,
+    ExecutionErrors,
+    Faulted,
+    Grounding,
+    Lengths,
+    Rate,
+    Recovery,
+    Vote,
+    avg_at_n,
+    distribution,
+    execution_errors,
+    grounding_rate,
+    maj_at_k,
+    majority_vote,
+    no_answer_rate,
+    pass_at_k,
+    pass_at_k_estimate,
+    rate,
+    recovery_at_k,
+    response_lengths,
+    share,
+    tool_calls,
+    truncation_rate,
+)
+from thinc_bench.metrics.failure_modes import (
+    MIN_INTEGER_LITERAL,
+    FailureModes,
+    code_literals,
+    failure_modes,
+    nl_literals,
+    nl_ratio,
+    posthoc,
+)
+
+__all__ = [
+    "DEFAULT_LENGTH_BINS",
+    "MAX_INTEGER_BINS",
+    "MIN_INTEGER_LITERAL",
+    "P90",
+    "Bin",
+    "Distribution",
+    "Estimate",
+    "ExecutionErrors",
+    "FailureModes",
+    "Faulted",
+    "Grounding",
+    "Lengths",
+    "Rate",
+    "Recovery",
+    "Vote",
+    "avg_at_n",
+    "code_literals",
+    "distribution",
+    "execution_errors",
+    "failure_modes",
+    "grounding_rate",
+    "maj_at_k",
+    "majority_vote",
+    "nl_literals",
+    "nl_ratio",
+    "no_answer_rate",
+    "pass_at_k",
+    "pass_at_k_estimate",
+    "posthoc",
+    "rate",
+    "recovery_at_k",
+    "response_lengths",
+    "share",
+    "tool_calls",
+    "truncation_rate",
+]
