@@ -13,6 +13,7 @@ import pytest
 
 from thinc_bench.metrics import (
     Bin,
+    Faulted,
     Vote,
     avg_at_n,
     distribution,
@@ -112,9 +113,29 @@ def test_maj_at_k_without_any_answer_is_unsolved() -> None:
     assert maj_at_k({"p": [Vote(None, False)] * 2}, 2, _same_number).value == 0.0
 
 
-def test_maj_at_k_correctness_is_the_representatives() -> None:
-    votes = [Vote("7", False), Vote("7.0", True)]  # same group; the first member represents it
+def test_maj_at_k_correctness_is_the_first_known_verdict_of_the_group() -> None:
+    votes = [Vote("7", False), Vote("7.0", True)]  # same group; the first known verdict decides it
     assert maj_at_k({"p": votes}, 2, lambda a, b: float(a) == float(b)).value == 0.0
+
+
+def test_maj_at_k_group_is_not_decided_by_one_members_grader_timeout() -> None:
+    # The first member's grading timed out (verdict unknown); its group mates were graded correct.
+    votes = [Vote("12", None), Vote("12", True), Vote("5", False)]
+    estimate = maj_at_k({"p": votes}, 3, _same_number)
+    assert estimate is not None and estimate.value == 1.0
+
+
+def test_maj_at_k_leaves_out_problems_whose_winning_group_has_no_verdict() -> None:
+    votes = {"p": [Vote("12", None), Vote("12", None), Vote("5", False)], "q": [Vote("1", True)] * 3}
+    estimate = maj_at_k(votes, 3, _same_number)
+    assert estimate is not None and (estimate.value, estimate.n_problems) == (1.0, 1)
+    assert maj_at_k({"p": votes["p"]}, 3, _same_number) is None
+
+
+def test_maj_at_k_no_answer_samples_do_not_vote() -> None:
+    # Three samples without an answer outnumber the one answered sample but cannot outvote it.
+    votes = [Vote(None, False), Vote(None, False), Vote(None, False), Vote("9", True)]
+    assert maj_at_k({"p": votes}, 4, _same_number).value == 1.0
 
 
 def test_maj_at_k_accepts_plain_tuples_and_reports_votes_used() -> None:
@@ -150,14 +171,19 @@ def test_distribution_rejects_no_values() -> None:
         distribution([])
 
 
-def test_response_lengths_keeps_model_and_total_apart() -> None:
-    lengths = response_lengths([10, 20], [15, 45])
-    assert (lengths.model_tokens.mean, lengths.total_tokens.mean) == (15, 30)
+def test_response_lengths_keep_completion_model_and_prompt_apart() -> None:
+    # completion 40 and 80 tokens, of which the model wrote 30 and 50; prompts of 200 and 300
+    lengths = response_lengths([40, 80], [30, 50], [200, 300])
+    assert (lengths.response_tokens.mean, lengths.model_tokens.mean) == (60, 40)
+    assert lengths.prompt_tokens is not None and lengths.prompt_tokens.mean == 250
+    assert response_lengths([40], [30]).prompt_tokens is None
 
 
-def test_response_lengths_rejects_mismatched_lengths() -> None:
-    with pytest.raises(ValueError, match="2 model lengths but 1 total"):
-        response_lengths([10, 20], [15])
+def test_response_lengths_reject_mismatched_or_impossible_lengths() -> None:
+    with pytest.raises(ValueError, match="2 model lengths but 1 response"):
+        response_lengths([15], [10, 20])
+    with pytest.raises(ValueError, match=r"trajectories \[0\] have more model tokens"):
+        response_lengths([10], [20])
 
 
 def test_grounding_rate_among_answered_and_among_correct() -> None:
@@ -171,21 +197,52 @@ def test_grounding_rate_rejects_a_correct_sample_without_answer() -> None:
         grounding_rate([None], [True])
 
 
+def _saw(*correct: bool, k: int = 1) -> list[Faulted]:
+    return [Faulted(c, k) for c in correct]
+
+
 def test_recovery_compares_on_the_problems_both_runs_share() -> None:
-    faulted = {"a": [True, False], "b": [False, False], "only_faulted": [True]}
+    faulted = {"a": _saw(True, False), "b": _saw(False, False), "only_faulted": _saw(True)}
     clean = {"a": [True, True], "b": [True, False], "only_clean": [False]}
     recovery = recovery_at_k(1, faulted, clean)
     assert (recovery.accuracy, recovery.clean_accuracy, recovery.n_problems) == (0.25, 0.75, 2)
     assert recovery.ratio == pytest.approx(1 / 3)
+    # per-problem faulted means 0.5 and 0: sample sd sqrt(0.125) / sqrt(2)
+    assert recovery.stderr == pytest.approx(math.sqrt(0.125) / math.sqrt(2))
+    assert recovery.saw_k == rate(5, 5)
 
 
-def test_recovery_ratio_is_none_when_clean_accuracy_is_zero() -> None:
-    assert recovery_at_k(2, {"a": [True]}, {"a": [False]}).ratio is None
+def test_recovery_ratio_uses_only_problems_with_clean_accuracy_above_zero() -> None:
+    # "b" is never solved clean: it cannot show recovery, so it stays out of the ratio only.
+    faulted = {"a": _saw(True, False, k=2), "b": _saw(False, False, k=2)}
+    clean = {"a": [True, True], "b": [False, False]}
+    recovery = recovery_at_k(2, faulted, clean)
+    assert (recovery.accuracy, recovery.clean_accuracy, recovery.ratio) == (0.25, 0.5, 0.5)
+    assert (recovery.n_problems, recovery.n_problems_ratio) == (2, 1)
 
 
-def test_recovery_rejects_runs_without_shared_problems() -> None:
-    with pytest.raises(ValueError, match="no problem has samples in both"):
-        recovery_at_k(1, {"a": [True]}, {"b": [True]})
+def test_recovery_ratio_is_none_when_no_problem_is_solved_clean() -> None:
+    assert recovery_at_k(2, {"a": _saw(True, k=2)}, {"a": [False]}).ratio is None
+
+
+def test_recovery_shows_samples_with_fewer_than_k_executions_apart() -> None:
+    # k = 3: one sample saw all 3 failures and failed; two stopped after 1 execution (one correct).
+    faulted = {"a": [Faulted(False, 3), Faulted(True, 1), Faulted(False, 1)]}
+    recovery = recovery_at_k(3, faulted, {"a": [True]})
+    assert recovery.accuracy == 0.0  # the correct short sample is not counted as recovered
+    assert recovery.saw_k == rate(1, 3)
+    assert recovery.fewer_than_k == rate(1, 2)
+
+
+def test_recovery_without_a_sample_that_saw_k_has_no_accuracy() -> None:
+    recovery = recovery_at_k(4, {"a": [Faulted(True, 2)]}, {"a": [True]})
+    assert (recovery.accuracy, recovery.ratio, recovery.n_problems) == (None, None, 0)
+    assert recovery.fewer_than_k == rate(1, 1)
+
+
+def test_recovery_rejects_k_below_one() -> None:
+    with pytest.raises(ValueError, match="k >= 1"):
+        recovery_at_k(0, {"a": _saw(True)}, {"a": [True]})
 
 
 def test_execution_errors_per_execution_and_per_trajectory() -> None:
@@ -216,10 +273,10 @@ def test_results_serialise_to_json_through_asdict() -> None:
         {"lo": 1, "hi": 2, "count": 1},
         {"lo": 2, "hi": 3, "count": 1},
     ]
-    assert round_trip(response_lengths([1], [2]))["total_tokens"] == {
+    assert round_trip(response_lengths([2], [1]))["response_tokens"] == {
         "n": 1, "mean": 2, "median": 2, "p90": 2, "max": 2, "histogram": [{"lo": 2, "hi": 2, "count": 1}],
     }  # fmt: skip
-    assert round_trip(recovery_at_k(1, {"a": [True]}, {"a": [False]}))["ratio"] is None
+    assert round_trip(recovery_at_k(1, {"a": [(True, 1)]}, {"a": [False]}))["ratio"] is None
     assert round_trip(execution_errors([1], [2]))["per_execution"] == {
         "numerator": 1,
         "denominator": 2,

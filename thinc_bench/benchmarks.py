@@ -10,11 +10,13 @@ can be compared and resumed. This module does not prompt, sample or grade model 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import random
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +32,17 @@ LOCAL_SUFFIXES = (".jsonl", ".parquet")
 
 @dataclass(frozen=True)
 class Problem:
-    """One evaluation (or training) problem; `answer` keeps its source form ("025", LaTeX)."""
+    """One evaluation (or training) problem; `answer` keeps its source form ("025", LaTeX).
+
+    `meta` holds what a loader decided and a reader may need to check a verdict (the option order
+    of a multiple-choice problem and its seed); eval copies it into each sample record.
+    """
 
     id: str
     problem: str
     answer: str
     benchmark: str
+    meta: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,11 @@ class BenchmarkSpec:
     answer_column: str
     make_id: Callable[[Row, int], str]
     description: str
+    config: str | None = None
+    """The Hub dataset's configuration (subset) name, when it has several."""
+    to_rows: Callable[[Sequence[Row], str], list[dict[str, Any]]] | None = None
+    """Turns source rows (Hub, or a local copy in the Hub's schema) into normalised rows; given the
+    rows and their origin for error messages."""
 
 
 _AOPS_URL = re.compile(r"(\d{4})_AIME_(I{1,2})_Problems/Problem_(\d+)")
@@ -97,6 +109,88 @@ def _column_id(column: str) -> Callable[[Row, int], str]:
         return str(row[column])
 
     return make_id
+
+
+GPQA_HUB_ID = "Idavidrein/gpqa"
+GPQA_CONFIG = "gpqa_diamond"
+GPQA_COLUMNS = (
+    "Question",
+    "Correct Answer",
+    "Incorrect Answer 1",
+    "Incorrect Answer 2",
+    "Incorrect Answer 3",
+)
+"""The Hub schema of GPQA (a local copy in this schema loads the same way); ids from `Record ID`."""
+GPQA_ID_COLUMN = "Record ID"
+GPQA_SHUFFLE_SEED = 0
+"""Base of the per-problem option shuffle: fixed, so every run shows a question's options in one order."""
+CHOICE_LETTERS = "ABCD"
+MULTIPLE_CHOICE_INSTRUCTION = (
+    "Answer with the letter of the correct option only, as \\boxed{A}, \\boxed{B}, \\boxed{C} or \\boxed{D}."
+)
+
+
+def option_order(problem_id: str, seed: int = GPQA_SHUFFLE_SEED) -> list[int]:
+    """The shuffled order of a question's four options (0 = the correct one), from (seed, id) alone.
+
+    The order depends on neither the row's position nor Python's hash seed, so a run, a resumed run
+    and another machine all show the same question the same way.
+    """
+    digest = hashlib.sha256(f"gpqa/{seed}/{problem_id}".encode()).digest()
+    order = list(range(len(CHOICE_LETTERS)))
+    random.Random(int.from_bytes(digest[:8], "big")).shuffle(order)
+    return order
+
+
+def multiple_choice_rows(
+    rows: Sequence[Row], origin: str, seed: int = GPQA_SHUFFLE_SEED
+) -> list[dict[str, Any]]:
+    """GPQA rows as normalised multiple-choice problems: the letter of the correct option is the gold.
+
+    The problem text is the question, then the four options as "(A) ..." lines in `option_order`,
+    then `MULTIPLE_CHOICE_INSTRUCTION`. `meta` records the seed and, per letter, which source column
+    it shows, so a reader can check any verdict.
+
+    Raises:
+        DatasetError: a row misses a GPQA column or has an empty option.
+    """
+    out = []
+    for index, row in enumerate(rows):
+        missing = [c for c in (*GPQA_COLUMNS, GPQA_ID_COLUMN) if c not in row]
+        if missing:
+            raise DatasetError(
+                f"{origin} row {index} has no column {missing[0]!r}; a GPQA file needs the Hub's columns "
+                f"({', '.join((GPQA_ID_COLUMN, *GPQA_COLUMNS))})"
+            )
+        problem_id = str(row[GPQA_ID_COLUMN])
+        options = [str(row[c] or "").strip() for c in GPQA_COLUMNS[1:]]
+        if not all(options):
+            raise DatasetError(f"{origin}, problem {problem_id}: an option is empty; fix the dataset")
+        order = option_order(problem_id, seed)
+        lines = [f"({letter}) {options[i]}" for letter, i in zip(CHOICE_LETTERS, order, strict=True)]
+        text = (
+            f"{str(row[GPQA_COLUMNS[0]]).strip()}\n\n"
+            + "\n".join(lines)
+            + f"\n\n{MULTIPLE_CHOICE_INSTRUCTION}"
+        )
+        out.append(
+            {
+                "id": problem_id,
+                "problem": text,
+                "answer": CHOICE_LETTERS[order.index(0)],
+                "meta": {
+                    "shuffle_seed": seed,
+                    "options": {
+                        letter: GPQA_COLUMNS[1 + i] for letter, i in zip(CHOICE_LETTERS, order, strict=True)
+                    },
+                },
+            }
+        )
+    return out
+
+
+def _is_gpqa(rows: Sequence[Row]) -> bool:
+    return bool(rows) and all(c in rows[0] for c in GPQA_COLUMNS)
 
 
 REGISTRY: dict[str, BenchmarkSpec] = {
@@ -156,6 +250,17 @@ REGISTRY: dict[str, BenchmarkSpec] = {
             _column_id("unique_id"),
             "MATH-500 (500), LaTeX answers",
         ),
+        BenchmarkSpec(
+            "gpqa_diamond",
+            GPQA_HUB_ID,
+            "train",
+            "problem",
+            "answer",
+            _column_id("id"),
+            "GPQA-Diamond (198), graduate science multiple choice, letter answers; gated on the Hub",
+            config=GPQA_CONFIG,
+            to_rows=multiple_choice_rows,
+        ),
     )
 }
 
@@ -194,6 +299,9 @@ def load(
         path = Path(name)
         benchmark = path.stem
         rows = read_local(path)
+        if _is_gpqa(rows):  # a local copy in the GPQA Hub schema is multiple choice, whatever its name
+            rows = multiple_choice_rows(rows, str(path))
+            id_column, problem_column, answer_column = "id", "problem", "answer"
         problems = _to_problems(
             rows, benchmark, str(path), problem_column, answer_column, _id_maker(id_column, benchmark)
         )
@@ -208,11 +316,17 @@ def load(
                 f"benchmark {name!r}: no local copy at {path}; pass --data-dir pointing at a folder with "
                 f"{name}.jsonl (e.g. ../shared/data/benchmarks) or omit it to read the Hub"
             )
-        problems = _to_problems(read_local(path), name, str(path), "problem", "answer", _column_id("id"))
+        rows = read_local(path)
+        if _is_gpqa(rows):
+            rows = multiple_choice_rows(rows, str(path))
+        problems = _to_problems(rows, name, str(path), "problem", "answer", _column_id("id"))
     else:
         spec = REGISTRY[name]
+        hub_rows: Sequence[Row] = _read_hub(spec)
+        if spec.to_rows is not None:
+            hub_rows = spec.to_rows(hub_rows, f"{spec.hub_id}:{spec.split}")
         problems = _to_problems(
-            _read_hub(spec),
+            hub_rows,
             name,
             f"{spec.hub_id}:{spec.split}",
             spec.problem_column,
@@ -258,7 +372,7 @@ def _read_hub(spec: BenchmarkSpec) -> list[dict[str, Any]]:
     import datasets
 
     try:
-        dataset = datasets.load_dataset(spec.hub_id, split=spec.split)
+        dataset = datasets.load_dataset(spec.hub_id, spec.config, split=spec.split)
     except (
         Exception
     ) as exc:  # the Hub client raises many types (HTTP, offline, missing cache); all mean "not here"
@@ -299,7 +413,8 @@ def _to_problems(
             raise DatasetError(
                 f"benchmark {benchmark!r}, problem {problem_id}: empty gold answer in {origin}; fix the dataset"
             )
-        problems.append(Problem(problem_id, str(row[problem_column]), str(answer).strip(), benchmark))
+        meta = row.get("meta") if isinstance(row.get("meta"), Mapping) else {}
+        problems.append(Problem(problem_id, str(row[problem_column]), str(answer).strip(), benchmark, meta))
     return problems
 
 

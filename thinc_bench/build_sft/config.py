@@ -322,6 +322,7 @@ class BuildSFTConfig:
             response_prefix=self.response_prefix,
             concurrency=self.concurrency,
             exec_timeout_s=self.exec_timeout_s,
+            recovery_k="0",  # teacher rollouts are clean; the paper preset's Recovery@k is for eval
             **{n: getattr(self, n) for n in _BACKEND_FIELDS},
         )
 

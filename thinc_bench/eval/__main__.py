@@ -43,9 +43,11 @@ def format_table(summary: dict[str, Any]) -> str:
         acc = block["accuracy"]
         stderr = f"{acc['stderr']:.3f}" if acc["stderr"] is not None else "-"
         grounded = block["grounding"]["answered"]["value"]
+        lengths = block.get("lengths") or {}
+        tokens = (lengths.get("response_tokens") or {}).get("mean")
         lines.append(
             f"{name:<16}{acc['value']:>8.3f}{stderr:>8}{acc['n_samples']:>6}{block['tool_calls']['mean']:>8.2f}"
-            f"{block['lengths']['model_tokens']['mean']:>9.0f}{'-' if grounded is None else f'{grounded:.3f}':>10}"
+            f"{'-' if tokens is None else f'{tokens:.0f}':>9}{'-' if grounded is None else f'{grounded:.3f}':>10}"
             f"{block['n_infra_errors']:>7}"
         )
     mean = summary["overall"]["mean_accuracy"]

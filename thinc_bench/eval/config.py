@@ -27,6 +27,7 @@ DEMO = {
     "few_shot": 1,
     "exec_on": "code_close",
     "response_prefix": "```python\n",
+    "recovery_k": "0",
 }
 """Settings of the embedded default (no --model): the bundled tiny model on CPU in a few minutes."""
 PAPER = {
@@ -38,8 +39,11 @@ PAPER = {
     "few_shot": 0,
     "exec_on": "output_open",
     "response_prefix": "",
+    "recovery_k": "0,1,2,3,4,5",
 }
-"""Defaults with a --model: the ThinC paper's avg@16 at 32K tokens."""
+"""Defaults with a --model: the ThinC paper's avg@16 at 32K tokens, and Recovery@k for k up to 5
+(its "33% after 5 consecutive failures"). The scripted backend replays fixed turns, so it keeps k = 0
+unless --recovery-k asks for more."""
 DATA_DIR_CANDIDATES = ("shared/data/benchmarks", "../shared/data/benchmarks")
 """Where the embedded default looks for local benchmark copies (a checkout with shared data beside it)."""
 RUNTIME_FIELDS = frozenset({"out", "concurrency", "log_level"})
@@ -100,9 +104,12 @@ class EvalConfig:
     limit: int | None = field(
         default=None, metadata={"help": "Problems per benchmark (first N); default all, demo 2."}
     )
-    recovery_k: str = field(
-        default="0",
-        metadata={"help": "Comma list of injected-failure counts k; 0 is the clean run (Recovery@k)."},
+    recovery_k: str | None = field(
+        default=None,
+        metadata={
+            "help": "Comma list of injected-failure counts k; 0 is the clean run (Recovery@k). "
+            "Default 0,1,2,3,4,5 with --model (scripted: 0), demo 0."
+        },
     )
     dialect: str = field(
         default="markdown", metadata={"help": "markdown (ThinC) | xml (interleaved TIR baselines)."}
@@ -171,6 +178,8 @@ class EvalConfig:
 
     def __post_init__(self) -> None:
         preset = DEMO if self.model is None else PAPER
+        if self.backend == "scripted" and self.recovery_k is None:
+            self.recovery_k = "0"
         for name, value in preset.items():
             if getattr(self, name) is None:
                 setattr(self, name, value)
@@ -195,7 +204,7 @@ class EvalConfig:
         if int(self.few_shot or 0) < 0:
             raise ConfigError(f"--few-shot {self.few_shot}: use 0 or more bundled examples")
         _parse_shard(self.shard)
-        _parse_ks(self.recovery_k)
+        _parse_ks(str(self.recovery_k))
 
     @property
     def shard_index(self) -> int:
@@ -207,7 +216,7 @@ class EvalConfig:
 
     @property
     def recovery_ks(self) -> list[int]:
-        return _parse_ks(self.recovery_k)
+        return _parse_ks(str(self.recovery_k))
 
     @property
     def benchmark_names(self) -> list[str]:

@@ -13,7 +13,7 @@ import asyncio
 import hashlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from thinc_bench.grading import Grader
     from thinc_bench.prompts import Example
     from thinc_bench.sandbox import Sandbox
+    from thinc_bench.trajectory import Trajectory
 
 logger = logging.getLogger("thinc_bench.eval")
 
@@ -112,12 +113,15 @@ async def _evaluate_one(
     started = time.perf_counter()
     parsed = trajectory.parse(result.text, config.dialect)
     style = trajectory.classify(parsed)
+    measures: dict[str, Any] = {}
     if result.stop_reason == "infra_error":
         grade_status, answer, correct, grounded = "infra_error", None, False, None
     else:
         verdict = await grader.agrade(gold=problem.answer, pred=result.text)
         grade_status, answer, correct = verdict.status, verdict.answer, verdict.correct
         grounded = await asyncio.to_thread(grader.is_grounded, parsed)
+        count_tokens = _token_counter(generator)
+        measures = await asyncio.to_thread(_measures, parsed, answer, problem.problem, grader, count_tokens)
     return SampleRecord(
         benchmark=problem.benchmark,
         problem_id=problem.id,
@@ -142,7 +146,44 @@ async def _evaluate_one(
         exec_statuses=[e.status for e in result.executions],
         style=style,
         error=result.error,
+        prompt_tokens=len(result.prompt_ids),
+        n_injected=sum(e.injected for e in result.executions),
+        meta=dict(problem.meta),
+        **measures,
     )
+
+
+def _token_counter(generator: Generator) -> Callable[[str], int] | None:
+    """The generator's tokenizer as a length function (None without one: measures fall back to characters)."""
+    tokenizer = getattr(generator, "tokenizer", None)
+    encode = getattr(tokenizer, "encode", None)
+    if encode is None:
+        return None
+    return lambda text: len(encode(text, add_special_tokens=False))
+
+
+def _measures(
+    parsed: Trajectory,
+    answer: str | None,
+    problem: str,
+    grader: Grader,
+    count_tokens: Callable[[str], int] | None,
+) -> dict[str, Any]:
+    """The record's per-trajectory measures: conformance checks, plan share and the TIR failure modes.
+
+    Post-hoc verification asks the one judge (its grounding check, on one text at a time) whether a
+    text shows the answer, so prose and output are compared the way grounding compares them.
+    """
+    from thinc_bench import metrics, trajectory
+
+    conformance = trajectory.check_conformance(parsed, count_tokens=count_tokens)
+    return {
+        "checks": {c.name: c.passed for c in conformance.checks},
+        "plan_share": conformance.plan_share,
+        "posthoc": metrics.posthoc(parsed, answer, lambda a, text: bool(grader.grounded(a, [text]))),
+        "nl_literals": metrics.nl_literals(parsed, problem),
+        "nl_ratio": metrics.nl_ratio(parsed, count_tokens),
+    }
 
 
 async def run_eval(config: EvalConfig, run: RunDir, problems: Sequence[Problem]) -> None:
@@ -228,7 +269,9 @@ def finish(config: EvalConfig, run: RunDir) -> dict[str, Any]:
             Path(b).stem if b.endswith((".jsonl", ".parquet")) else b for b in config.benchmark_names
         )
     )
-    summary = summarize(run.records(), same=grading.equivalent, benchmarks=order)
+    summary = summarize(
+        run.records(), same=grading.equivalent, benchmarks=order, samples=int(config.samples or 1)
+    )
     run.write_summary(summary)
     write_report(run.path)
     return summary

@@ -28,8 +28,14 @@ from thinc_bench.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
-"""Bump on any rename, removal or reordering of a SampleRecord field (STYLE rule 18)."""
+SCHEMA_VERSION = 2
+"""Bump on any rename, removal or reordering of a SampleRecord field (STYLE rule 18).
+
+2: added prompt_tokens, n_injected, checks, plan_share, posthoc, nl_literals, nl_ratio, meta."""
+
+READABLE_SCHEMA_VERSIONS = (1, 2)
+"""Versions `SampleRecord.from_dict` reads: a version-1 line gets the new fields' "not measured"
+defaults (None, empty), and its injected-failure count from its k and executions."""
 
 TRACKED_PACKAGES = ("thinc_bench", "torch", "transformers", "vllm", "trl", "math-verify", "datasets")
 """Versions recorded in config.json: the packages whose behaviour changes results."""
@@ -56,7 +62,14 @@ class SampleRecord:
     """One finished trajectory with its verdict: a line of samples.jsonl (versioned contract).
 
     `status` is the grade status, or an infrastructure status (`infra_error`) for samples that
-    could not be produced; those are kept out of accuracy and counted in the report.
+    could not be produced; those, and samples whose grading timed out or failed, are kept out of
+    accuracy and counted in the report. Token counts: `total_tokens` is prompt plus completion,
+    `gen_tokens` the model-written completion tokens, `prompt_tokens` the prompt (so the response,
+    model and interpreter tokens of the completion, is total - prompt). Per-trajectory measures
+    (None or empty when not measured, e.g. infrastructure errors and version-1 records): `checks`,
+    the ThinC conformance checks by name; `plan_share`; `posthoc`, `nl_literals` and `nl_ratio`,
+    the three TIR failure modes of `metrics.failure_modes`. `meta` carries what the problem's
+    loader recorded (the GPQA option order and its seed).
     """
 
     benchmark: str
@@ -78,27 +91,45 @@ class SampleRecord:
     exec_statuses: list[str] = field(default_factory=list)
     style: str | None = None
     error: str | None = None
+    prompt_tokens: int | None = None
+    n_injected: int | None = None
+    checks: dict[str, bool] = field(default_factory=dict)
+    plan_share: float | None = None
+    posthoc: bool | None = None
+    nl_literals: list[str] | None = None
+    nl_ratio: float | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     @property
     def key(self) -> SampleKey:
         return SampleKey(self.benchmark, self.problem_id, self.sample_idx, self.k)
 
+    @property
+    def response_tokens(self) -> int | None:
+        """Completion tokens, model and interpreter alike; None when the prompt length is unknown."""
+        return None if self.prompt_tokens is None else self.total_tokens - self.prompt_tokens
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SampleRecord:
-        """Rebuild a record, refusing lines written under another schema version.
+        """Rebuild a record of any readable schema version (see `READABLE_SCHEMA_VERSIONS`).
 
         Raises:
-            ConfigError: the line's schema_version is not SCHEMA_VERSION.
+            ConfigError: the line's schema_version is not one this thinc_bench reads.
         """
         version = data.get("schema_version")
-        if version != SCHEMA_VERSION:
+        if version not in READABLE_SCHEMA_VERSIONS:
             raise ConfigError(
-                f"sample record schema_version {version!r} differs from this thinc_bench's {SCHEMA_VERSION}; "
-                "evaluate into a new --output-dir or use the thinc_bench version that wrote it"
+                f"sample record schema_version {version!r} is not one this thinc_bench reads "
+                f"({', '.join(map(str, READABLE_SCHEMA_VERSIONS))}); evaluate into a new --output-dir "
+                "or use the thinc_bench version that wrote it"
             )
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        record = cls(**{k: v for k, v in data.items() if k in names})
+        if record.n_injected is None and record.status != INFRA_STATUS:
+            # The injector fails the first k executions, so a version-1 sample saw min(k, executions).
+            record.n_injected = min(record.k, record.n_tool_calls)
+        return record
 
 
 def config_hash(settings: Mapping[str, Any]) -> str:

@@ -1,10 +1,16 @@
 """From sample records to summary.json: every metric per benchmark and the paper-style average.
 
 `summarize(records, same=...)` is pure: it groups records by benchmark and by injected-failure count
-k, keeps infrastructure failures out of every accuracy (and counts them), and calls the metric
-functions of `metrics`. Accuracy (avg@n, pass@k, maj@k) uses the clean (k = 0) samples; Recovery@k
-compares each k > 0 with the clean samples of the same problems. The overall row averages the
-per-benchmark accuracies, as the ThinC paper's "Avg." column does. No IO here.
+k and calls the metric functions of `metrics`. Accuracy (avg@n, pass@k, maj@k) uses the clean
+(k = 0) samples; Recovery@k compares each k > 0 with the clean samples of the same problems. The
+overall row averages the per-benchmark accuracies, as the ThinC paper's "Avg." column does. No IO.
+
+Denominators never move silently. Samples that infrastructure kept from being produced, and samples
+whose grading timed out or failed, are not wrong answers: they are left out of every accuracy and
+counted (`excluded`). A problem left with no scored sample is reported as missing (`missing`, count
+and ids), never dropped unseen. pass@k and maj@k keep the requested k (the samples asked for per
+problem): each is computed on the problems that have k usable samples, with that count and the count
+of the others beside it, instead of lowering k for every problem because one sample was lost.
 """
 
 from __future__ import annotations
@@ -17,15 +23,28 @@ from typing import Any
 from thinc_bench import metrics
 from thinc_bench.eval.store import INFRA_STATUS, SampleRecord
 
-SUMMARY_VERSION = 1
-"""Bump when a key of summary.json is renamed or removed (reports read it)."""
+SUMMARY_VERSION = 2
+"""Bump when a key of summary.json is renamed or removed (reports read it).
 
+2: lengths are response (completion) / model / prompt tokens; `excluded`, `missing`, `truncation_by`,
+`conformance_checks`, `thinc_style` and `failure_modes` added; grader timeouts and errors left out of
+accuracy; pass@k / maj@k entries carry `n_problems_short` (and maj@k `n_unresolved`); Recovery@k
+carries stderr, ratio on problems with clean accuracy > 0, `saw_k` and `fewer_than_k`."""
 
-_PER_BENCHMARK_ONLY = frozenset({"accuracy", "pass_at_k", "maj_at_k", "n_records", "n_infra_errors"})
+EXCLUDED_STATUSES = (INFRA_STATUS, "grader_timeout", "grader_error")
+"""Statuses without a verdict on the answer: out of every accuracy, counted in `excluded`."""
+
+NO_VOTE_STATUSES = frozenset({INFRA_STATUS})
+"""Statuses whose sample is not drawn for maj@k (no trajectory); grader failures still vote."""
+
+_PER_BENCHMARK_ONLY = frozenset(
+    {"accuracy", "pass_at_k", "maj_at_k", "n_records", "n_infra_errors", "excluded", "missing", "n_samples"}
+)
 """Keys that only mean something within one benchmark (problem ids may repeat across benchmarks)."""
 
-TRUNCATED_REASONS = frozenset({"max_tokens"})
-"""Finish reasons that mean the budget cut the trajectory before it ended."""
+TRUNCATED_REASONS = ("max_tokens", "max_tool_calls")
+"""Finish reasons that mean a budget cut the trajectory before it ended: the token budget and the
+tool-call limit, reported together (`truncation`) and apart (`truncation_by`)."""
 
 
 def _pass_ks(n: int) -> list[int]:
@@ -45,49 +64,118 @@ def _correct(grouped: dict[str, list[SampleRecord]]) -> dict[str, list[bool]]:
     return {pid: [r.correct for r in rs] for pid, rs in grouped.items()}
 
 
-def _block(records: Sequence[SampleRecord], same: Callable[[str, str], bool]) -> dict[str, Any]:
-    """All metrics of one set of clean samples (one benchmark, k = 0)."""
-    scored = [r for r in records if r.status != INFRA_STATUS]
+def _scored(records: Iterable[SampleRecord]) -> list[SampleRecord]:
+    return [r for r in records if r.status not in EXCLUDED_STATUSES]
+
+
+def _at_k(estimate: metrics.Estimate | None, n_short: int, **extra: int) -> dict[str, Any]:
+    return {
+        **(dataclasses.asdict(estimate) if estimate else {"value": None}),
+        "n_problems_short": n_short,
+        **extra,
+    }
+
+
+def _accuracy(records: Sequence[SampleRecord], n: int, same: Callable[[str, str], bool]) -> dict[str, Any]:
+    """avg@n, pass@k and maj@k of one benchmark's clean records, at the requested n."""
+    grouped = _by_problem(_scored(records))
+    correct = _correct(grouped)
+    block: dict[str, Any] = {"accuracy": metrics.avg_at_n(correct)}
+    block["pass_at_k"] = {}
+    for k in _pass_ks(n):
+        enough = {pid: c for pid, c in correct.items() if len(c) >= k}
+        estimate = metrics.pass_at_k_estimate(enough, k) if enough else None
+        block["pass_at_k"][str(k)] = _at_k(estimate, len(correct) - len(enough))
+    drawn = _by_problem(r for r in records if r.status not in NO_VOTE_STATUSES)
+    votes = {
+        pid: [metrics.Vote(r.answer, None if r.status in EXCLUDED_STATUSES else r.correct) for r in rs]
+        for pid, rs in drawn.items()
+        if len(rs) >= n
+    }
+    estimate = metrics.maj_at_k(votes, n, same) if votes else None
+    unresolved = len(votes) - (estimate.n_problems if estimate else 0)
+    block["maj_at_k"] = {str(n): _at_k(estimate, len(drawn) - len(votes), n_unresolved=unresolved)}
+    return block
+
+
+def _block(
+    records: Sequence[SampleRecord], same: Callable[[str, str], bool], n: int | None
+) -> dict[str, Any]:
+    """All metrics of one set of clean samples (one benchmark, k = 0); n: samples requested per problem."""
+    scored = _scored(records)
+    excluded = {status: sum(r.status == status for r in records) for status in EXCLUDED_STATUSES}
+    problems = list(dict.fromkeys(r.problem_id for r in sorted(records, key=lambda r: r.problem_id)))
+    with_score = {r.problem_id for r in scored}
+    missing = [pid for pid in problems if pid not in with_score]
     block: dict[str, Any] = {
         "n_records": len(records),
-        "n_infra_errors": len(records) - len(scored),
+        "n_infra_errors": excluded[INFRA_STATUS],
+        "excluded": excluded,
+        "missing": {"count": len(missing), "ids": missing},
     }
     if not scored:
         return block
-    grouped = _by_problem(scored)
-    correct = _correct(grouped)
-    n_min = min(len(v) for v in correct.values())
-    block["accuracy"] = metrics.avg_at_n(correct)
-    block["pass_at_k"] = {str(k): metrics.pass_at_k_estimate(correct, k) for k in _pass_ks(n_min)}
-    votes = {pid: [metrics.Vote(r.answer, r.correct) for r in rs] for pid, rs in grouped.items()}
-    block["maj_at_k"] = {str(n_min): metrics.maj_at_k(votes, n_min, same)}
+    if n is not None:
+        block["n_samples"] = n
+        block.update(_accuracy(records, n, same))
     block["tool_calls"] = metrics.tool_calls([r.n_tool_calls for r in scored])
-    block["lengths"] = metrics.response_lengths(
-        [r.gen_tokens for r in scored], [r.total_tokens for r in scored]
-    )
+    measured = [r for r in scored if r.response_tokens is not None]
+    if measured:
+        block["lengths"] = metrics.response_lengths(
+            [r.response_tokens or 0 for r in measured],
+            [r.gen_tokens for r in measured],
+            [r.prompt_tokens or 0 for r in measured],
+        )
     block["grounding"] = metrics.grounding_rate([r.grounded for r in scored], [r.correct for r in scored])
     block["execution_errors"] = metrics.execution_errors(
         [r.n_exec_errors for r in scored], [r.n_tool_calls for r in scored]
     )
     block["no_answer"] = metrics.no_answer_rate([r.answer for r in scored])
     block["truncation"] = metrics.truncation_rate([r.finish_reason in TRUNCATED_REASONS for r in scored])
-    block["grader_timeouts"] = metrics.share([r.status == "grader_timeout" for r in scored])
-    block["thinc_conformance"] = metrics.share([r.style == "thinc" for r in scored])
+    block["truncation_by"] = {
+        reason: metrics.share([r.finish_reason == reason for r in scored]) for reason in TRUNCATED_REASONS
+    }
+    checked = [r for r in scored if r.checks]
+    block["thinc_conformance"] = metrics.share([all(r.checks.values()) for r in checked])
+    names = list(dict.fromkeys(name for r in checked for name in r.checks))
+    block["conformance_checks"] = {
+        name: metrics.share([r.checks[name] for r in checked if name in r.checks]) for name in names
+    }
+    block["thinc_style"] = metrics.share([r.style == "thinc" for r in scored])
+    block["failure_modes"] = metrics.failure_modes(
+        [r.posthoc for r in scored],
+        [None if r.nl_literals is None else len(r.nl_literals) for r in scored],
+        [r.nl_ratio for r in scored],
+        [r.plan_share for r in scored],
+    )
     return block
 
 
 def _recovery(records: Sequence[SampleRecord], clean: Sequence[SampleRecord]) -> dict[str, Any]:
     by_k: dict[int, list[SampleRecord]] = defaultdict(list)
-    for record in records:
-        if record.k > 0 and record.status != INFRA_STATUS:
+    for record in _scored(records):
+        if record.k > 0:
             by_k[record.k].append(record)
-    clean_correct = _correct(_by_problem(r for r in clean if r.status != INFRA_STATUS))
+    clean_correct = _correct(_by_problem(_scored(clean)))
     out: dict[str, Any] = {}
     for k in sorted(by_k):
-        faulted = _correct(_by_problem(by_k[k]))
-        if set(faulted) & set(clean_correct):
-            out[str(k)] = metrics.recovery_at_k(k, faulted, clean_correct)
+        faulted = {
+            pid: [
+                metrics.Faulted(r.correct, min(r.k, r.n_tool_calls) if r.n_injected is None else r.n_injected)
+                for r in rs
+            ]
+            for pid, rs in _by_problem(by_k[k]).items()
+        }
+        out[str(k)] = metrics.recovery_at_k(k, faulted, clean_correct)
     return out
+
+
+def _requested(records: Sequence[SampleRecord]) -> int | None:
+    """Samples per problem when not given: the most any problem has (every status counted)."""
+    counts: dict[str, int] = defaultdict(int)
+    for record in records:
+        counts[record.problem_id] += 1
+    return max(counts.values(), default=None)
 
 
 def summarize(
@@ -95,6 +183,7 @@ def summarize(
     *,
     same: Callable[[str, str], bool],
     benchmarks: Sequence[str] | None = None,
+    samples: int | None = None,
 ) -> dict[str, Any]:
     """The content of summary.json for a run's records.
 
@@ -102,6 +191,8 @@ def summarize(
         records: every sample record of the run (all k).
         same: mathematical equivalence of two answers, for maj@k (eval passes `grading.equivalent`).
         benchmarks: the order of benchmarks in the output; default: order of first appearance.
+        samples: samples requested per problem, the n of pass@n and maj@n; default: the most any
+            problem of the benchmark has recorded.
 
     Returns:
         A JSON-ready dict: `per_benchmark` (metrics per benchmark, plus `recovery` per k), `overall`
@@ -112,7 +203,7 @@ def summarize(
     for name in order:
         mine = [r for r in records if r.benchmark == name]
         clean = [r for r in mine if r.k == 0]
-        block = _block(clean, same)
+        block = _block(clean, same, samples or _requested(clean))
         block["recovery"] = _recovery(mine, clean)
         per_benchmark[name] = block
     accuracies = [b["accuracy"].value for b in per_benchmark.values() if "accuracy" in b]
@@ -121,10 +212,15 @@ def summarize(
         "n_benchmarks_scored": len(accuracies),
         "n_records": len(records),
         "n_infra_errors": sum(r.status == INFRA_STATUS for r in records),
+        "excluded": {status: sum(r.status == status for r in records) for status in EXCLUDED_STATUSES},
+        "missing": {
+            "count": sum(b["missing"]["count"] for b in per_benchmark.values()),
+            "ids": [f"{name}/{pid}" for name, b in per_benchmark.items() for pid in b["missing"]["ids"]],
+        },
     }
     clean_all = [r for r in records if r.k == 0]
     if clean_all:
-        pooled = _block(clean_all, same)
+        pooled = _block(clean_all, same, None)
         overall.update({k: v for k, v in pooled.items() if k not in _PER_BENCHMARK_ONLY})
     summary: dict[str, Any] = _plain(
         {"summary_version": SUMMARY_VERSION, "per_benchmark": per_benchmark, "overall": overall}

@@ -304,7 +304,9 @@ def response_lengths(
     prompt = None
     if prompt_tokens is not None:
         if len(prompt_tokens) != len(response_tokens):
-            raise ValueError(f"{len(prompt_tokens)} prompt lengths but {len(response_tokens)} response lengths")
+            raise ValueError(
+                f"{len(prompt_tokens)} prompt lengths but {len(response_tokens)} response lengths"
+            )
         prompt = distribution(prompt_tokens)
     return Lengths(distribution(response_tokens), distribution(model_tokens), prompt)
 

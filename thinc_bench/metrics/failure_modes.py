@@ -53,7 +53,9 @@ def code_literals(code: str) -> list[Fraction]:
                 continue
             text = token.string.replace("_", "")
             try:
-                values.append(Fraction(int(text, 0)) if text[:2].lower() in ("0x", "0o", "0b") else Fraction(text))
+                values.append(
+                    Fraction(int(text, 0)) if text[:2].lower() in ("0x", "0o", "0b") else Fraction(text)
+                )
             except ValueError:  # a literal Fraction cannot read ("1e999" still can; "0777" cannot)
                 continue
     except (tokenize.TokenError, IndentationError, SyntaxError):

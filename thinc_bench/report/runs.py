@@ -57,7 +57,7 @@ def load_run(run_dir: str | Path) -> Run:
     summary = run.read_summary() or {}
     if not summary and samples:  # a killed run has records but no summary.json yet
         logger.warning("%s has no summary.json; computing it from %d records", path, len(samples))
-        summary = _summarize(samples, None, [])
+        summary = _summarize(samples, None, [], config.get("settings", {}).get("samples"))
     samples_path = path / SAMPLES_FILE
     mtime = samples_path.stat().st_mtime if samples_path.exists() else config_path.stat().st_mtime
     settings = config.get("settings", {})
@@ -100,7 +100,7 @@ def merge_shards(runs: Sequence[Run], same: Callable[[str, str], bool] | None = 
             key=lambda s: (s["benchmark"], s["problem_id"], s["k"], s["sample_idx"]),
         )
         order = list(dict.fromkeys(b for run in group for b in run.summary.get("per_benchmark", {})))
-        summary = _summarize(samples, same, order)
+        summary = _summarize(samples, same, order, group[0].config.get("settings", {}).get("samples"))
         logger.info("merged %d shards of %s (%d samples)", len(group), group[0].label, len(samples))
         merged.append(
             Run(
@@ -118,7 +118,10 @@ def merge_shards(runs: Sequence[Run], same: Callable[[str, str], bool] | None = 
 
 
 def _summarize(
-    samples: Sequence[dict[str, Any]], same: Callable[[str, str], bool] | None, order: Sequence[str]
+    samples: Sequence[dict[str, Any]],
+    same: Callable[[str, str], bool] | None,
+    order: Sequence[str],
+    n_samples: int | None = None,
 ) -> dict[str, Any]:
     """summary.json's content for records that have none (merged shards, killed runs)."""
     from thinc_bench.eval.store import SampleRecord
@@ -126,7 +129,12 @@ def _summarize(
     from thinc_bench.grading import equivalent
 
     records = [SampleRecord.from_dict(s) for s in samples]
-    return summarize(records, same=same or equivalent, benchmarks=list(order) or None)
+    return summarize(
+        records,
+        same=same or equivalent,
+        benchmarks=list(order) or None,
+        samples=int(n_samples) if n_samples else None,
+    )
 
 
 def _disambiguate(runs: list[Run]) -> None:
