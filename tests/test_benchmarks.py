@@ -33,7 +33,8 @@ def _write_jsonl(path: Path, rows: list[dict[str, object]]) -> Path:
 
 def test_registry_covers_the_paper_benchmarks_and_math500() -> None:
     assert set(benchmarks.PAPER_BENCHMARKS) <= set(benchmarks.REGISTRY)
-    assert set(benchmarks.REGISTRY) == set(EXPECTED_SIZES)
+    # GPQA-Diamond is gated and its terms ask that the questions not be republished: no local copy.
+    assert set(benchmarks.REGISTRY) == set(EXPECTED_SIZES) | {"gpqa_diamond"}
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_SIZES))
@@ -157,3 +158,77 @@ def test_hub_copy_matches_the_local_copy(name: str, benchmark_dir: Path) -> None
     hub = benchmarks.load(name)
     local = benchmarks.load(name, data_dir=benchmark_dir)
     assert [(p.id, p.answer) for p in hub] == [(p.id, p.answer) for p in local]
+
+
+GPQA_SYNTHETIC = Path(__file__).parent / "data" / "gpqa_synthetic.jsonl"
+"""Three made-up questions in the GPQA Hub schema (the real ones must not be published)."""
+
+
+def _shown_letter(problem: benchmarks.Problem, option: str) -> str:
+    """The letter under which the problem text shows `option`, read as a model would read it."""
+    (line,) = [line for line in problem.problem.splitlines() if line.endswith(f") {option}")]
+    return line[1]
+
+
+def test_gpqa_diamond_is_registered_with_its_gated_hub_config() -> None:
+    spec = benchmarks.REGISTRY["gpqa_diamond"]
+    assert (spec.hub_id, spec.config, spec.split) == ("Idavidrein/gpqa", "gpqa_diamond", "train")
+
+
+def test_gpqa_local_file_loads_as_multiple_choice_with_the_letter_as_gold(tmp_path: Path) -> None:
+    rows = [json.loads(line) for line in GPQA_SYNTHETIC.read_text().splitlines()]
+    _write_jsonl(tmp_path / "gpqa_diamond.jsonl", rows)
+    problems = benchmarks.load("gpqa_diamond", data_dir=tmp_path)
+    assert [p.id for p in problems] == ["synthetic-1", "synthetic-2", "synthetic-3"]
+    for problem, row in zip(problems, rows, strict=True):
+        assert problem.problem.startswith(row["Question"])
+        assert "\\boxed{" in problem.problem
+        assert problem.answer == _shown_letter(problem, row["Correct Answer"])
+        shown = sorted(_shown_letter(problem, row[f"Incorrect Answer {i}"]) for i in (1, 2, 3))
+        assert sorted([*shown, problem.answer]) == ["A", "B", "C", "D"]
+        assert problem.meta["options"][problem.answer] == "Correct Answer"  # the shuffle is recorded
+        assert problem.meta["shuffle_seed"] == benchmarks.GPQA_SHUFFLE_SEED
+
+
+def test_gpqa_shuffle_is_deterministic_per_seed_and_differs_across_seeds() -> None:
+    rows = [json.loads(line) for line in GPQA_SYNTHETIC.read_text().splitlines()]
+    first = benchmarks.multiple_choice_rows(rows, "test")
+    assert benchmarks.multiple_choice_rows(list(reversed(rows)), "test") == list(reversed(first))
+    orders = {seed: [benchmarks.option_order(f"q{i}", seed) for i in range(20)] for seed in (0, 1)}
+    assert orders[0] != orders[1]
+    assert all(sorted(order) == [0, 1, 2, 3] for order in orders[0])
+    assert len({tuple(order) for order in orders[0]}) > 1  # not one fixed permutation for every question
+    assert {order.index(0) for order in orders[0]} == {0, 1, 2, 3}  # the gold lands under every letter
+
+
+def test_gpqa_path_loads_the_same_problems_as_the_registry_name(tmp_path: Path) -> None:
+    by_path = benchmarks.load(str(GPQA_SYNTHETIC))
+    _write_jsonl(
+        tmp_path / "gpqa_diamond.jsonl", [json.loads(x) for x in GPQA_SYNTHETIC.read_text().splitlines()]
+    )
+    by_name = benchmarks.load("gpqa_diamond", data_dir=tmp_path)
+    assert [(p.id, p.problem, p.answer) for p in by_path] == [(p.id, p.problem, p.answer) for p in by_name]
+
+
+def test_gpqa_row_without_an_option_column_names_it(tmp_path: Path) -> None:
+    row = json.loads(GPQA_SYNTHETIC.read_text().splitlines()[0])
+    del row["Record ID"]
+    with pytest.raises(DatasetError, match="'Record ID'"):
+        benchmarks.multiple_choice_rows([row], "gpqa.jsonl")
+
+
+@pytest.mark.parametrize(
+    ("pred", "correct"),
+    [
+        ("\\boxed{B}", True),
+        ("\\boxed{(B)}", True),
+        ("\\boxed{\\text{B}}", True),
+        ("\\boxed{\\textbf{(B)}}", True),
+        ("\\boxed{C}", False),
+        ("The answer is B.", False),  # no box, no answer
+    ],
+)
+def test_letter_answers_are_graded_by_the_one_judge(pred: str, correct: bool) -> None:
+    from thinc_bench import grading
+
+    assert grading.grade(gold="B", pred=pred).correct is correct

@@ -169,6 +169,12 @@ def test_demo_preset_applies_only_without_a_model() -> None:
         32768,
         "aime2024",
     )
+    assert (demo.recovery_ks, paper.recovery_ks) == (
+        [0],
+        [0, 1, 2, 3, 4, 5],
+    )  # the paper's Recovery@k up to 5
+    assert EvalConfig(model="turns.jsonl", backend="scripted").recovery_ks == [0]
+    assert EvalConfig(model="m", recovery_k="0,2").recovery_ks == [0, 2]
 
 
 @pytest.mark.parametrize(("flag", "value"), [("shard", "2/2"), ("recovery_k", "a"), ("samples", 0)])
@@ -235,3 +241,74 @@ def test_resume_retries_samples_lost_to_infrastructure(two_problem_benchmark, sc
     assert len(records) == 3  # the retry is appended; the store reads the last record per sample
     summary = json.loads((out / "summary.json").read_text())["per_benchmark"]["tiny"]
     assert summary["n_infra_errors"] == 0 and summary["accuracy"]["n_samples"] == 2
+
+
+COUNT_PROBLEM = "How many integers from 1 to 100 are divisible by 3 or by 5?"
+THINC_TURNS = [
+    "<think>\nLoop over the integers up to the bound and test each divisibility condition.\n</think>\n"
+    "```python\nprint(sum(1 for n in range(1, 101) if n % 3 == 0 or n % 5 == 0))\n```\n```output",
+    "The count is \\boxed{47}.",
+]
+INTERLEAVED_TURNS = [
+    "There are 33 multiples of 3 and 20 of 5, and 6 of 15, so the count is 47. Let me verify.\n"
+    "<code>\nprint(33 + 20 - 6)\n</code>\n<interpreter>",
+    "The code confirms it, so the answer is \\boxed{47}.",
+]
+
+
+def _one_problem_run(tmp_path: Path, name: str, turns: list[str], *extra: str) -> Path:
+    bench = tmp_path / f"{name}.jsonl"
+    bench.write_text(json.dumps({"id": "count", "problem": COUNT_PROBLEM, "answer": "47"}) + "\n")
+    script = tmp_path / f"{name}-turns.jsonl"
+    script.write_text(json.dumps({"problem_id": "count", "turns": turns}) + "\n")
+    out = tmp_path / f"{name}-run"
+    assert thinc_eval.main(_scripted_args(bench, script, out, "--samples", "1", *extra)) == 0
+    return out
+
+
+def test_scripted_eval_measures_the_tir_failure_modes_in_both_dialects(tmp_path):
+    thinc = _one_problem_run(tmp_path, "thinc", THINC_TURNS)
+    interleaved = _one_problem_run(
+        tmp_path, "interleaved", INTERLEAVED_TURNS, "--dialect", "xml", "--system-prompt", "interleaved"
+    )
+    (t,) = _records(thinc)
+    (i,) = _records(interleaved)
+    assert (t["correct"], i["correct"]) == (True, True)
+    assert (t["posthoc"], t["nl_literals"]) == (False, [])
+    assert (i["posthoc"], i["nl_literals"]) == (True, ["33", "20"])
+    assert all(t["checks"].values()) and not i["checks"]["has_plan"]
+    assert 0 < t["nl_ratio"] < 0.2 < 0.5 < i["nl_ratio"]
+    assert t["prompt_tokens"] > 0 and t["gen_tokens"] <= t["total_tokens"] - t["prompt_tokens"]
+    modes = {
+        name: json.loads((out / "summary.json").read_text())["per_benchmark"][name]["failure_modes"]
+        for name, out in (("thinc", thinc), ("interleaved", interleaved))
+    }
+    assert modes["thinc"]["posthoc"]["value"] == 0.0 and modes["interleaved"]["posthoc"]["value"] == 1.0
+    assert (
+        modes["interleaved"]["nl_literals"]["value"] == 1.0
+        and modes["interleaved"]["nl_literals_mean"] == 2.0
+    )
+    html = (interleaved / "report.html").read_text()
+    assert "post-hoc" in html and "NL literals" in html
+
+
+def test_a_synthetic_gpqa_file_runs_end_to_end_through_the_cli(tmp_path):
+    from thinc_bench import benchmarks
+
+    source = Path(__file__).parents[1] / "data" / "gpqa_synthetic.jsonl"
+    bench = tmp_path / "gpqa_diamond.jsonl"
+    bench.write_text(source.read_text())
+    problems = benchmarks.load(str(bench))
+    lines = []
+    for problem, row in zip(problems, map(json.loads, source.read_text().splitlines()), strict=True):
+        (shown,) = [x for x in problem.problem.splitlines() if x.endswith(f") {row['Correct Answer']}")]
+        lines.append({"problem_id": problem.id, "turns": [f"Reading the options, \\boxed{{({shown[1]})}}"]})
+    script = tmp_path / "turns.jsonl"
+    script.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = tmp_path / "run"
+    assert thinc_eval.main(_scripted_args(bench, script, out, "--samples", "1")) == 0
+    records = _records(out)
+    assert len(records) == 3 and all(r["correct"] for r in records)
+    assert all(r["gold"] in "ABCD" and r["meta"]["options"][r["gold"]] == "Correct Answer" for r in records)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["per_benchmark"]["gpqa_diamond"]["accuracy"]["value"] == 1.0

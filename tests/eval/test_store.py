@@ -105,3 +105,24 @@ def test_infra_errors_are_not_done_and_a_retry_replaces_them(tmp_path: Path) -> 
     run.append(_record("p1", 0))
     assert [(r.problem_id, r.status) for r in run.records()] == [("p1", "correct"), ("p2", "correct")]
     assert run.done_keys() == {SampleKey("aime2025", "p1", 0, 0), SampleKey("aime2025", "p2", 0, 0)}
+
+
+def test_a_version_1_record_is_read_with_the_new_fields_unmeasured(tmp_path: Path) -> None:
+    # The exact keys a version-1 run wrote: no prompt tokens, checks, failure modes or injected count.
+    v1 = {
+        "benchmark": "aime2025", "problem_id": "p1", "sample_idx": 0, "k": 2, "text": "t", "answer": "5",
+        "gold": "5", "correct": True, "status": "correct", "n_tool_calls": 3, "n_exec_errors": 2,
+        "gen_tokens": 10, "total_tokens": 30, "grounded": True, "finish_reason": "answer", "timings": {},
+        "exec_statuses": ["error", "error", "ok"], "style": "thinc", "error": None, "schema_version": 1,
+    }  # fmt: skip
+    run = RunDir.open(tmp_path, SETTINGS)
+    run.samples_path.write_text(json.dumps(v1) + "\n")
+    (record,) = run.records()
+    assert (record.schema_version, record.prompt_tokens, record.response_tokens) == (1, None, None)
+    assert (record.checks, record.posthoc, record.nl_literals, record.nl_ratio) == ({}, None, None, None)
+    assert record.n_injected == 2  # the injector fails the first k executions: min(k, executions)
+
+
+def test_response_tokens_are_the_completion() -> None:
+    record = dataclasses.replace(_record(), prompt_tokens=12)
+    assert record.response_tokens == 30 - 12

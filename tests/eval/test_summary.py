@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from thinc_bench.eval.store import SampleRecord
 from thinc_bench.eval.summary import summarize
+
+ALL_PASS = {"has_plan": True, "no_text_between_code": True, "answer_after_last_output": True}
 
 
 def _rec(
@@ -16,6 +20,10 @@ def _rec(
     bench: str = "b",
     answer: str | None = "1",
     calls: int = 2,
+    finish: str = "answer",
+    checks: dict[str, bool] | None = None,
+    injected: int | None = None,
+    prompt: int | None = 200,
 ) -> SampleRecord:
     return SampleRecord(
         benchmark=bench,
@@ -31,9 +39,12 @@ def _rec(
         n_exec_errors=1 if k else 0,
         gen_tokens=100,
         total_tokens=300,
-        grounded=correct,
-        finish_reason="answer",
+        grounded=correct if answer is not None else None,
+        finish_reason=finish,
         style="thinc",
+        prompt_tokens=prompt,
+        n_injected=min(k, calls) if injected is None else injected,
+        checks=dict(ALL_PASS) if checks is None else checks,
     )
 
 
@@ -57,9 +68,13 @@ def test_accuracy_is_the_mean_of_per_problem_means_over_clean_samples() -> None:
     assert block["recovery"]["1"] == {
         "k": 1,
         "accuracy": 0.0,
+        "stderr": 0.0,
         "clean_accuracy": 0.75,
         "ratio": 0.0,
         "n_problems": 2,
+        "n_problems_ratio": 2,
+        "saw_k": {"numerator": 2, "denominator": 2, "value": 1.0},
+        "fewer_than_k": {"numerator": 0, "denominator": 0, "value": None},
     }
 
 
@@ -87,3 +102,105 @@ def test_majority_vote_groups_answers_with_the_given_equivalence() -> None:
     ]
     block = summarize(records, same=_same)["per_benchmark"]["b"]
     assert block["maj_at_k"]["3"]["value"] == 1.0
+
+
+@pytest.mark.parametrize("status", ["grader_error", "grader_timeout", "infra_error"])
+def test_samples_without_a_verdict_are_excluded_from_accuracy_and_counted(status: str) -> None:
+    records = [_rec("p1", 0, True), _rec("p1", 1, False, status=status), _rec("p2", 0, False)]
+    block = summarize(records, same=_same)["per_benchmark"]["b"]
+    assert block["accuracy"]["value"] == 0.5  # p1: 1/1, p2: 0/1; the unverdicted sample is not a wrong answer
+    assert block["accuracy"]["n_samples"] == 2
+    assert block["excluded"][status] == 1
+    assert sum(block["excluded"].values()) == 1
+
+
+def test_a_problem_with_no_scored_sample_is_reported_missing_not_dropped() -> None:
+    records = [
+        _rec("p1", 0, True),
+        _rec("p2", 0, False, status="infra_error", answer=None),
+        _rec("p2", 1, False, status="grader_error"),
+    ]
+    summary = summarize(records, same=_same)
+    block = summary["per_benchmark"]["b"]
+    assert block["missing"] == {"count": 1, "ids": ["p2"]}
+    assert block["accuracy"]["n_problems"] == 1
+    assert summary["overall"]["missing"] == {"count": 1, "ids": ["b/p2"]}
+
+
+def test_pass_and_maj_keep_the_requested_k_when_one_sample_is_lost() -> None:
+    # 4 samples asked per problem; one sample of p2 was lost to an infrastructure error.
+    records = [_rec("p1", i, i == 0, answer=str(i)) for i in range(4)]
+    records += [_rec("p2", i, True) for i in range(3)]
+    records.append(_rec("p2", 3, False, status="infra_error", answer=None))
+    block = summarize(records, same=_same, samples=4)["per_benchmark"]["b"]
+    assert set(block["pass_at_k"]) == {"1", "2", "4"}  # k is not lowered to 3 for every problem
+    assert block["pass_at_k"]["4"]["value"] == 1.0  # p1 only: 1 of 4 correct, so pass@4 = 1
+    assert (block["pass_at_k"]["4"]["n_problems"], block["pass_at_k"]["4"]["n_problems_short"]) == (1, 1)
+    assert block["pass_at_k"]["2"]["n_problems"] == 2
+    maj = block["maj_at_k"]["4"]
+    assert (maj["n_problems"], maj["n_problems_short"]) == (1, 1)
+    assert maj["value"] == 1.0  # p1: four different answers, the first ("0", correct) wins the tie
+
+
+def test_maj_at_k_group_correctness_survives_a_members_grader_timeout() -> None:
+    records = [
+        _rec("p1", 0, False, status="grader_timeout", answer="7"),
+        _rec("p1", 1, True, answer="7"),
+        _rec("p1", 2, False, answer="3"),
+    ]
+    maj = summarize(records, same=_same)["per_benchmark"]["b"]["maj_at_k"]["3"]
+    assert (maj["value"], maj["n_unresolved"]) == (1.0, 0)
+
+
+def test_truncation_counts_token_budget_and_tool_call_limit_apart_and_together() -> None:
+    records = [
+        _rec("p1", 0, False, finish="max_tokens", answer=None),
+        _rec("p1", 1, False, finish="max_tool_calls", answer=None),
+        _rec("p2", 0, True),
+        _rec("p2", 1, True, finish="eos"),
+    ]
+    block = summarize(records, same=_same)["per_benchmark"]["b"]
+    assert block["truncation"]["value"] == 0.5
+    assert block["truncation_by"]["max_tokens"]["numerator"] == 1
+    assert block["truncation_by"]["max_tool_calls"]["numerator"] == 1
+
+
+def test_response_length_is_the_completion_and_the_prompt_is_apart() -> None:
+    records = [_rec("p1", 0, True, prompt=150), _rec("p1", 1, True, prompt=100)]
+    lengths = summarize(records, same=_same)["per_benchmark"]["b"]["lengths"]
+    assert lengths["response_tokens"]["mean"] == 175  # total 300 minus prompts 150 and 100
+    assert lengths["model_tokens"]["mean"] == 100  # gen_tokens: the model-written part of the completion
+    assert lengths["prompt_tokens"]["mean"] == 125
+
+
+def test_conformance_is_the_share_passing_every_check_not_the_style_label() -> None:
+    records = [
+        _rec("p1", 0, True),
+        _rec("p1", 1, True, checks={**ALL_PASS, "answer_after_last_output": False}),  # style "thinc"
+    ]
+    block = summarize(records, same=_same)["per_benchmark"]["b"]
+    assert block["thinc_conformance"]["value"] == 0.5
+    assert block["thinc_style"]["value"] == 1.0
+    assert block["conformance_checks"]["answer_after_last_output"]["value"] == 0.5
+    assert block["conformance_checks"]["has_plan"]["value"] == 1.0
+
+
+def test_recovery_counts_samples_that_really_saw_k_failures() -> None:
+    records = [_rec("p1", 0, True), _rec("p2", 0, True)]
+    records += [_rec("p1", 0, True, k=3, calls=4), _rec("p2", 0, True, k=3, calls=1)]  # p2 stopped early
+    recovery = summarize(records, same=_same)["per_benchmark"]["b"]["recovery"]["3"]
+    assert (recovery["accuracy"], recovery["n_problems"]) == (1.0, 1)
+    assert recovery["saw_k"]["value"] == 0.5
+    assert recovery["fewer_than_k"] == {"numerator": 1, "denominator": 1, "value": 1.0}
+
+
+def test_failure_modes_are_summarised_per_benchmark() -> None:
+    a, b = _rec("p1", 0, True), _rec("p1", 1, True)
+    a.posthoc, a.nl_literals, a.nl_ratio, a.plan_share = True, ["33", "20"], 0.6, 0.0
+    b.posthoc, b.nl_literals, b.nl_ratio, b.plan_share = False, [], 0.1, 0.3
+    modes = summarize([a, b], same=_same)["per_benchmark"]["b"]["failure_modes"]
+    assert modes["posthoc"]["value"] == 0.5
+    assert modes["nl_literals"]["value"] == 0.5
+    assert modes["nl_literals_mean"] == 1.0
+    assert modes["nl_ratio"] == pytest.approx(0.35)
+    assert modes["plan_share"] == pytest.approx(0.15)

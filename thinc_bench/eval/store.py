@@ -126,7 +126,7 @@ class SampleRecord:
             )
         names = {f.name for f in dataclasses.fields(cls)}
         record = cls(**{k: v for k, v in data.items() if k in names})
-        if record.n_injected is None and record.status != INFRA_STATUS:
+        if version == 1 and record.n_injected is None and record.status != INFRA_STATUS:
             # The injector fails the first k executions, so a version-1 sample saw min(k, executions).
             record.n_injected = min(record.k, record.n_tool_calls)
         return record
