@@ -11,12 +11,15 @@ from thinc_bench.report.viewer import unpack
 EXPECTED_PATHS = {
     "accuracy": ("accuracy", "value"),
     "tool_calls": ("tool_calls", "mean"),
-    "model_tokens": ("lengths", "model_tokens", "mean"),
+    "response_tokens": ("lengths", "response_tokens", "mean"),
     "grounding": ("grounding", "answered", "value"),
     "exec_errors": ("execution_errors", "per_execution", "value"),
     "no_answer": ("no_answer", "value"),
     "truncation": ("truncation", "value"),
     "conformance": ("thinc_conformance", "value"),
+    "posthoc": ("failure_modes", "posthoc", "value"),
+    "nl_literals": ("failure_modes", "nl_literals", "value"),
+    "nl_ratio": ("failure_modes", "nl_ratio"),
 }
 """Where summary.json keeps each headline metric, written out independently of the report code."""
 
@@ -75,7 +78,7 @@ def expected_cells(summary: dict[str, Any], run: int = 0) -> dict[tuple[str, int
             out[(name, run, metric)] = _get(block, path)
         out[(name, run, "pass_at_k")] = block["pass_at_k"][max(block["pass_at_k"], key=int)]["value"]
         out[(name, run, "maj_at_k")] = block["maj_at_k"][max(block["maj_at_k"], key=int)]["value"]
-        out[(name, run, "infra")] = block["n_infra_errors"]
+        out[(name, run, "infra")] = sum(block["excluded"].values())
     overall = summary["overall"]
     for metric, path in EXPECTED_PATHS.items():
         out[("average", run, metric)] = (
@@ -83,5 +86,5 @@ def expected_cells(summary: dict[str, Any], run: int = 0) -> dict[tuple[str, int
         )
     for metric in ("pass_at_k", "maj_at_k"):
         out[("average", run, metric)] = fmean(out[(name, run, metric)] for name in per)  # type: ignore[misc]
-    out[("average", run, "infra")] = overall["n_infra_errors"]
+    out[("average", run, "infra")] = sum(overall["excluded"].values())
     return out

@@ -12,6 +12,7 @@ import random
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from thinc_bench import grading, metrics, trajectory
 from thinc_bench.eval.store import RunDir, SampleRecord
 from thinc_bench.eval.summary import summarize
 
@@ -30,6 +31,10 @@ def _text(rng: random.Random, answer: int, kind: str, k: int) -> str:
         blocks.append(f"```python\n{code}```\n```output\n{output}```\n")
     if kind == "interleaved":
         blocks.insert(1, "Now I check the result in words.\n")
+    if kind == "posthoc":  # the answer in prose first, a number of it typed into the code
+        blocks.insert(
+            0, f"By hand the total is {answer}.\n```python\nprint({answer})\n```\n```output\n{answer}\n```\n"
+        )
     tail = {"no_answer": f"So the total is {answer}.", "truncated": "```python\nfor i in range("}.get(
         kind, f"\\boxed{{{answer}}}"
     )
@@ -45,6 +50,20 @@ def _special(record: SampleRecord, problem: int, sample: int, k: int) -> SampleR
         record.finish_reason, record.error = "infra_error", "BackendUnavailable: HTTP 503 after 3 retries"
     else:
         record.status, record.correct = "grader_timeout", False
+    return record
+
+
+def _measure(record: SampleRecord, problem: str) -> SampleRecord:
+    """The per-trajectory measures eval records, from the real functions."""
+    if record.status == "infra_error":
+        return record
+    parsed = trajectory.parse(record.text)
+    conformance = trajectory.check_conformance(parsed)
+    record.checks = {c.name: c.passed for c in conformance.checks}
+    record.plan_share = conformance.plan_share
+    record.posthoc = metrics.posthoc(parsed, record.answer, lambda a, t: bool(grading.grounded(a, [t])))
+    record.nl_literals = metrics.nl_literals(parsed, problem)
+    record.nl_ratio = metrics.nl_ratio(parsed)
     return record
 
 
@@ -89,7 +108,9 @@ def synthetic_run(
             gold = 100 + p
             for k in ks:
                 for s in range(samples):
-                    kind = rng.choice(["ok"] * 12 + ["exec_error", "interleaved", "no_answer", "truncated"])
+                    kind = rng.choice(
+                        ["ok"] * 12 + ["exec_error", "interleaved", "no_answer", "truncated", "posthoc"]
+                    )
                     correct = kind not in ("no_answer", "truncated") and rng.random() < p_correct
                     answer = gold if correct else gold + 1
                     text = _text(
@@ -114,8 +135,10 @@ def synthetic_run(
                         ),
                         n_tool_calls=n_calls,
                         n_exec_errors=min(n_calls, k + (kind == "exec_error")),
-                        gen_tokens=len(text) // 3,
+                        gen_tokens=len(text) // 4,
                         total_tokens=len(text) // 3 + 200,
+                        prompt_tokens=200,
+                        n_injected=min(n_calls, k),
                         grounded=None if kind in ("no_answer", "truncated") else True,
                         finish_reason="max_tokens" if kind == "truncated" else "answer",
                         exec_statuses=(
@@ -124,8 +147,9 @@ def synthetic_run(
                         ),
                         style="interleaved" if kind == "interleaved" else "thinc",
                     )
-                    records.append(_special(record, p, s, k))
+                    records.append(_measure(_special(record, p, s, k), f"Problem {p} of {benchmark}."))
     for record in records:
         run.append(record)
-    run.write_summary(summarize(records, same=lambda a, b: a == b, benchmarks=list(sizes)))
+    summary = summarize(records, same=lambda a, b: a == b, benchmarks=list(sizes), samples=samples)
+    run.write_summary(summary)
     return path

@@ -44,7 +44,7 @@ def test_one_column_group_per_run_with_the_best_accuracy_marked(two_runs) -> Non
     strong, weak = (group[0] for group in average["groups"])
     assert strong["value"] > weak["value"]
     assert (strong["best"], weak["best"]) == (True, False)
-    assert render(data).count('colspan="11"') == 2
+    assert render(data).count('colspan="14"') == 2  # 13 headline columns + excluded
 
 
 def test_shards_of_one_run_merge_into_one_column_with_the_unsharded_numbers(tmp_path) -> None:
@@ -63,7 +63,12 @@ def test_published_numbers_sit_beside_the_run_and_are_labelled(two_runs) -> None
     assert "published, not measured here" in html
     for entry in load_reference()["numbers"]:
         assert f"<td>{entry['model']}</td>" in html
-        assert f'<td class="pub">{entry["value"]}' in html
+        shown = '<span class="muted">not reported' if entry["value"] is None else entry["value"]
+        assert f'<td class="pub">{shown}' in html
+    not_reported = {n["metric"] for n in load_reference()["numbers"] if n["value"] is None}
+    assert not_reported == {"posthoc", "nl_literals", "nl_ratio"}  # the paper names A-C without a number
+    (k5,) = [n for n in load_reference()["numbers"] if n["metric"] == "recovery_accuracy_k5"]
+    assert (k5["model"], k5["value"]) == ("ThinC-4B", 33.0)
     assert [n["value"] for n in load_reference()["numbers"] if n["metric"] == "avg_accuracy"] == [
         78.1,
         42.8,
@@ -124,3 +129,50 @@ def test_a_killed_run_without_summary_json_still_reports_its_numbers(tmp_path) -
     (run / "summary.json").unlink()
     average = build_data(run)["headline"]["rows"][-1]["groups"][0][0]
     assert average["value"] == pytest.approx(summary["overall"]["mean_accuracy"])
+
+
+def test_a_problem_lost_to_infrastructure_is_a_missing_warning_not_silently_dropped(tmp_path) -> None:
+    from thinc_bench.eval.store import RunDir
+    from thinc_bench.eval.summary import summarize
+
+    path = synthetic_run(tmp_path / "run", model="org/m", sizes={"aime2025": 3}, samples=2)
+    run = RunDir(path, json.loads((path / "config.json").read_text()))
+    records = run.records()
+    for r in records:
+        if r.problem_id == "aime2025-2":  # every sample of this problem failed on infrastructure
+            r.status, r.correct, r.answer, r.grounded, r.finish_reason = (
+                "infra_error",
+                False,
+                None,
+                None,
+                "infra_error",
+            )
+    run.samples_path.write_text("")
+    for r in records:
+        run.append(r)
+    run.write_summary(summarize(records, same=lambda a, b: a == b, samples=2))
+    data = build_data(path)
+    (missing,) = [w for w in data["warnings"] if w["kind"] == "missing"]
+    # problem 2 as made here; problem 0 as synthetic makes it (one infrastructure error, one grader timeout)
+    assert missing["count"] == 2 and "aime2025/aime2025-0, aime2025/aime2025-2" in missing["meaning"]
+    assert {data["samples"][i]["problem_id"] for i in missing["ids"]} == {"aime2025-0", "aime2025-2"}
+    assert "Problems missing from accuracy" in render(data)
+
+
+def test_failure_mode_figure_shows_the_three_rates_and_says_what_the_paper_does_not_report(two_runs) -> None:
+    (figure,) = [f for f in build_data(two_runs)["figures"] if f["key"] == "failure_modes"]
+    svg = str(figure["svg"])
+    for label in ("grounded", "(A) post-hoc", "(B) NL literals", "(C) NL ratio", "not reported", "99.2"):
+        assert label in svg, label
+    assert "strong-4b" in svg and "weak-1.7b" in svg
+
+
+def test_recovery_table_shows_stderr_saw_k_and_samples_with_fewer_executions(two_runs) -> None:
+    html = render(build_data(two_runs[:1]))
+    summary = json.loads((two_runs[0] / "summary.json").read_text())
+    rec = summary["per_benchmark"]["aime2025"]["recovery"]["2"]
+    assert rec["saw_k"]["denominator"] == 6 * 4  # every k=2 sample of the benchmark
+    assert 0 < rec["saw_k"]["value"] < 1  # synthetic trajectories with one block cannot see 2 failures
+    assert "saw k" in html and "clean accuracy above 0" in html
+    fewer = rec["fewer_than_k"]
+    assert f">{fewer['numerator']}/{fewer['denominator']}<" in html

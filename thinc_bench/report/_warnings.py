@@ -1,9 +1,11 @@
 """Reader warnings (MathArena-style flags): samples whose verdict a reader should check by eye.
 
 Per sample: the gold answer appears in the model's own text but was not the extracted answer; the
-token budget cut the trajectory; no answer; the grader timed out; an infrastructure error kept the
-sample out of accuracy. Per run: fewer samples generated than requested. Each warning lists the
-sample ids the viewer opens. Flags are heuristics for attention, never a second verdict.
+token budget or the tool-call limit cut the trajectory (apart); no answer; the grader timed out or
+failed; an infrastructure error kept the sample out of accuracy. Per run: fewer samples generated
+than requested; problems with no scored sample at all (missing from every accuracy, from
+summary.json). Each warning lists the sample ids the viewer opens. Flags are heuristics for
+attention, never a second verdict.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from typing import Any
 
 from thinc_bench.report.runs import Run, header
 
-TRUNCATED_REASONS = frozenset({"max_tokens"})
-"""Finish reasons that mean the budget cut the trajectory (as in summary.TRUNCATED_REASONS)."""
+TRUNCATED_REASONS = frozenset({"max_tokens", "max_tool_calls"})
+"""Finish reasons that mean a budget cut the trajectory (as in summary.TRUNCATED_REASONS)."""
 
 MIN_GOLD_CHARS = 1
 """Golds this short still count: integer golds are matched as whole numbers, so 5 never hits 15."""
@@ -27,8 +29,19 @@ KINDS: dict[str, tuple[str, str]] = {
         "check the extraction or the model's final step",
     ),
     "truncated": ("Hit the token budget", "generation stopped at max_tokens before a final answer"),
+    "tool_call_limit": (
+        "Hit the tool-call limit",
+        "the model asked for more executions than max_tool_calls allows; the trajectory was stopped",
+    ),
     "no_answer": ("No answer", "no \\boxed{} in the final text; counted as incorrect"),
-    "grader_timeout": ("Grader timeout", "math-verify did not finish in time; counted as incorrect"),
+    "grader_timeout": (
+        "Grader timeout",
+        "math-verify did not finish in time; excluded from accuracy (not a wrong answer) and counted",
+    ),
+    "grader_error": (
+        "Grader error",
+        "the grading worker failed; excluded from accuracy (not a wrong answer) and counted",
+    ),
     "infra_error": (
         "Infrastructure errors excluded from accuracy",
         "backend or sandbox outage after retries; these samples are not in any accuracy",
@@ -59,11 +72,15 @@ def flags(sample: dict[str, Any], segments: Sequence[dict[str, Any]]) -> dict[st
     return {
         "exec_error": sample["n_exec_errors"] > 0,
         "ungrounded": sample["grounded"] is False,
-        "nonconforming": sample["style"] != "thinc",
+        "nonconforming": not all(sample["checks"].values())
+        if sample.get("checks")
+        else sample["style"] != "thinc",
         "gold_in_text": not infra and not sample["correct"] and gold_in_text(sample["gold"], model_text),
-        "truncated": sample["finish_reason"] in TRUNCATED_REASONS,
+        "truncated": sample["finish_reason"] == "max_tokens",
+        "tool_call_limit": sample["finish_reason"] == "max_tool_calls",
         "no_answer": not infra and sample["answer"] is None,
         "grader_timeout": sample["status"] == "grader_timeout",
+        "grader_error": sample["status"] == "grader_error",
         "infra_error": infra,
     }
 
@@ -84,6 +101,31 @@ def collect(runs: Sequence[Run], samples: Sequence[dict[str, Any]]) -> list[dict
                     "requested (problems seen x samples x k); resume the run to finish it",
                     "count": abs(facts["requested_samples"] - facts["generated_samples"]),
                     "ids": [],
+                }
+            )
+        missing = [
+            (name, pid)
+            for name, block in run.summary.get("per_benchmark", {}).items()
+            for pid in (block.get("missing") or {}).get("ids", [])
+        ]
+        if missing:
+            lost = {(s["benchmark"], s["problem_id"]) for s in samples if s["run"] == r} & set(missing)
+            out.append(
+                {
+                    "run": r,
+                    "label": run.label,
+                    "kind": "missing",
+                    "title": "Problems missing from accuracy",
+                    "meaning": "no sample of these problems was scored (infrastructure or grader failures): "
+                    "they are in no accuracy; resume the run to retry them. "
+                    + ", ".join(f"{name}/{pid}" for name, pid in missing[:20])
+                    + (f" … and {len(missing) - 20} more" if len(missing) > 20 else ""),
+                    "count": len(missing),
+                    "ids": [
+                        s["id"]
+                        for s in samples
+                        if s["run"] == r and (s["benchmark"], s["problem_id"]) in lost
+                    ],
                 }
             )
         mine = [s for s in samples if s["run"] == r]

@@ -276,6 +276,62 @@ def grounding_figure(runs: Sequence[Run], benchmarks: Sequence[str]) -> Markup:
     return svg_figure(fig)
 
 
+FAILURE_MODE_GROUPS = (
+    ("grounded", ("grounding", "answered", "value"), "grounding"),
+    ("(A) post-hoc", ("failure_modes", "posthoc", "value"), "posthoc"),
+    ("(B) NL literals", ("failure_modes", "nl_literals", "value"), "nl_literals"),
+    ("(C) NL ratio", ("failure_modes", "nl_ratio"), "nl_ratio"),
+)
+"""Bar groups of the failure-mode figure: label, path in a summary block, reference.yaml metric."""
+
+
+def _dig(block: dict[str, Any], path: Sequence[str]) -> float | None:
+    value: Any = block
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return None if value is None else float(value)
+
+
+def failure_mode_figure(runs: Sequence[Run], reference: dict[str, Any]) -> Markup:
+    """Grounding and the three TIR failure modes, runs side by side (pooled clean samples).
+
+    Published numbers are drawn as markers where the paper gives one (grounding); groups it does
+    not report are labelled so on the axis.
+    """
+    with _style():
+        fig, ax = new_figure(3.0)
+        published = {
+            metric: [
+                e for e in reference.get("numbers", []) if e["metric"] == metric and e["value"] is not None
+            ]
+            for _, _, metric in FAILURE_MODE_GROUPS
+        }
+        names = [
+            label if published[metric] else f"{label}\n(paper: not reported)"
+            for label, _, metric in FAILURE_MODE_GROUPS
+        ]
+        values = [
+            [_dig(run.summary.get("overall", {}), path) for _, path, _ in FAILURE_MODE_GROUPS] for run in runs
+        ]
+        centres = _grouped_bars(ax, runs, names, values)
+        markers = itertools.cycle("D^sv<>pho")
+        for centre, (_, _, metric) in zip(centres, FAILURE_MODE_GROUPS, strict=True):
+            for entry in published[metric]:
+                ax.plot(
+                    [centre + 0.45],
+                    [entry["value"]],
+                    next(markers),
+                    color=INK,
+                    markersize=4,
+                    label=f"{entry['model']} {entry['value']} (published)",
+                )
+        ax.tick_params(axis="x", labelrotation=0, labelsize=7)
+        ax.set_ylabel("% of trajectories (NL ratio: % of model tokens)")
+        ax.set_ylim(0, 100)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return svg_figure(fig)
+
+
 def all_figures(
     runs: Sequence[Run], benchmarks: Sequence[str], reference: dict[str, Any]
 ) -> list[dict[str, Any]]:
@@ -297,6 +353,14 @@ def all_figures(
             "svg": recovery_figure(runs, ks),
         },
         {
+            "key": "failure_modes",
+            "title": "TIR failure modes",
+            "caption": "grounded answers, then (A) post-hoc verification, (B) trajectories typing prose numbers "
+            "into code, (C) prose outside the plan as a share of model tokens; lower is better for A-C. "
+            "Markers: published grounding rates (not measured here); the paper reports no number for A-C",
+            "svg": failure_mode_figure(runs, reference),
+        },
+        {
             "key": "tool_calls",
             "title": "Tool calls",
             "caption": "code executions per trajectory, clean runs",
@@ -304,8 +368,9 @@ def all_figures(
         },
         {
             "key": "lengths",
-            "title": "Response length",
-            "caption": "model tokens per response, by verdict",
+            "title": "Model tokens per response",
+            "caption": "model-written tokens of the completion, by verdict (the headline's tokens column counts "
+            "interpreter tokens too)",
             "svg": length_figure(runs),
         },
         {

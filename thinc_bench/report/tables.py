@@ -68,12 +68,12 @@ METRICS: tuple[Metric, ...] = (
         "tool_calls", "tool calls", "none", "float", _path("tool_calls", "mean"), "executions per trajectory"
     ),
     Metric(
-        "model_tokens",
+        "response_tokens",
         "tokens",
         "none",
         "int",
-        _path("lengths", "model_tokens", "mean"),
-        "model tokens per response",
+        _path("lengths", "response_tokens", "mean"),
+        "completion tokens per response, model and interpreter (the prompt apart)",
     ),
     Metric(
         "grounding",
@@ -92,10 +92,51 @@ METRICS: tuple[Metric, ...] = (
         "failed executions / executions",
     ),
     Metric("no_answer", "no answer", "lower", "pct", _path("no_answer", "value"), "no \\boxed{} answer"),
-    Metric("truncation", "truncated", "lower", "pct", _path("truncation", "value"), "hit the token budget"),
-    Metric("conformance", "ThinC", "higher", "pct", _path("thinc_conformance", "value"), "ThinC-style share"),
+    Metric(
+        "truncation",
+        "truncated",
+        "lower",
+        "pct",
+        _path("truncation", "value"),
+        "stopped by the token budget or the tool-call limit",
+    ),
+    Metric(
+        "conformance",
+        "ThinC",
+        "higher",
+        "pct",
+        _path("thinc_conformance", "value"),
+        "share passing every ThinC conformance check",
+    ),
+    Metric(
+        "posthoc",
+        "post-hoc",
+        "lower",
+        "pct",
+        _path("failure_modes", "posthoc", "value"),
+        "(A) answer stated in prose before any output showed it, then verified by code",
+    ),
+    Metric(
+        "nl_literals",
+        "NL literals",
+        "lower",
+        "pct",
+        _path("failure_modes", "nl_literals", "value"),
+        "(B) trajectories typing a number computed in prose into code",
+    ),
+    Metric(
+        "nl_ratio",
+        "NL ratio",
+        "lower",
+        "pct",
+        _path("failure_modes", "nl_ratio"),
+        "(C) prose outside the plan / model tokens (role overlap)",
+    ),
 )
 """Headline columns. Tool calls and tokens have no "best": fewer is only better at equal accuracy."""
+
+FAILURE_MODE_METRICS = ("posthoc", "nl_literals", "nl_ratio")
+"""The three TIR failure modes (summary `failure_modes`), shown together in their own figure."""
 
 
 def fmt(value: float | None, kind: Format) -> str:
@@ -152,6 +193,13 @@ def _mark_best(groups: list[list[dict[str, Any]]]) -> None:
             g[i]["best"] = g[i]["value"] == best
 
 
+def excluded(block: dict[str, Any]) -> int:
+    """Samples kept out of accuracy (infrastructure errors, grader timeouts and errors); version-1
+    summaries counted infrastructure errors only."""
+    counts = block.get("excluded")
+    return int(sum(counts.values())) if counts else int(block.get("n_infra_errors", 0))
+
+
 def headline(runs: Sequence[Run], benchmarks: Sequence[str]) -> dict[str, Any]:
     """Rows per benchmark plus the average; each row holds one cell group per run."""
     rows: list[dict[str, Any]] = []
@@ -165,11 +213,11 @@ def headline(runs: Sequence[Run], benchmarks: Sequence[str]) -> dict[str, Any]:
             m: sorted({k for run in runs if (k := _largest_key(run.summary, name, m)) is not None}, key=int)
             for m in ("pass_at_k", "maj_at_k")
         }
-        infra = [run.summary.get("per_benchmark", {}).get(name, {}).get("n_infra_errors", 0) for run in runs]
+        infra = [excluded(run.summary.get("per_benchmark", {}).get(name, {})) for run in runs]
         rows.append({"benchmark": name, "groups": groups, "ks": ks, "infra": infra, "average": False})
     averages = [_average_cells(run) for run in runs]
     _mark_best(averages)
-    infra = [run.summary.get("overall", {}).get("n_infra_errors", 0) for run in runs]
+    infra = [excluded(run.summary.get("overall", {})) for run in runs]
     rows.append({"benchmark": "average", "groups": averages, "ks": {}, "infra": infra, "average": True})
     columns = []
     for m in METRICS:
@@ -194,12 +242,13 @@ def recovery(runs: Sequence[Run], benchmarks: Sequence[str]) -> dict[str, Any]:
 
 
 def mean_recovery(run: Run, k: int) -> dict[str, float] | None:
-    """Recovery@k accuracy and clean accuracy averaged over the benchmarks that have k, or None."""
+    """Recovery@k accuracy and clean accuracy averaged over the benchmarks that have both, or None."""
     recs = [
         b["recovery"][str(k)]
         for b in run.summary.get("per_benchmark", {}).values()
         if str(k) in (b.get("recovery") or {})
     ]
+    recs = [r for r in recs if r.get("accuracy") is not None and r.get("clean_accuracy") is not None]
     if not recs:
         return None
     return {"accuracy": fmean(r["accuracy"] for r in recs), "clean": fmean(r["clean_accuracy"] for r in recs)}
@@ -215,6 +264,9 @@ def measured(run: Run, metric: str) -> float | None:
         return _path("tool_calls", "mean")(overall)
     if metric == "grounding":
         value = _path("grounding", "answered", "value")(overall)
+        return None if value is None else 100 * value
+    if metric in FAILURE_MODE_METRICS:
+        value = next(m.get(overall) for m in METRICS if m.key == metric)
         return None if value is None else 100 * value
     if metric.startswith("recovery_accuracy_k"):
         rec = mean_recovery(run, int(metric.removeprefix("recovery_accuracy_k")))
