@@ -103,7 +103,7 @@ def test_page_loads_from_file_without_console_errors_or_network_requests(browser
     assert events.requests and all(u == url or u.startswith("data:") for u in events.requests), (
         events.requests
     )
-    assert page.evaluate("document.querySelectorAll('figure svg').length") == 7
+    assert page.evaluate("document.querySelectorAll('figure svg').length") == 8
 
 
 def test_viewer_filters_change_the_visible_trajectories(browser, page_file) -> None:
@@ -152,3 +152,22 @@ def test_opening_a_trajectory_renders_highlighted_code_and_a_screenshot_is_saved
     shot = ARTIFACTS / "report-viewer.png"
     page.screenshot(path=str(shot))
     assert shot.stat().st_size > 10_000
+
+
+def test_failure_modes_show_in_the_table_the_figure_and_the_viewer(browser, page_file) -> None:
+    page, _ = browser
+    headers = page.evaluate("[...document.querySelectorAll('table.headline th')].map((h) => h.textContent)")
+    assert {"post-hoc", "NL literals", "NL ratio"} <= set(headers)
+    assert page.locator("#fig-failure_modes svg").is_visible()
+    cells = page.evaluate(
+        "[...document.querySelectorAll('table.headline td[data-metric=posthoc]')].map((c) => c.textContent.trim())"
+    )
+    assert len(cells) == 2 * 3 and all(c != "–" for c in cells)  # 2 runs x (2 benchmarks + average)
+    posthoc = [s for s in page_file[1]["samples"] if s["posthoc"]]
+    assert posthoc, "the synthetic runs write post-hoc trajectories"
+    page.fill("#f-text", posthoc[0]["problem_id"])
+    summaries = page.evaluate(
+        "[...document.querySelectorAll('#trajectories summary')].map((s) => s.textContent)"
+    )
+    assert any("post-hoc" in text and "NL literals" in text for text in summaries)
+    page.click("#f-reset")
