@@ -147,6 +147,8 @@ def test_openai_outage_is_recorded_as_infra_errors_not_wrong_answers(two_problem
         str(two_problem_benchmark),
         "--samples",
         "1",
+        "--recovery-k",
+        "0",
         "--out",
         str(out),
     ]
@@ -157,6 +159,8 @@ def test_openai_outage_is_recorded_as_infra_errors_not_wrong_answers(two_problem
     block = json.loads((out / "summary.json").read_text())["per_benchmark"]["tiny"]
     assert block["n_infra_errors"] == 2
     assert "accuracy" not in block  # nothing scored: an outage is not 0% accuracy
+    assert block["missing"] == {"count": 2, "ids": ["tiny-1", "tiny-2"]}  # reported, not dropped
+    assert "Problems missing from accuracy" in (out / "report.html").read_text()
 
 
 def test_demo_preset_applies_only_without_a_model() -> None:
