@@ -49,6 +49,7 @@ def test_report_has_every_figure_as_inline_svg(scripted_run: Path) -> None:
     assert page.figures == [
         "fig-accuracy",
         "fig-recovery",
+        "fig-failure_modes",
         "fig-tool_calls",
         "fig-lengths",
         "fig-grounding",
