@@ -176,3 +176,18 @@ def test_recovery_table_shows_stderr_saw_k_and_samples_with_fewer_executions(two
     assert "saw k" in html and "clean accuracy above 0" in html
     fewer = rec["fewer_than_k"]
     assert f">{fewer['numerator']}/{fewer['denominator']}<" in html
+
+
+def test_a_run_summarised_by_an_older_version_is_summarised_again_from_its_records(tmp_path) -> None:
+    from thinc_bench.eval.summary import SUMMARY_VERSION
+    from thinc_bench.report.runs import load_run
+
+    path = synthetic_run(tmp_path / "run", model="org/m", sizes={"aime2025": 3}, samples=2)
+    current = json.loads((path / "summary.json").read_text())
+    old = {"summary_version": 1, "per_benchmark": {"aime2025": {"n_records": 6}}, "overall": {}}
+    (path / "summary.json").write_text(json.dumps(old))
+    summary = load_run(path).summary
+    assert summary["summary_version"] == SUMMARY_VERSION
+    assert (
+        summary["per_benchmark"]["aime2025"]["accuracy"] == current["per_benchmark"]["aime2025"]["accuracy"]
+    )

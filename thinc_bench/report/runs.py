@@ -43,6 +43,7 @@ def load_run(run_dir: str | Path) -> Run:
         FileNotFoundError: the directory has no config.json (it is not a run directory).
     """
     from thinc_bench.eval.store import CONFIG_FILE, SAMPLES_FILE, RunDir
+    from thinc_bench.eval.summary import SUMMARY_VERSION
 
     path = Path(run_dir)
     config_path = path / CONFIG_FILE
@@ -55,9 +56,17 @@ def load_run(run_dir: str | Path) -> Run:
     samples = [dataclasses.asdict(r) for r in run.records()]
     samples.sort(key=lambda s: (s["benchmark"], s["problem_id"], s["k"], s["sample_idx"]))
     summary = run.read_summary() or {}
-    if not summary and samples:  # a killed run has records but no summary.json yet
-        logger.warning("%s has no summary.json; computing it from %d records", path, len(samples))
-        summary = _summarize(samples, None, [], config.get("settings", {}).get("samples"))
+    if samples and summary.get("summary_version") != SUMMARY_VERSION:
+        # A killed run has records but no summary.json yet; an older thinc_bench wrote another version.
+        logger.warning(
+            "%s: summary.json %s; computing version %d from its %d records",
+            path,
+            "missing" if not summary else f"is version {summary.get('summary_version')}",
+            SUMMARY_VERSION,
+            len(samples),
+        )
+        order = list(summary.get("per_benchmark", {}))
+        summary = _summarize(samples, None, order, config.get("settings", {}).get("samples"))
     samples_path = path / SAMPLES_FILE
     mtime = samples_path.stat().st_mtime if samples_path.exists() else config_path.stat().st_mtime
     settings = config.get("settings", {})
