@@ -413,7 +413,7 @@ def _to_problems(
             raise DatasetError(
                 f"benchmark {benchmark!r}, problem {problem_id}: empty gold answer in {origin}; fix the dataset"
             )
-        meta = row.get("meta") if isinstance(row.get("meta"), Mapping) else {}
+        meta: Mapping[str, Any] = row["meta"] if isinstance(row.get("meta"), Mapping) else {}
         problems.append(Problem(problem_id, str(row[problem_column]), str(answer).strip(), benchmark, meta))
     return problems
 
