@@ -282,7 +282,10 @@ def test_scripted_eval_measures_the_tir_failure_modes_in_both_dialects(tmp_path)
     assert (i["posthoc"], i["nl_literals"]) == (True, ["33", "20"])
     assert all(t["checks"].values()) and not i["checks"]["has_plan"]
     assert 0 < t["nl_ratio"] < 0.2 < 0.5 < i["nl_ratio"]
-    assert t["prompt_tokens"] > 0 and t["gen_tokens"] <= t["total_tokens"] - t["prompt_tokens"]
+    assert (
+        t["prompt_tokens"] > 0 and t["gen_tokens"] < t["response_tokens"]
+    )  # the output block is not the model's
+    assert t["prompt_tokens"] + t["response_tokens"] == t["total_tokens"]
     modes = {
         name: json.loads((out / "summary.json").read_text())["per_benchmark"][name]["failure_modes"]
         for name, out in (("thinc", thinc), ("interleaved", interleaved))

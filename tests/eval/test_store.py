@@ -121,8 +121,3 @@ def test_a_version_1_record_is_read_with_the_new_fields_unmeasured(tmp_path: Pat
     assert (record.schema_version, record.prompt_tokens, record.response_tokens) == (1, None, None)
     assert (record.checks, record.posthoc, record.nl_literals, record.nl_ratio) == ({}, None, None, None)
     assert record.n_injected == 2  # the injector fails the first k executions: min(k, executions)
-
-
-def test_response_tokens_are_the_completion() -> None:
-    record = dataclasses.replace(_record(), prompt_tokens=12)
-    assert record.response_tokens == 30 - 12

@@ -43,6 +43,7 @@ def _rec(
         finish_reason=finish,
         style="thinc",
         prompt_tokens=prompt,
+        response_tokens=None if prompt is None else 300 - prompt,
         n_injected=min(k, calls) if injected is None else injected,
         checks=dict(ALL_PASS) if checks is None else checks,
     )
@@ -204,3 +205,9 @@ def test_failure_modes_are_summarised_per_benchmark() -> None:
     assert modes["nl_literals_mean"] == 1.0
     assert modes["nl_ratio"] == pytest.approx(0.35)
     assert modes["plan_share"] == pytest.approx(0.15)
+
+
+def test_records_that_do_not_say_their_lengths_give_no_length_numbers() -> None:
+    # Version-1 records carried prompt + completion only; a length built from them would mean something else.
+    block = summarize([_rec("p1", 0, True, prompt=None)], same=_same)["per_benchmark"]["b"]
+    assert "lengths" not in block and block["accuracy"]["value"] == 1.0

@@ -138,6 +138,7 @@ def synthetic_run(
                         gen_tokens=len(text) // 4,
                         total_tokens=len(text) // 3 + 200,
                         prompt_tokens=200,
+                        response_tokens=len(text) // 3,
                         n_injected=min(n_calls, k),
                         grounded=None if kind in ("no_answer", "truncated") else True,
                         finish_reason="max_tokens" if kind == "truncated" else "answer",

@@ -147,6 +147,7 @@ async def _evaluate_one(
         style=style,
         error=result.error,
         prompt_tokens=len(result.prompt_ids),
+        response_tokens=len(result.completion_ids),
         n_injected=sum(e.injected for e in result.executions),
         meta=dict(problem.meta),
         **measures,

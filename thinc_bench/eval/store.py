@@ -31,7 +31,7 @@ logger = logging.getLogger(__name__)
 SCHEMA_VERSION = 2
 """Bump on any rename, removal or reordering of a SampleRecord field (STYLE rule 18).
 
-2: added prompt_tokens, n_injected, checks, plan_share, posthoc, nl_literals, nl_ratio, meta."""
+2: added prompt_tokens, response_tokens, n_injected, checks, plan_share, posthoc, nl_literals, nl_ratio, meta."""
 
 READABLE_SCHEMA_VERSIONS = (1, 2)
 """Versions `SampleRecord.from_dict` reads: a version-1 line gets the new fields' "not measured"
@@ -63,9 +63,9 @@ class SampleRecord:
 
     `status` is the grade status, or an infrastructure status (`infra_error`) for samples that
     could not be produced; those, and samples whose grading timed out or failed, are kept out of
-    accuracy and counted in the report. Token counts: `total_tokens` is prompt plus completion,
-    `gen_tokens` the model-written completion tokens, `prompt_tokens` the prompt (so the response,
-    model and interpreter tokens of the completion, is total - prompt). Per-trajectory measures
+    accuracy and counted in the report. Token counts: `response_tokens` is the completion, model and
+    interpreter tokens (the response length the paper means), `gen_tokens` its model-written part,
+    `prompt_tokens` the chat prompt, `total_tokens` prompt plus completion. Per-trajectory measures
     (None or empty when not measured, e.g. infrastructure errors and version-1 records): `checks`,
     the ThinC conformance checks by name; `plan_share`; `posthoc`, `nl_literals` and `nl_ratio`,
     the three TIR failure modes of `metrics.failure_modes`. `meta` carries what the problem's
@@ -92,6 +92,7 @@ class SampleRecord:
     style: str | None = None
     error: str | None = None
     prompt_tokens: int | None = None
+    response_tokens: int | None = None
     n_injected: int | None = None
     checks: dict[str, bool] = field(default_factory=dict)
     plan_share: float | None = None
@@ -104,11 +105,6 @@ class SampleRecord:
     @property
     def key(self) -> SampleKey:
         return SampleKey(self.benchmark, self.problem_id, self.sample_idx, self.k)
-
-    @property
-    def response_tokens(self) -> int | None:
-        """Completion tokens, model and interpreter alike; None when the prompt length is unknown."""
-        return None if self.prompt_tokens is None else self.total_tokens - self.prompt_tokens
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SampleRecord:

@@ -120,11 +120,13 @@ def _block(
         block.update(_accuracy(records, n, same))
     block["tool_calls"] = metrics.tool_calls([r.n_tool_calls for r in scored])
     measured = [r for r in scored if r.response_tokens is not None]
-    if measured:
+    if measured:  # version-1 records do not say how long their prompt was
         block["lengths"] = metrics.response_lengths(
             [r.response_tokens or 0 for r in measured],
             [r.gen_tokens for r in measured],
-            [r.prompt_tokens or 0 for r in measured],
+            None
+            if any(r.prompt_tokens is None for r in measured)
+            else [r.prompt_tokens or 0 for r in measured],
         )
     block["grounding"] = metrics.grounding_rate([r.grounded for r in scored], [r.correct for r in scored])
     block["execution_errors"] = metrics.execution_errors(
