@@ -191,3 +191,15 @@ def test_a_run_summarised_by_an_older_version_is_summarised_again_from_its_recor
     assert (
         summary["per_benchmark"]["aime2025"]["accuracy"] == current["per_benchmark"]["aime2025"]["accuracy"]
     )
+
+
+def test_pass_and_maj_cells_say_on_how_many_problems_the_requested_k_was_computed(two_runs) -> None:
+    # synthetic problem 0 of each benchmark lost one sample to infrastructure and one to a grader
+    # timeout, so it has 2 scored samples of the 4 asked for: pass@4 and maj@4 stand on the others.
+    summary = json.loads((two_runs[0] / "summary.json").read_text())
+    block = summary["per_benchmark"]["aime2025"]
+    assert (block["pass_at_k"]["4"]["n_problems"], block["pass_at_k"]["4"]["n_problems_short"]) == (5, 1)
+    html = render(build_data(two_runs[:1]))
+    row = html[html.index('data-benchmark="aime2025"') :]
+    row = row[: row.index("</tr>")]
+    assert row.count("(5/6 problems)") == 2  # pass@4 and maj@4

@@ -326,7 +326,7 @@ def failure_mode_figure(runs: Sequence[Run], reference: dict[str, Any]) -> Marku
                     label=f"{entry['model']} {entry['value']} (published)",
                 )
         ax.tick_params(axis="x", labelrotation=0, labelsize=7)
-        ax.set_ylabel("% of trajectories (NL ratio: % of model tokens)")
+        ax.set_ylabel("%")
         ax.set_ylim(0, 100)
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return svg_figure(fig)
@@ -356,7 +356,8 @@ def all_figures(
             "key": "failure_modes",
             "title": "TIR failure modes",
             "caption": "grounded answers, then (A) post-hoc verification, (B) trajectories typing prose numbers "
-            "into code, (C) prose outside the plan as a share of model tokens; lower is better for A-C. "
+            "into code (% of trajectories), (C) prose outside the plan (% of model tokens); lower is better "
+            "for A-C. "
             "Markers: published grounding rates (not measured here); the paper reports no number for A-C",
             "svg": failure_mode_figure(runs, reference),
         },

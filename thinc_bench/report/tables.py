@@ -158,7 +158,20 @@ def _cell(metric: Metric, block: dict[str, Any] | None, value: float | None = No
         stderr = _path("accuracy", "stderr")(block)
         cell["stderr"] = stderr
         cell["stderr_text"] = fmt(stderr, "pct") if stderr is not None else None
+    if metric.key in ("pass_at_k", "maj_at_k") and block:
+        cell["note"] = _coverage(block.get(metric.key) or {})
     return cell
+
+
+def _coverage(by_k: dict[str, Any]) -> str | None:
+    """ "n/m problems" when the largest k was computed on fewer problems than the benchmark has
+    (problems with fewer than k usable samples, or maj@k groups without a known verdict), else None."""
+    if not by_k:
+        return None
+    entry = by_k[max(by_k, key=int)]
+    used = int(entry.get("n_problems") or 0)
+    total = used + int(entry.get("n_problems_short") or 0) + int(entry.get("n_unresolved") or 0)
+    return f"{used}/{total} problems" if total > used else None
 
 
 def _average_cells(run: Run) -> list[dict[str, Any]]:
