@@ -34,11 +34,12 @@ logger = logging.getLogger("thinc_bench.eval")
 def format_table(summary: dict[str, Any]) -> str:
     """The end-of-run table: one line per benchmark, then the average."""
     lines = [
-        f"{'benchmark':<16}{'acc':>8}{'±se':>8}{'n':>6}{'calls':>8}{'tokens':>9}{'grounded':>10}{'infra':>7}"
+        f"{'benchmark':<16}{'acc':>8}{'±se':>8}{'n':>6}{'calls':>8}{'tokens':>9}{'grounded':>10}{'excluded':>9}{'missing':>8}"
     ]
     for name, block in summary["per_benchmark"].items():
+        excluded, missing = sum(block["excluded"].values()), block["missing"]["count"]
         if "accuracy" not in block:
-            lines.append(f"{name:<16}{'-':>8}{'':>8}{0:>6}{'':>8}{'':>9}{'':>10}{block['n_infra_errors']:>7}")
+            lines.append(f"{name:<16}{'-':>8}{'':>8}{0:>6}{'':>8}{'':>9}{'':>10}{excluded:>9}{missing:>8}")
             continue
         acc = block["accuracy"]
         stderr = f"{acc['stderr']:.3f}" if acc["stderr"] is not None else "-"
@@ -48,7 +49,7 @@ def format_table(summary: dict[str, Any]) -> str:
         lines.append(
             f"{name:<16}{acc['value']:>8.3f}{stderr:>8}{acc['n_samples']:>6}{block['tool_calls']['mean']:>8.2f}"
             f"{'-' if tokens is None else f'{tokens:.0f}':>9}{'-' if grounded is None else f'{grounded:.3f}':>10}"
-            f"{block['n_infra_errors']:>7}"
+            f"{excluded:>9}{missing:>8}"
         )
     mean = summary["overall"]["mean_accuracy"]
     lines.append(f"{'average':<16}{'-' if mean is None else f'{mean:.3f}':>8}")
