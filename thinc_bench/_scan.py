@@ -218,18 +218,17 @@ class Scanner:
         dialect: the trajectory dialect.
         in_plan: start inside the plan (`<think>` at the start, or sent by the chat template).
         tag_end: end of a leading `<think>` tag (0 without one).
-        strict_plan: in the plan, an output opener opens a block only right after a code block.
-            False when the plan was found only by a later `</think>`: the harness had already read
-            the text as outside a plan, and its output blocks must keep their meaning.
+        close_from: the plan's `</think>` lies at or after this position (the one a scan outside the
+            plan found outside every block, so harness output never closes a plan).
     """
 
     def __init__(
-        self, text: str, dialect: Dialect, *, in_plan: bool, tag_end: int = 0, strict_plan: bool = True
+        self, text: str, dialect: Dialect, *, in_plan: bool, tag_end: int = 0, close_from: int = 0
     ) -> None:
         self.text, self.d = text, dialect
         self.in_plan = in_plan
         self.tag_end = tag_end
-        self.strict_plan = strict_plan
+        self.close_from = close_from
         self.plan_closed = False
         self.pieces: list[Piece] = []
 
@@ -256,7 +255,7 @@ class Scanner:
 
     def _next_event(self, pos: int) -> tuple[Literal["think", "code", "output"], re.Match[str]] | None:
         found: list[tuple[int, int, Literal["think", "code", "output"], re.Match[str]]] = []
-        if self.in_plan and (closer := THINK_CLOSE.search(self.text, pos)) is not None:
+        if self.in_plan and (closer := THINK_CLOSE.search(self.text, max(pos, self.close_from))) is not None:
             found.append((closer.start(), 0, "think", closer))
         if (code := self._code_open(pos)) is not None:
             found.append((code.start(), 1, "code", code))
@@ -287,8 +286,7 @@ class Scanner:
             if after_code and not text[pos : opener.start()].strip():
                 return opener
             line_start = text.rfind("\n", 0, opener.start()) + 1
-            lenient = not (self.in_plan and self.strict_plan)
-            if lenient and not text[line_start : opener.start()].strip(" \t"):
+            if not self.in_plan and not text[line_start : opener.start()].strip(" \t"):
                 return opener
         return None
 

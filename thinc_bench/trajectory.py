@@ -327,9 +327,13 @@ def parse(text: str, dialect: str = "markdown") -> Trajectory:
         pieces = _scan.Scanner(text, d, in_plan=True, tag_end=opener.end()).run()
     else:
         pieces = _scan.Scanner(text, d, in_plan=False).run()
-        closer = _scan.THINK_CLOSE
-        if any(p.kind in ("text", "answer") and closer.search(text, *p.span) for p in pieces):
-            pieces = _scan.Scanner(text, d, in_plan=True, strict_plan=False).run()
+        closers = [
+            m.start()
+            for p in pieces
+            if p.kind in ("text", "answer") and (m := _scan.THINK_CLOSE.search(text, *p.span)) is not None
+        ]
+        if closers:
+            pieces = _scan.Scanner(text, d, in_plan=True, close_from=closers[0]).run()
     return Trajectory(tuple(_segment(text, p) for p in pieces), d.name)
 
 
@@ -365,7 +369,9 @@ def exec_stops(dialect: str | Dialect, exec_on: ExecOn) -> tuple[str, ...]:
     return (d.stop,) if exec_on == "output_open" else (d.stop, *d.code_ends)
 
 
-def exec_trigger(text: str, stop: str | None, dialect: str | Dialect = "markdown") -> Trigger:
+def exec_trigger(
+    text: str, stop: str | None, dialect: str | Dialect = "markdown", *, plan_open: bool = False
+) -> Trigger:
     """Decide whether generation that stopped at `stop` asked for code to run, and which code.
 
     An output opener runs code when it opens an output block in `parse`'s sense (right after a code
@@ -377,6 +383,8 @@ def exec_trigger(text: str, stop: str | None, dialect: str | Dialect = "markdown
         text: the generated text so far; it may run a few characters past `stop` (a token's tail).
         stop: the stop string that fired, or None when generation ended otherwise.
         dialect: the trajectory dialect.
+        plan_open: the chat prompt ends inside `<think>` (R1 distills, Qwen3 thinking 2507): the
+            text starts in the plan, as if it began with `<think>`.
 
     Returns:
         The decision; `codes` are ready to run (indentation of indented fences removed).
@@ -385,7 +393,9 @@ def exec_trigger(text: str, stop: str | None, dialect: str | Dialect = "markdown
     at = text.rfind(stop) if stop else -1
     if stop is None or at < 0:
         return _NO_RUN
-    segments = parse(text[: at + len(stop)], d.name).segments
+    opener = "" if not plan_open or _scan.THINK_OPEN.match(text) else "<think>"
+    at += len(opener)
+    segments = parse(opener + text[: at - len(opener) + len(stop)], d.name).segments
     last = segments[-1]
     if stop == d.stop:
         if last.kind != "output" or last.span.start != at:
