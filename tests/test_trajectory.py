@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import json
 import random
 import re
 from pathlib import Path
@@ -519,3 +520,62 @@ def test_the_prose_bound_is_a_setting() -> None:
 )
 def test_classify(text: str, dialect: str, style: str) -> None:
     assert classify(parse(text, dialect)) == style
+
+
+# --- what real models write: the corpus in tests/data/parse (issue 22) ---------------------------
+
+PARSE_CORPUS = Path(__file__).parent / "data" / "parse"
+CASES = [
+    json.loads(line)
+    for path in sorted(PARSE_CORPUS.glob("*.jsonl"))
+    for line in path.read_text(encoding="utf-8").splitlines()
+    if line.strip()
+]
+
+
+def _case_id(case: dict) -> str:
+    return case["id"]
+
+
+def _kinds(traj: Trajectory) -> list[str]:
+    return [s.kind + ("@plan" if s.in_plan and s.kind != "plan" else "") for s in traj.segments]
+
+
+def test_the_corpus_covers_every_family_of_issue_22() -> None:
+    families = {path.stem for path in PARSE_CORPUS.glob("*.jsonl")}
+    assert families == {
+        "open_blocks",
+        "fence_variants",
+        "code_in_plan",
+        "xml",
+        "several_blocks",
+        "plan_mentions",
+        "boxes",
+    }
+    assert len(CASES) >= 40 and len({c["id"] for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_corpus_trajectory_parses_and_conforms_as_expected(case: dict) -> None:
+    traj = parse(case["text"], case["dialect"])
+    assert traj.render() == case["text"]
+    assert _kinds(traj) == case["kinds"]
+    assert check_conformance(traj).failed == case["failed"]
+
+
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_corpus_turns_trigger_exactly_the_expected_code(case: dict) -> None:
+    """Replays the model's turns as the rollout does: after each turn, `exec_trigger` decides."""
+    d = DIALECTS[case["dialect"]]
+    stops = exec_stops(d, case["exec_on"])
+    text, codes, outputs = "", [], iter(case["outputs"])
+    for turn in case["turns"][:-1]:
+        text += turn
+        stop = next(s for s in stops if turn.endswith(s))
+        trigger = exec_trigger(text, stop, d)
+        if trigger.run:
+            codes += list(trigger.codes) or [""]
+            text += (d.stop if trigger.write_opener else "") + d.format_output(next(outputs))
+    text += case["turns"][-1]
+    assert text == case["text"]
+    assert codes == case["codes"]

@@ -231,4 +231,4 @@ async def _execute(session: Session, codes: tuple[str, ...], result: RolloutResu
         outputs.append(exec_result.output.rstrip("\r\n"))
         if exec_result.status != "ok":
             break
-    return "\n".join(outputs)
+    return "\n".join(output for output in outputs if output)
