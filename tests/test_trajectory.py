@@ -20,6 +20,7 @@ from thinc_bench.trajectory import (
     classify,
     exec_stops,
     exec_trigger,
+    harness_block,
     parse,
     prose_outside_plan,
     unexecuted_code,
@@ -551,6 +552,7 @@ def test_the_corpus_covers_every_family_of_issue_22() -> None:
         "several_blocks",
         "plan_mentions",
         "boxes",
+        "turn_ends",
     }
     assert len(CASES) >= 40 and len({c["id"] for c in CASES}) == len(CASES)
 
@@ -571,11 +573,11 @@ def test_corpus_turns_trigger_exactly_the_expected_code(case: dict) -> None:
     text, codes, outputs = "", [], iter(case["outputs"])
     for turn in case["turns"][:-1]:
         text += turn
-        stop = next(s for s in stops if turn.endswith(s))
+        stop = next((s for s in stops if turn.endswith(s)), None)  # None: the model ended its turn
         trigger = exec_trigger(text, stop, d)
         if trigger.run:
             codes += list(trigger.codes) or [""]
-            text += (d.stop if trigger.write_opener else "") + d.format_output(next(outputs))
+            text += harness_block(text, trigger, next(outputs), d)
     text += case["turns"][-1]
     assert text == case["text"]
     assert codes == case["codes"]

@@ -377,11 +377,13 @@ def exec_trigger(
     An output opener runs code when it opens an output block in `parse`'s sense (right after a code
     block, a cut-off open block included; or outside the plan at the start of a line). A code closer
     (`code_close`) runs the block it closed, unless that block is a draft inside the plan: a draft
-    runs only when the model itself opens an output block after it.
+    runs only when the model itself opens an output block after it. A turn that ended (EOS, `stop`
+    None) right after a closed code block outside the plan runs it too: the model stopped so that
+    its code would run, as the prompts tell an untrained model to do.
 
     Args:
         text: the generated text so far; it may run a few characters past `stop` (a token's tail).
-        stop: the stop string that fired, or None when generation ended otherwise.
+        stop: the stop string that fired, or None when the model ended its turn.
         dialect: the trajectory dialect.
         plan_open: the chat prompt ends inside `<think>` (R1 distills, Qwen3 thinking 2507): the
             text starts in the plan, as if it began with `<think>`.
@@ -390,10 +392,16 @@ def exec_trigger(
         The decision; `codes` are ready to run (indentation of indented fences removed).
     """
     d = get_dialect(dialect) if isinstance(dialect, str) else dialect
-    at = text.rfind(stop) if stop else -1
-    if stop is None or at < 0:
-        return _NO_RUN
     opener = "" if not plan_open or _scan.THINK_OPEN.match(text) else "<think>"
+    if stop is None:
+        ended = [s for s in parse(opener + text, d.name).segments if s.kind != "text" or s.raw.strip()]
+        last = ended[-1] if ended else None
+        if last is None or last.kind != "code" or not last.closed or last.in_plan:
+            return _NO_RUN
+        return Trigger(True, _pending_codes(ended, False), True)
+    at = text.rfind(stop)
+    if at < 0:
+        return _NO_RUN
     at += len(opener)
     segments = parse(opener + text[: at - len(opener) + len(stop)], d.name).segments
     last = segments[-1]
@@ -404,6 +412,16 @@ def exec_trigger(
     if last.kind == "code" and last.closed and not last.in_plan:
         return Trigger(True, _pending_codes(segments, False), True)
     return _NO_RUN
+
+
+def harness_block(text: str, trigger: Trigger, output: str, dialect: str | Dialect = "markdown") -> str:
+    """The exact text the harness appends for `trigger`: the output opener when the model did not
+    write it (on its own line), then `format_output(output)`."""
+    d = get_dialect(dialect) if isinstance(dialect, str) else dialect
+    if not trigger.write_opener:
+        return d.format_output(output)
+    newline = "" if text.endswith("\n") or d.name == "xml" else "\n"
+    return newline + d.stop + d.format_output(output)
 
 
 def _pending_codes(segments: Sequence[Segment], in_plan: bool) -> tuple[str, ...]:

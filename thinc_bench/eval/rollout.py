@@ -19,7 +19,15 @@ from typing import Any, Literal
 
 from thinc_bench.backends import BackendUnavailable, Generator, SamplingParams
 from thinc_bench.sandbox import Session
-from thinc_bench.trajectory import DIALECTS, Dialect, exec_stops, exec_trigger, has_final_answer, parse
+from thinc_bench.trajectory import (
+    DIALECTS,
+    Dialect,
+    exec_stops,
+    exec_trigger,
+    harness_block,
+    has_final_answer,
+    parse,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -163,14 +171,16 @@ async def rollout(
             else:
                 result.logprobs += generation.logprobs
         text += generation.text
-        if generation.stop is None:
-            hit_budget = generation.finish_reason == "length"
+        hit_budget = generation.stop is None and generation.finish_reason == "length"
+        trigger = exec_trigger(text, generation.stop, spec, plan_open=plan_open)
+        if generation.stop is None and (hit_budget or not trigger.run):
             answered = has_final_answer(parse(text, spec.name))
             result.stop_reason = "max_tokens" if hit_budget else ("answer" if answered else "eos")
             break
-        trigger = exec_trigger(text, generation.stop, spec, plan_open=plan_open)
         if not trigger.run:
             continue  # a mention, a string, a plain ``` block or a draft in the plan: keep writing
+        if generation.stop is None:
+            _drop_eos(result, tokenizer)  # the turn ended so that the code runs; it goes on after it
         if result.n_tool_calls + max(1, len(trigger.codes)) > limits.max_tool_calls:
             result.stop_reason = "max_tool_calls"
             break
@@ -178,8 +188,10 @@ async def rollout(
         if result.executions[-1].status == "infra_error":
             result.stop_reason, result.error = "infra_error", f"sandbox: {output}"
             break
-        block = (spec.stop if trigger.write_opener else "") + spec.format_output(output)
-        text += _append_harness(result, tokenizer, _after_stop(block, text, generation.stop))
+        block = harness_block(text, trigger, output, spec)
+        if generation.stop is not None:
+            block = _after_stop(block, text, generation.stop)
+        text += _append_harness(result, tokenizer, block)
     result.text = text
     return result
 
@@ -202,6 +214,14 @@ def _after_stop(formatted: str, text: str, stop: str) -> str:
     """
     overrun = text[text.rfind(stop) + len(stop) :]
     return formatted[len(overrun) :] if overrun and formatted.startswith(overrun) else formatted
+
+
+def _drop_eos(result: RolloutResult, tokenizer: Any) -> None:
+    """Remove the end-of-turn token the model just sampled, so its turn continues after the output."""
+    if result.completion_ids and result.completion_ids[-1] == tokenizer.eos_token_id:
+        del result.completion_ids[-1], result.env_mask[-1]
+        if result.logprobs:
+            del result.logprobs[-1]
 
 
 def _prompt_opens_plan(tokenizer: Any, prompt_ids: list[int]) -> bool:
