@@ -88,12 +88,12 @@ def in_string_or_comment(code: str) -> bool:
     return bool(quote)
 
 
-def _first(
-    text: str, pattern: re.Pattern[str], pos: int, body: int, end_ok: bool = True
-) -> re.Match[str] | None:
-    """The first match of `pattern` from `pos` that is not inside a string or comment of text[body:]."""
-    while (m := pattern.search(text, pos)) is not None:
-        if not in_string_or_comment(text[body : m.start()]) and (end_ok or m.end() > m.start()):
+def _first(text: str, pattern: re.Pattern[str], body: int, limit: int) -> re.Match[str] | None:
+    """The first match of `pattern` after `body` and before `limit` that is not inside a string or
+    comment of the code from `body` (only matches before `limit` pay for that lexical scan)."""
+    pos = body
+    while (m := pattern.search(text, pos)) is not None and m.start() < limit:
+        if not in_string_or_comment(text[body : m.start()]):
             return m
         pos = m.start() + 1
     return None
@@ -111,12 +111,17 @@ def code_terminator(
         output: the dialect's output opener; it ends an open block anywhere outside a string.
         reopen: a code opener on a line of its own.
     """
-    found = [
-        Terminator(kind, m.start(), m.end())
-        for kind, pattern in (("close", closer), ("output", output), ("reopen", reopen))
-        if (m := _first(text, pattern, body, body)) is not None
-    ]
-    return min(found, key=lambda t: t.start, default=None)
+    found: Terminator | None = None
+    candidates: tuple[tuple[TerminatorKind, re.Pattern[str]], ...] = (
+        ("close", closer),
+        ("output", output),
+        ("reopen", reopen),
+    )
+    for kind, pattern in candidates:
+        m = _first(text, pattern, body, len(text) + 1 if found is None else found.start)
+        if m is not None:
+            found = Terminator(kind, m.start(), m.end())
+    return found
 
 
 def md_closer(fence: str) -> re.Pattern[str]:
