@@ -55,6 +55,15 @@ class Terminator(NamedTuple):
     end: int
 
 
+_OUTSIDE = re.compile(r"[^'\"#]*")
+"""Code outside strings and comments: everything up to the next quote or `#`."""
+_STRING_BODY = {
+    q: re.compile(rf"(?:[^{q}\\\n]|\\.)*", re.S) if len(q) == 1 else re.compile(rf"(?:[^\\]|\\.)*?{q}", re.S)
+    for q in ("'", '"', "'''", '"""')
+}
+"""A string's body after its opening quote: to the closing quote (or, single-quoted, the line end)."""
+
+
 def in_string_or_comment(code: str) -> bool:
     """True when the end of `code` lies inside a Python string literal or comment.
 
@@ -62,30 +71,26 @@ def in_string_or_comment(code: str) -> bool:
     single-quoted string ends at its line (Python would raise there), so one stray quote never hides
     the rest of the block.
     """
-    i, n, quote = 0, len(code), ""
-    while i < n:
-        c = code[i]
-        if not quote:
-            if c == "#":
-                newline = code.find("\n", i)
-                if newline < 0:
-                    return True
-                i = newline + 1
-            elif c in "'\"":
-                quote = c * 3 if code.startswith(c * 3, i) else c
-                i += len(quote)
-            else:
-                i += 1
-        elif c == "\\":
-            i += 2
-        elif code.startswith(quote, i):
-            i += len(quote)
-            quote = ""
-        else:
-            if c == "\n" and len(quote) == 1:
-                quote = ""
-            i += 1
-    return bool(quote)
+    i, n = 0, len(code)
+    while True:
+        i = _OUTSIDE.match(code, i).end()  # type: ignore[union-attr]  # matches the empty string at worst
+        if i >= n:
+            return False
+        if code[i] == "#":
+            newline = code.find("\n", i)
+            if newline < 0:
+                return True
+            i = newline + 1
+            continue
+        quote = code[i] * 3 if code.startswith(code[i] * 3, i) else code[i]
+        body = _STRING_BODY[quote].match(code, i + len(quote))
+        if body is None:  # a triple-quoted string still open
+            return True
+        i = body.end()
+        if len(quote) == 1:
+            if i >= n or code[i] == "\\":  # the code ends inside the string (or on its escape)
+                return True
+            i += 1  # the closing quote, or the line break that ends the string
 
 
 def _first(text: str, pattern: re.Pattern[str], body: int, limit: int) -> re.Match[str] | None:
