@@ -21,6 +21,7 @@ from thinc_bench.trajectory import (
     exec_stops,
     exec_trigger,
     harness_block,
+    has_final_answer,
     parse,
     prose_outside_plan,
     unexecuted_code,
@@ -581,3 +582,47 @@ def test_corpus_turns_trigger_exactly_the_expected_code(case: dict) -> None:
     text += case["turns"][-1]
     assert text == case["text"]
     assert codes == case["codes"]
+
+
+@pytest.mark.parametrize("box", ["\\boxed{391}", "\\fbox{391}", "\\boxed 391.", "\\boxed {391}"])
+def test_answer_after_last_output_accepts_every_box_the_grader_reads(box: str) -> None:
+    traj = parse(THINC_MD.replace("\\boxed{90}", box))
+    assert has_final_answer(traj) and check_conformance(traj).get("answer_after_last_output").passed
+
+
+@pytest.mark.parametrize("text", ["\\boxed", "\\boxedx{3}", "\\boxed x", "\\fboxes{3}"])
+def test_a_box_opener_without_a_box_is_no_answer(text: str) -> None:
+    assert not has_final_answer(parse(THINC_MD.replace("\\boxed{90}", text)))
+
+
+def test_a_stray_quote_ends_at_its_line_and_never_hides_the_closing_fence() -> None:
+    traj = parse("```python\nprint('it's')\n```\n```output\nSyntaxError\n```\n\\boxed{1}")
+    assert [s.kind for s in traj.segments] == ["code", "output", "answer"]
+    assert traj.code_blocks == ["print('it's')"]
+
+
+def test_exec_stops_close_code_on_crlf_and_tilde_fences_only_with_code_close() -> None:
+    assert exec_stops("markdown", "output_open") == ("```output",)
+    assert set(exec_stops("markdown", "code_close")) == {"```output", "```\n", "```\r\n", "~~~\n", "~~~\r\n"}
+    assert exec_stops("xml", "code_close") == ("<interpreter>", "</code>")
+    with pytest.raises(ConfigError, match="exec trigger 'eos'"):
+        exec_stops("markdown", "eos")  # type: ignore[arg-type]
+
+
+def test_a_template_that_opens_think_makes_a_closed_block_a_draft() -> None:
+    text = "Check first.\n```python\nprint(1)\n```\n"
+    assert exec_trigger(text, "```\n").run
+    assert not exec_trigger(text, "```\n", plan_open=True).run
+    assert exec_trigger(text + "```output", "```output", plan_open=True).codes == ("print(1)",)
+    after = text + "</think>\n```python\nprint(2)\n```\n"
+    assert exec_trigger(after, "```\n", plan_open=True).codes == ("print(2)",)
+
+
+def test_a_turn_that_ends_after_a_fence_runs_it_but_not_after_an_answer_or_in_the_plan() -> None:
+    assert exec_trigger("```python\nprint(1)\n```", None) == (True, ("print(1)",), True)
+    assert not exec_trigger("```python\nprint(1)\n```\n\\boxed{1}", None).run
+    assert not exec_trigger("<think>\n```python\nprint(1)\n```\n", None).run
+    assert not exec_trigger("```python\nprint(1)\n```\n```output\n1\n```\n", None).run
+    assert harness_block("```python\nprint(1)\n```", exec_trigger("```python\nprint(1)\n```", None), "1") == (
+        "\n```output\n1\n```\n"
+    )

@@ -109,3 +109,61 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def _scripted(tmp_path: Path, turns: list[str]) -> ScriptedGenerator:
+    script = tmp_path / "turns.jsonl"
+    script.write_text(json.dumps({"problem_id": "p", "turns": turns}) + "\n", encoding="utf-8")
+    return ScriptedGenerator(script)
+
+
+def test_blocks_before_one_output_run_in_order_up_to_the_first_failure(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    generator = _scripted(
+        tmp_path,
+        ["```python\nx = 1 / 0\n```\n```python\nprint('never')\n```\n```output", "\\boxed{0}"],
+    )
+    case = {"id": "p", "dialect": "markdown", "exec_on": "output_open"}
+    result = asyncio.run(_run_case(generator, sandbox, case))
+    assert [(e.status, e.code) for e in result.executions] == [("error", "x = 1 / 0")]
+    (output,) = trajectory.parse(result.text).outputs
+    assert "ZeroDivisionError" in output and "never" not in output
+
+
+def test_a_prompt_that_opens_think_keeps_closed_drafts_from_running(sandbox: Sandbox, tmp_path: Path) -> None:
+    draft = "Draft:\n```python\nprint(17 * 20)\n```\n"
+    real = "</think>\n```python\nprint(17 * 23)\n```\n"
+    generator = _scripted(tmp_path, [draft, real, "\\boxed{391}"])
+    prompt = render_prompt(generator, build_messages("Compute 17 * 23.", ""))
+    prompt += generator.tokenizer.encode(
+        "<think>\n", add_special_tokens=False
+    )  # as R1 distills' templates do
+
+    async def go() -> RolloutResult:
+        with sandbox.session() as session:
+            return await rollout(
+                generator,
+                session,
+                prompt,
+                PARAMS,
+                limits=RolloutLimits(),
+                exec_on="code_close",
+                request_id="p/0",
+            )
+
+    result = asyncio.run(go())
+    assert [e.code for e in result.executions] == ["print(17 * 23)"]
+    assert result.text == draft + real + "```output\n391\n```\n\\boxed{391}"
+
+
+def test_a_turn_ended_after_the_fence_goes_on_without_its_end_of_turn_token(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    generator = _scripted(tmp_path, ["```python\nprint(17 * 23)\n```", "\\boxed{391}"])
+    case = {"id": "p", "dialect": "markdown", "exec_on": "output_open"}
+    result = asyncio.run(_run_case(generator, sandbox, case))
+    eos = generator.tokenizer.eos_token_id
+    assert result.completion_ids.count(eos) == 1 and result.completion_ids[-1] == eos
+    assert len(result.env_mask) == len(result.completion_ids) and result.stop_reason == "answer"
+    assert result.text == "```python\nprint(17 * 23)\n```\n```output\n391\n```\n\\boxed{391}"
