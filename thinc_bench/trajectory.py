@@ -48,8 +48,8 @@ paragraph of reasoning outside code."""
 
 _ANSWER_BOX = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])(?:\s*\{|\s+[+-]?\d)")
 """A box the grader reads: `\\boxed{...}`, `\\fbox{...}` or a bare `\\boxed 42` (grading's forms)."""
-# A markdown fence closes only on a line of its own, as in CommonMark; "```output" therefore never closes.
-# A markdown fence closes only on a line of its own, as in CommonMark; "```output" therefore never closes.
+# An output block (harness-written) closes only on an unindented fence line of its own, as in CommonMark;
+# "```output" therefore never closes one. Code fences have more forms: `_scan`.
 _FENCE_CLOSE = re.compile(r"(?m)^```[ \t]*(?:\r?\n|\Z)")
 _FENCE_LINE = re.compile(r"(?m)^(```[ \t]*)(?=\r?$)")
 
