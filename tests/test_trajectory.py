@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import json
 import random
 import re
 from pathlib import Path
@@ -13,9 +14,14 @@ import pytest
 from thinc_bench.errors import ConfigError
 from thinc_bench.trajectory import (
     DIALECTS,
+    ExecOn,
     Trajectory,
     check_conformance,
     classify,
+    exec_stops,
+    exec_trigger,
+    harness_block,
+    has_final_answer,
     parse,
     prose_outside_plan,
     unexecuted_code,
@@ -141,23 +147,34 @@ def test_plan_without_opener_is_recognised_before_first_block() -> None:
     assert traj.plan == "Plan the cases."
 
 
-def test_think_closer_after_a_code_block_is_not_a_plan() -> None:
-    assert parse("```python\nx\n```\nthen</think>").plan is None
+def test_think_closer_after_a_code_block_makes_the_code_a_draft_in_the_plan() -> None:
+    traj = parse("```python\nx\n```\nthen</think>")  # the chat template sent <think> (R1 distills)
+    assert traj.plan == "```python\nx\n```\nthen"
+    assert [(s.kind, s.in_plan) for s in traj.segments] == [("code", True), ("plan", True)]
 
 
 def test_final_text_is_text_after_last_output() -> None:
     assert parse(THINC_MD).final_text == "The count is \\boxed{90}."
 
 
-def test_final_text_is_whole_text_without_code() -> None:
-    text = "<think>\nthink\n</think>\nThe answer is \\boxed{7}."
-    assert parse(text).final_text == text
+def test_final_text_is_text_after_the_plan_without_code() -> None:
+    assert parse("<think>\nthink \\boxed{6}\n</think>\nThe answer is \\boxed{7}.").final_text == (
+        "The answer is \\boxed{7}."
+    )
+    assert parse("No plan, no code: \\boxed{7}.").final_text == "No plan, no code: \\boxed{7}."
+    assert parse("<think>\nstill thinking \\boxed{7}").final_text == ""
 
 
 def test_unclosed_code_block_runs_to_end_and_is_not_a_code_block() -> None:
-    traj = parse("```python\nprint(1)\n```output\n1")
+    traj = parse("```python\nprint(1)\n")
     assert [(s.kind, s.closed) for s in traj.segments] == [("code", False)]
     assert traj.code_blocks == []
+
+
+def test_an_output_opener_cuts_an_open_code_block_which_then_ran() -> None:
+    traj = parse("```python\nprint(1)\n```output\n1\n```\n")
+    assert [(s.kind, s.closed) for s in traj.segments] == [("code", True), ("output", True)]
+    assert (traj.code_blocks, traj.outputs) == (["print(1)"], ["1"])
 
 
 def test_truncated_output_block_is_unclosed_and_not_an_output() -> None:
@@ -221,21 +238,34 @@ def test_stop_then_format_output_then_continuation_parses_to_closed_output(diale
     assert traj.final_text == "\\boxed{45}"
 
 
+@pytest.mark.parametrize("exec_on", ["output_open", "code_close"])
 @pytest.mark.parametrize("dialect", sorted(DIALECTS))
-def test_stop_and_format_output_close_the_block_after_random_prefixes(dialect: str) -> None:
+def test_harness_output_closes_exactly_the_block_it_answers_after_random_prefixes(
+    dialect: str, exec_on: ExecOn
+) -> None:
     d, rng = DIALECTS[dialect], random.Random(7)
-    opened = 0
+    ran = 0
     for _ in range(N_RANDOM):
         prefix, output = _random_text(rng), _random_text(rng).replace("</interpreter>", "")
         output = re.sub(r"(?m)^```[ \t]*(?=\r?$)", "", output)  # a closer line is neutralised: tested apart
-        at_stop = parse(prefix + d.stop, dialect).segments[-1]
-        if at_stop.kind != "output" or at_stop.span.start != len(prefix):
-            continue  # the stop landed inside an unclosed block, where it does not open an output
-        opened += 1
-        final = parse(prefix + d.stop + d.format_output(output) + "\\boxed{1}", dialect).segments
-        assert final[-2].kind == "output" and final[-2].closed and final[-1].raw == "\\boxed{1}"
-        assert final[-2].content == output.rstrip("\r\n"), (prefix, output)
-    assert opened > N_RANDOM // 2
+        for stop in exec_stops(d, exec_on):
+            text = prefix + stop
+            trigger = exec_trigger(text, stop, d)
+            if not trigger.run:
+                continue  # a mention, a string, a draft in the plan: the model keeps writing
+            ran += 1
+            harness = (d.stop if trigger.write_opener else "") + d.format_output(output)
+            final = parse(text + harness + "\\boxed{1}", dialect)
+            answered = final.segments[-2]
+            assert answered.kind == "output" and answered.closed, (text, output)
+            # after it, the model writes on: its answer, or more plan in a plan still open
+            assert answered.content == output.rstrip("\r\n") and final.segments[-1].raw == "\\boxed{1}"
+            # the harness's text never changes how the model's own text parses
+            model = [(s.kind, s.span, s.in_plan) for s in parse(text, dialect).segments]
+            after = [(s.kind, s.span, s.in_plan) for s in final.segments[: len(model)]]
+            kept = model if trigger.write_opener else model[:-1]
+            assert after[: len(kept)] == kept, (text, output)
+    assert ran > N_RANDOM // 10
 
 
 @pytest.mark.parametrize(("dialect", "closer"), [("markdown", "```"), ("xml", "</interpreter>")])
@@ -264,7 +294,7 @@ def test_last_code_is_none_once_the_output_is_appended(dialect: str) -> None:
 
 def test_last_code_is_none_for_an_unclosed_block_or_no_code() -> None:
     d = DIALECTS["markdown"]
-    assert d.last_code("```python\nprint(1)\n```output") is None
+    assert d.last_code("```python\nprint(1)\n") is None
     assert d.last_code("just text```output") is None
 
 
@@ -339,7 +369,7 @@ def test_thinc_trajectory_passes_every_check() -> None:
     conformance = check_conformance(parse(THINC_MD))
     assert [c.name for c in conformance.checks] == [
         "has_plan", "no_text_between_code", "n_code_blocks", "plan_share", "answer_after_last_output",
-        "code_followed_by_output", "short_prose_outside_plan",
+        "code_followed_by_output", "short_prose_outside_plan", "no_code_in_plan",
     ]  # fmt: skip
     assert conformance.passed, conformance
 
@@ -492,3 +522,107 @@ def test_the_prose_bound_is_a_setting() -> None:
 )
 def test_classify(text: str, dialect: str, style: str) -> None:
     assert classify(parse(text, dialect)) == style
+
+
+# --- what real models write: the corpus in tests/data/parse (issue 22) ---------------------------
+
+PARSE_CORPUS = Path(__file__).parent / "data" / "parse"
+CASES = [
+    json.loads(line)
+    for path in sorted(PARSE_CORPUS.glob("*.jsonl"))
+    for line in path.read_text(encoding="utf-8").splitlines()
+    if line.strip()
+]
+
+
+def _case_id(case: dict) -> str:
+    return case["id"]
+
+
+def _kinds(traj: Trajectory) -> list[str]:
+    return [s.kind + ("@plan" if s.in_plan and s.kind != "plan" else "") for s in traj.segments]
+
+
+def test_the_corpus_covers_every_family_of_issue_22() -> None:
+    families = {path.stem for path in PARSE_CORPUS.glob("*.jsonl")}
+    assert families == {
+        "open_blocks",
+        "fence_variants",
+        "code_in_plan",
+        "xml",
+        "several_blocks",
+        "plan_mentions",
+        "boxes",
+        "turn_ends",
+    }
+    assert len(CASES) >= 40 and len({c["id"] for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_corpus_trajectory_parses_and_conforms_as_expected(case: dict) -> None:
+    traj = parse(case["text"], case["dialect"])
+    assert traj.render() == case["text"]
+    assert _kinds(traj) == case["kinds"]
+    assert check_conformance(traj).failed == case["failed"]
+
+
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_corpus_turns_trigger_exactly_the_expected_code(case: dict) -> None:
+    """Replays the model's turns as the rollout does: after each turn, `exec_trigger` decides."""
+    d = DIALECTS[case["dialect"]]
+    stops = exec_stops(d, case["exec_on"])
+    text, codes, outputs = "", [], iter(case["outputs"])
+    for turn in case["turns"][:-1]:
+        text += turn
+        stop = next((s for s in stops if turn.endswith(s)), None)  # None: the model ended its turn
+        trigger = exec_trigger(text, stop, d)
+        if trigger.run:
+            codes += list(trigger.codes) or [""]
+            text += harness_block(text, trigger, next(outputs), d)
+    text += case["turns"][-1]
+    assert text == case["text"]
+    assert codes == case["codes"]
+
+
+@pytest.mark.parametrize("box", ["\\boxed{391}", "\\fbox{391}", "\\boxed 391.", "\\boxed {391}"])
+def test_answer_after_last_output_accepts_every_box_the_grader_reads(box: str) -> None:
+    traj = parse(THINC_MD.replace("\\boxed{90}", box))
+    assert has_final_answer(traj) and check_conformance(traj).get("answer_after_last_output").passed
+
+
+@pytest.mark.parametrize("text", ["\\boxed", "\\boxedx{3}", "\\boxed x", "\\fboxes{3}"])
+def test_a_box_opener_without_a_box_is_no_answer(text: str) -> None:
+    assert not has_final_answer(parse(THINC_MD.replace("\\boxed{90}", text)))
+
+
+def test_a_stray_quote_ends_at_its_line_and_never_hides_the_closing_fence() -> None:
+    traj = parse("```python\nprint('it's')\n```\n```output\nSyntaxError\n```\n\\boxed{1}")
+    assert [s.kind for s in traj.segments] == ["code", "output", "answer"]
+    assert traj.code_blocks == ["print('it's')"]
+
+
+def test_exec_stops_close_code_on_crlf_and_tilde_fences_only_with_code_close() -> None:
+    assert exec_stops("markdown", "output_open") == ("```output",)
+    assert set(exec_stops("markdown", "code_close")) == {"```output", "```\n", "```\r\n", "~~~\n", "~~~\r\n"}
+    assert exec_stops("xml", "code_close") == ("<interpreter>", "</code>")
+    with pytest.raises(ConfigError, match="exec trigger 'eos'"):
+        exec_stops("markdown", "eos")  # type: ignore[arg-type]
+
+
+def test_a_template_that_opens_think_makes_a_closed_block_a_draft() -> None:
+    text = "Check first.\n```python\nprint(1)\n```\n"
+    assert exec_trigger(text, "```\n").run
+    assert not exec_trigger(text, "```\n", plan_open=True).run
+    assert exec_trigger(text + "```output", "```output", plan_open=True).codes == ("print(1)",)
+    after = text + "</think>\n```python\nprint(2)\n```\n"
+    assert exec_trigger(after, "```\n", plan_open=True).codes == ("print(2)",)
+
+
+def test_a_turn_that_ends_after_a_fence_runs_it_but_not_after_an_answer_or_in_the_plan() -> None:
+    assert exec_trigger("```python\nprint(1)\n```", None) == (True, ("print(1)",), True)
+    assert not exec_trigger("```python\nprint(1)\n```\n\\boxed{1}", None).run
+    assert not exec_trigger("<think>\n```python\nprint(1)\n```\n", None).run
+    assert not exec_trigger("```python\nprint(1)\n```\n```output\n1\n```\n", None).run
+    assert harness_block("```python\nprint(1)\n```", exec_trigger("```python\nprint(1)\n```", None), "1") == (
+        "\n```output\n1\n```\n"
+    )

@@ -3,8 +3,10 @@
 Contract: `parse(text, dialect).render() == text` for every string, malformed ones included; each
 `Segment` keeps its exact raw slice (fences and tags included), its inner `content`, both character
 spans and, once `with_token_spans` has run, its token span. A `Dialect` tells the rollout engine where
-generation stops, what it appends after the stop string and which code block to execute. The ThinC
-conformance checks and `classify` read only this IR.
+generation stops, what it appends after the stop string and which code block to execute. `exec_trigger`
+decides, when generation stops, whether the model asked for code to run and which. The ThinC
+conformance checks and `classify` read only this IR. The lexical rules for fences, tags and strings
+live in `_scan` (docs/parsing.md lists the variants real models write and how each parses).
 Pure: no IO, no logging, no tokenizer, and no answer grading (that is `grading`; `\\boxed` is found
 here by a local regex only to place the answer).
 """
@@ -15,8 +17,9 @@ import re
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, get_args
 
+from thinc_bench import _scan
 from thinc_bench.errors import ConfigError
 
 SegmentKind = Literal["plan", "code", "output", "text", "answer"]
@@ -30,7 +33,10 @@ CheckName = Literal[
     "answer_after_last_output",
     "code_followed_by_output",
     "short_prose_outside_plan",
+    "no_code_in_plan",
 ]
+ExecOn = Literal["output_open", "code_close"]
+"""When code runs: when the model opens an output block, or as soon as a code block closes."""
 ShareUnit = Literal["tokens", "count_tokens", "chars"]
 
 DEFAULT_MIN_CODE_BLOCKS = 1  # a trajectory needs one executed block to be "thinking in code" at all
@@ -40,13 +46,12 @@ DEFAULT_MAX_PROSE_CHARS = 120
 runs as one): a short sentence around the box ("The count is \\boxed{90}." measures 14), never a
 paragraph of reasoning outside code."""
 
-_THINK_OPEN = re.compile(r"\A\s*<think>")
-_THINK_CLOSE = re.compile(r"</think>(?:\r?\n)?")  # the closer owns its line break, like the fences
-_BOXED = re.compile(r"\\boxed\s*\{")
-# A markdown fence closes only on a line of its own, as in CommonMark; "```output" therefore never closes.
+_ANSWER_BOX = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])(?:\s*\{|\s+[+-]?\d)")
+"""A box the grader reads: `\\boxed{...}`, `\\fbox{...}` or a bare `\\boxed 42` (grading's forms)."""
+# An output block (harness-written) closes only on an unindented fence line of its own, as in CommonMark;
+# "```output" therefore never closes one. Code fences have more forms: `_scan`.
 _FENCE_CLOSE = re.compile(r"(?m)^```[ \t]*(?:\r?\n|\Z)")
 _FENCE_LINE = re.compile(r"(?m)^(```[ \t]*)(?=\r?$)")
-_XML_FENCED_CODE = re.compile(r"\A\s*```(?:python3?|py)?[ \t]*\r?\n(.*?)(?:\r?\n)?```\s*\Z", re.S)
 
 
 class Span(NamedTuple):
@@ -61,15 +66,18 @@ class Segment:
     """One contiguous slice of a trajectory.
 
     Attributes:
-        kind: `plan` (the `<think>` block), `code`, `output` (interpreter output block), `answer` (the
+        kind: `plan` (the `<think>` block, or a stretch of it between code drafts), `code`, `output` (interpreter output block), `answer` (the
             non-blank text after the last block, or all text when there is none) or `text` (anything
             else, whitespace-only gaps included).
         span: characters of `raw` in the rendered text.
         content_span: characters of `content` (fences, tags and their line breaks excluded).
         raw: the exact slice, fences and tags included.
         content: the inner text: code without fences, output without fences, plan without tags.
-        closed: False for a block or plan whose closer never came (truncated generation).
+        closed: False for a block or plan whose closer never came (truncated generation), or a code
+            block abandoned for a new opener. A code block that an output opener cut is closed: it ran.
         token_span: tokens whose first character lies in `span` (see `Trajectory.with_token_spans`).
+        in_plan: the segment lies inside `<think>...</think>`. A plan with code drafts in it is several
+            `plan` segments with the drafts (and any outputs they asked for) between them.
     """
 
     kind: SegmentKind
@@ -79,55 +87,22 @@ class Segment:
     content: str
     closed: bool = True
     token_span: Span | None = None
+    in_plan: bool = False
+
+    @property
+    def code(self) -> str:
+        """The code this block runs: `content` less the opening fence's indentation (CommonMark)."""
+        indent = self.raw[: len(self.raw) - len(self.raw.lstrip(" \t"))]
+        return _scan.dedent(self.content, indent)
 
 
-def _segment(text: str, kind: SegmentKind, span: Span, content_span: Span, closed: bool = True) -> Segment:
-    raw = text[span.start : span.end]
-    content = text[content_span.start : content_span.end]
-    return Segment(kind, span, content_span, raw, content, closed)
+def _segment(text: str, piece: _scan.Piece) -> Segment:
+    span, content = Span(*piece.span), Span(*piece.content)
+    raw, inner = text[span.start : span.end], text[content.start : content.end]
+    return Segment(piece.kind, span, content, raw, inner, piece.closed, None, piece.in_plan)
 
 
-def _strip_fence_newline(text: str, start: int, fence: int) -> int:
-    """End of a fenced block's content: the line break before the closing fence is the fence's."""
-    end = fence
-    if end > start and text[end - 1] == "\n":
-        end -= 1
-        if end > start and text[end - 1] == "\r":
-            end -= 1
-    return end
-
-
-def _fenced_content(text: str, start: int, close: re.Match[str]) -> Span:
-    return Span(start, _strip_fence_newline(text, start, close.start()))
-
-
-def _xml_code_content(text: str, start: int, close: re.Match[str]) -> Span:
-    end = close.start()
-    fenced = _XML_FENCED_CODE.match(text[start:end])
-    if fenced is not None:
-        return Span(start + fenced.start(1), start + fenced.end(1))
-    while start < end and text[start] in "\r\n":
-        start += 1
-    while end > start and text[end - 1] in "\r\n":
-        end -= 1
-    return Span(start, end)
-
-
-def _xml_output_content(text: str, start: int, close: re.Match[str]) -> Span:
-    end = close.start()
-    # format_output wraps the output in one line break on each side; those belong to the tags.
-    for newline in ("\r\n", "\n"):
-        if text.startswith(newline, start, end):
-            start += len(newline)
-            break
-    for newline in ("\r\n", "\n"):
-        if end - len(newline) >= start and text.startswith(newline, end - len(newline)):
-            end -= len(newline)
-            break
-    return Span(start, end)
-
-
-ContentRule = Callable[[str, int, re.Match[str]], Span]
+ContentRule = _scan.ContentRule
 
 
 @dataclass(frozen=True)
@@ -145,6 +120,11 @@ class Dialect:
         output_guard: a closer that may occur inside interpreter output, and its neutralised form.
         code_end: the literal that closes a code block; a rollout that executes on a closed code
             block (for models that never open the output block themselves) stops there.
+        code_ends: every stop string that can close a code block (`code_end` first): CRLF and tilde
+            fences close markdown blocks too.
+
+    The regexes name the canonical forms; `parse` also reads the variants real models write (see
+    `_scan` and docs/parsing.md).
     """
 
     name: DialectName
@@ -158,6 +138,7 @@ class Dialect:
     output_tail: str
     output_guard: tuple[re.Pattern[str], str]
     code_end: str
+    code_ends: tuple[str, ...] = ()
 
     def format_output(self, output: str) -> str:
         """Return exactly the text to append right after `stop` so the output block is closed.
@@ -190,35 +171,37 @@ class Dialect:
             segment = segments[i]
             if segment.kind == "code":
                 answered = any(s.kind == "output" and s.closed for s in segments[i + 1 :])
-                return segment.content if segment.closed and not answered else None
+                return segment.code if segment.closed and not answered else None
         return None
 
 
 MARKDOWN = Dialect(
     name="markdown",
     stop="```output",
-    code_open=re.compile(r"```(?:python3?|py)[ \t]*(?:\r?\n|\Z)"),
+    code_open=_scan.MD_OPEN_LINE,
     code_close=_FENCE_CLOSE,
     output_open=re.compile(r"```output[ \t]*(?:\r?\n|\Z)"),
     output_close=_FENCE_CLOSE,
-    code_content=_fenced_content,
-    output_content=_fenced_content,
+    code_content=_scan.fenced_content,
+    output_content=_scan.fenced_content,
     output_tail="\n```\n",
     output_guard=(_FENCE_LINE, r" \1"),
     code_end="```\n",
+    code_ends=("```\n", "```\r\n", "~~~\n", "~~~\r\n"),
 )
 XML = Dialect(
     name="xml",
     stop="<interpreter>",
-    code_open=re.compile(r"<code>"),
-    code_close=re.compile(r"</code>(?:\r?\n)?"),
+    code_open=_scan.XML_OPEN,
+    code_close=_scan.XML_CODE_CLOSE,
     output_open=re.compile(r"<interpreter>"),
     output_close=re.compile(r"</interpreter>(?:\r?\n)?"),
-    code_content=_xml_code_content,
-    output_content=_xml_output_content,
+    code_content=_scan.xml_code_content,
+    output_content=_scan.xml_output_content,
     output_tail="\n</interpreter>\n",
     output_guard=(re.compile(r"</interpreter>"), "</ interpreter>"),
     code_end="</code>",
+    code_ends=("</code>",),
 )
 DIALECTS: dict[str, Dialect] = {d.name: d for d in (MARKDOWN, XML)}
 
@@ -248,8 +231,8 @@ class Trajectory:
 
     @property
     def code_blocks(self) -> list[str]:
-        """Code of every closed code block, fences excluded, in order."""
-        return [s.content for s in self.segments if s.kind == "code" and s.closed]
+        """Code of every closed code block (fences and fence indentation excluded), in order."""
+        return [s.code for s in self.segments if s.kind == "code" and s.closed]
 
     @property
     def outputs(self) -> list[str]:
@@ -263,15 +246,22 @@ class Trajectory:
 
     @property
     def plan(self) -> str | None:
-        """The plan's content (tags and surrounding blanks excluded), or None without a plan."""
-        return next((s.content for s in self.segments if s.kind == "plan"), None)
+        """The text between `<think>` and `</think>` (code drafts included, surrounding blanks
+        excluded), or None without a plan."""
+        pieces = [s for s in self.segments if s.kind == "plan"]
+        if not pieces:
+            return None
+        first = self.segments[0]
+        start = first.content_span.start if first.kind == "plan" else first.span.start
+        end = pieces[-1].content_span.end
+        return self.render()[start:end].strip() if end > start else ""
 
     @property
     def final_text(self) -> str:
-        """Text after the last code or output block; the whole text when there is none."""
-        last = max((i for i, s in enumerate(self.segments) if s.kind in ("code", "output")), default=None)
-        tail = self.segments if last is None else self.segments[last + 1 :]
-        return "".join(s.raw for s in tail)
+        """What the model wrote after its last code or output block and after its plan: the text
+        after `</think>` when there is no code, the whole text when there is neither."""
+        last = max((i for i, s in enumerate(self.segments) if s.kind in ("code", "output")), default=-1)
+        return "".join(s.raw for s in self.segments[last + 1 :] if s.kind != "plan")
 
     def with_token_spans(self, offsets: Sequence[tuple[int, int]]) -> Trajectory:
         """Return a copy whose segments carry token spans.
@@ -308,59 +298,18 @@ class Trajectory:
         return replace(self, segments=segments)
 
 
-def _plan(text: str, dialect: Dialect) -> Segment | None:
-    """The leading plan: `<think>...</think>`, or `...</think>` when the chat template sent `<think>`."""
-    first_block = min(
-        (m.start() for p in (dialect.code_open, dialect.output_open) if (m := p.search(text))),
-        default=len(text),
-    )
-    opener = _THINK_OPEN.match(text)
-    content_start = opener.end() if opener else 0
-    closer = _THINK_CLOSE.search(text, content_start)
-    if closer is not None and closer.start() <= first_block:
-        inner, end, closed = Span(content_start, closer.start()), closer.end(), True
-    elif opener is not None and closer is None and first_block == len(text):
-        inner, end, closed = Span(content_start, len(text)), len(text), False
-    else:
-        return None
-    raw_inner = text[inner.start : inner.end]
-    lead = len(raw_inner) - len(raw_inner.lstrip())
-    stripped = raw_inner.strip()
-    content = Span(inner.start + lead, inner.start + lead + len(stripped))
-    return _segment(text, "plan", Span(0, end), content, closed)
-
-
-def _block(text: str, dialect: Dialect, opener: re.Match[str], kind: Literal["code", "output"]) -> Segment:
-    close_re, content_rule = (
-        (dialect.code_close, dialect.code_content)
-        if kind == "code"
-        else (dialect.output_close, dialect.output_content)
-    )
-    closer = close_re.search(text, opener.end())
-    if closer is None:
-        span = Span(opener.start(), len(text))
-        return _segment(text, kind, span, Span(opener.end(), len(text)), closed=False)
-    span = Span(opener.start(), closer.end())
-    return _segment(text, kind, span, content_rule(text, opener.end(), closer))
-
-
-def _next_opener(text: str, pos: int, d: Dialect) -> tuple[re.Match[str], Literal["code", "output"]] | None:
-    code, output = d.code_open.search(text, pos), d.output_open.search(text, pos)
-    if code is not None and (output is None or code.start() < output.start()):
-        return code, "code"
-    return None if output is None else (output, "output")
-
-
-def _gap(text: str, start: int, end: int, last: bool) -> Segment:
-    kind: SegmentKind = "answer" if last and text[start:end].strip() else "text"
-    return _segment(text, kind, Span(start, end), Span(start, end))
-
-
 def parse(text: str, dialect: str = "markdown") -> Trajectory:
     """Split `text` into segments; `parse(text, d).render() == text` for every string.
 
-    Blocks open anywhere (as stop strings fire anywhere); a markdown fence closes only on its own line.
-    An unclosed block runs to the end of the text. A plan is recognised only before the first block.
+    The plan is `<think>...</think>` at the start, or everything up to the first `</think>` outside
+    a block when the chat template sent `<think>`; without a `</think>` a leading `<think>` makes the
+    whole text an unclosed plan. Code may open inside the plan (a draft, `in_plan`). A code block opens at a fence
+    on its own line (any case, optional space, info string, indentation, backticks or tildes) or at a
+    bare ```` ```python ```` after text; in xml at `<code>` that is not a mention. It ends at its
+    closer, at an output opener (it then runs up to it), or, unclosed, at a new opener on its own
+    line; a terminator inside a Python string or comment of the block is code. An output block opens
+    right after a closed code block, or, outside the plan, at the start of a line. An unclosed block
+    runs to the end of the text. docs/parsing.md has the cases.
 
     Args:
         text: the model's generated text (after the chat prompt), harness outputs included.
@@ -373,22 +322,122 @@ def parse(text: str, dialect: str = "markdown") -> Trajectory:
         ConfigError: `dialect` is unknown.
     """
     d = get_dialect(dialect)
-    segments: list[Segment] = []
-    plan = _plan(text, d)
-    pos = 0
-    if plan is not None:
-        segments.append(plan)
-        pos = plan.span.end
-    while (found := _next_opener(text, pos, d)) is not None:
-        opener, kind = found
-        if opener.start() > pos:
-            segments.append(_gap(text, pos, opener.start(), last=False))
-        block = _block(text, d, opener, kind)
-        segments.append(block)
-        pos = block.span.end
-    if pos < len(text):
-        segments.append(_gap(text, pos, len(text), last=True))
-    return Trajectory(tuple(segments), d.name)
+    opener = _scan.THINK_OPEN.match(text)
+    if opener is not None:
+        pieces = _scan.Scanner(text, d, in_plan=True, tag_end=opener.end()).run()
+    else:
+        pieces = _scan.Scanner(text, d, in_plan=False).run()
+        closers = [
+            m.start()
+            for p in pieces
+            if p.kind in ("text", "answer") and (m := _scan.THINK_CLOSE.search(text, *p.span)) is not None
+        ]
+        if closers:
+            pieces = _scan.Scanner(text, d, in_plan=True, close_from=closers[0]).run()
+    return Trajectory(tuple(_segment(text, p) for p in pieces), d.name)
+
+
+class Trigger(NamedTuple):
+    """What the rollout does when generation stops at one of `exec_stops`.
+
+    Attributes:
+        run: the model asked for its code to run; write an output block now. False: the stop string
+            was a mention (in prose, the plan, a string) or closed a draft in the plan; keep generating.
+        codes: the code to run, in order: every closed code block since the last output block, in
+            the same part (plan or not) as the opener. Empty with `run`: an output block opened with
+            no code before it (the harness answers with an error the model sees).
+        write_opener: the harness writes the output opener itself (a code block closed).
+    """
+
+    run: bool
+    codes: tuple[str, ...]
+    write_opener: bool
+
+
+_NO_RUN = Trigger(False, (), False)
+
+
+def exec_stops(dialect: str | Dialect, exec_on: ExecOn) -> tuple[str, ...]:
+    """The stop strings generation uses: the output opener, plus every code closer with `code_close`.
+
+    Raises:
+        ConfigError: unknown dialect or trigger.
+    """
+    d = get_dialect(dialect) if isinstance(dialect, str) else dialect
+    if exec_on not in get_args(ExecOn):
+        raise ConfigError(f"exec trigger {exec_on!r}: use one of {', '.join(get_args(ExecOn))}")
+    return (d.stop,) if exec_on == "output_open" else (d.stop, *d.code_ends)
+
+
+def exec_trigger(
+    text: str, stop: str | None, dialect: str | Dialect = "markdown", *, plan_open: bool = False
+) -> Trigger:
+    """Decide whether generation that stopped at `stop` asked for code to run, and which code.
+
+    An output opener runs code when it opens an output block in `parse`'s sense (right after a code
+    block, a cut-off open block included; or outside the plan at the start of a line). A code closer
+    (`code_close`) runs the block it closed, unless that block is a draft inside the plan: a draft
+    runs only when the model itself opens an output block after it. A turn that ended (EOS, `stop`
+    None) right after a closed code block outside the plan runs it too: the model stopped so that
+    its code would run, as the prompts tell an untrained model to do.
+
+    Args:
+        text: the generated text so far; it may run a few characters past `stop` (a token's tail).
+        stop: the stop string that fired, or None when the model ended its turn.
+        dialect: the trajectory dialect.
+        plan_open: the chat prompt ends inside `<think>` (R1 distills, Qwen3 thinking 2507): the
+            text starts in the plan, as if it began with `<think>`.
+
+    Returns:
+        The decision; `codes` are ready to run (indentation of indented fences removed).
+    """
+    d = get_dialect(dialect) if isinstance(dialect, str) else dialect
+    opener = "" if not plan_open or _scan.THINK_OPEN.match(text) else "<think>"
+    if stop is None:
+        ended = [s for s in parse(opener + text, d.name).segments if s.kind != "text" or s.raw.strip()]
+        last = ended[-1] if ended else None
+        if last is None or last.kind != "code" or not last.closed or last.in_plan:
+            return _NO_RUN
+        return Trigger(True, _pending_codes(ended, False), True)
+    at = text.rfind(stop)
+    if at < 0:
+        return _NO_RUN
+    at += len(opener)
+    segments = parse(opener + text[: at - len(opener) + len(stop)], d.name).segments
+    last = segments[-1]
+    if stop == d.stop:
+        if last.kind != "output" or last.span.start != at:
+            return _NO_RUN
+        return Trigger(True, _pending_codes(segments[:-1], last.in_plan), False)
+    if last.kind == "code" and last.closed and not last.in_plan:
+        return Trigger(True, _pending_codes(segments, False), True)
+    return _NO_RUN
+
+
+def harness_block(text: str, trigger: Trigger, output: str, dialect: str | Dialect = "markdown") -> str:
+    """The exact text the harness appends for `trigger`: the output opener when the model did not
+    write it (on its own line), then `format_output(output)`."""
+    d = get_dialect(dialect) if isinstance(dialect, str) else dialect
+    if not trigger.write_opener:
+        return d.format_output(output)
+    newline = "" if text.endswith("\n") or d.name == "xml" else "\n"
+    return newline + d.stop + d.format_output(output)
+
+
+def _pending_codes(segments: Sequence[Segment], in_plan: bool) -> tuple[str, ...]:
+    """Closed code blocks after the last output block, in the plan or out of it as asked."""
+    codes: list[str] = []
+    for s in reversed(segments):
+        if s.kind == "output" or s.in_plan != in_plan:
+            break
+        if s.kind == "code" and s.closed:
+            codes.append(s.code)
+    return tuple(reversed(codes))
+
+
+def has_final_answer(traj: Trajectory) -> bool:
+    """True when the final text holds a box the grader reads (`\\boxed{}`, `\\fbox{}`, `\\boxed 42`)."""
+    return _ANSWER_BOX.search(traj.final_text) is not None
 
 
 @dataclass(frozen=True)
@@ -424,17 +473,22 @@ class Conformance:
 
 
 def _text_between_code(traj: Trajectory) -> list[Segment]:
-    """Non-blank text after the first code block and before the last code or output block."""
+    """Non-blank text (prose, or plan text around code drafts) after the first code block and before
+    the last code or output block."""
     blocks = [i for i, s in enumerate(traj.segments) if s.kind in ("code", "output")]
     codes = [i for i in blocks if traj.segments[i].kind == "code"]
     if not codes:
         return []
     inside = traj.segments[codes[0] + 1 : blocks[-1]]
-    return [s for s in inside if s.kind == "text" and s.raw.strip()]
+    return [s for s in inside if (s.kind == "text" and s.raw.strip()) or (s.kind == "plan" and s.content)]
 
 
 def classify(traj: Trajectory) -> Style:
-    """Return `no_code` without code blocks, `interleaved` with prose between them, else `thinc`."""
+    """Return `no_code` without code blocks, `interleaved` with prose between them, else `thinc`.
+
+    Code drafted in the plan counts as code, and plan text between drafts as prose; the
+    `no_code_in_plan` conformance check names such trajectories.
+    """
     if not any(s.kind == "code" for s in traj.segments):
         return "no_code"
     return "interleaved" if _text_between_code(traj) else "thinc"
@@ -449,7 +503,11 @@ def _plan_share(traj: Trajectory, count_tokens: Callable[[str], int] | None) -> 
         unit, sizes = "count_tokens", [count_tokens(s.raw) for s in traj.segments]
     else:
         unit, sizes = "chars", [len(s.raw) for s in traj.segments]
-    plan = sum(n for s, n in zip(traj.segments, sizes, strict=True) if s.kind == "plan")
+    plan = sum(
+        n
+        for s, n in zip(traj.segments, sizes, strict=True)
+        if s.kind == "plan" or (s.in_plan and s.kind == "code")
+    )
     model = sum(n for s, n in zip(traj.segments, sizes, strict=True) if s.kind != "output")
     return (plan / model if model else 0.0), unit
 
@@ -464,7 +522,8 @@ def check_conformance(
 ) -> Conformance:
     """Run the ThinC conformance checks.
 
-    `plan_share` is plan / model-written size, where output blocks are not model-written. It is
+    `plan_share` is plan / model-written size, where output blocks are not model-written and code
+    drafted in the plan is plan. It is
     counted in tokens when every segment has a token span, else with `count_tokens`, else in
     characters; `Conformance.plan_share_unit` says which.
 
@@ -478,17 +537,19 @@ def check_conformance(
 
     Returns:
         The checks in the order has_plan, no_text_between_code, n_code_blocks, plan_share,
-        answer_after_last_output, code_followed_by_output, short_prose_outside_plan.
+        answer_after_last_output, code_followed_by_output, short_prose_outside_plan, no_code_in_plan.
     """
     plan = next((s for s in traj.segments if s.kind == "plan"), None)
-    has_plan = plan is not None and plan.closed and bool(plan.content)
-    plan_detail = "no plan" if plan is None else f"{len(plan.content)} chars, closed={plan.closed}"
+    plan_text = traj.plan or ""
+    has_plan = plan is not None and plan.closed and bool(plan_text)
+    plan_detail = "no plan" if plan is None else f"{len(plan_text)} chars, closed={plan.closed}"
     prose = _text_between_code(traj)
     share, unit = _plan_share(traj, count_tokens)
     kinds = [s.kind for s in traj.segments]
     last_output = max((i for i, k in enumerate(kinds) if k == "output"), default=-1)
     code_after = "code" in kinds[last_output + 1 :]
-    boxed = _BOXED.search(traj.final_text) is not None
+    boxed = has_final_answer(traj)
+    drafts = [s for s in traj.segments if s.kind == "code" and s.in_plan]
     checks = (
         Check("has_plan", has_plan, plan_detail),
         Check(
@@ -511,15 +572,20 @@ def check_conformance(
         ),
         _check_code_followed_by_output(traj),
         _check_prose_outside_plan(traj, max_prose_chars),
+        Check(
+            "no_code_in_plan",
+            not drafts,
+            "none" if not drafts else f"{len(drafts)} code block(s) inside <think>...</think>",
+        ),
     )
     return Conformance(checks, share, unit)
 
 
 def unexecuted_code(traj: Trajectory) -> list[Segment]:
-    """Closed code blocks not directly followed (blank text aside) by an output block.
+    """Closed code blocks not directly followed (blank text aside) by an output block of their own.
 
-    The harness runs only the last code block before an output block, so such a block was written
-    but never run: `code, code, code, output` executes one block, not three.
+    Such a block never shows its own output: after the last output it never ran, and in `code, code,
+    code, output` the harness runs the three together and answers them with one output block.
     """
     segments = [s for s in traj.segments if s.kind != "text" or s.raw.strip()]
     return [

@@ -29,14 +29,16 @@ EXPECTED_REMOVED = {
     "finished": 0,
     "correct": 2,  # sft-wrong-answer, both samples
     "exec_ok": 2,  # sft-exec-error
-    "min_code_blocks": 4,  # sft-two-blocks; sft-unexecuted (three blocks written, one executed)
+    "min_code_blocks": 2,  # sft-two-blocks
     "plan_share": 2,  # sft-long-plan
-    "conformance": 4,  # sft-prose (prose between blocks); sft-final-prose (a paragraph around the box)
+    # sft-prose (prose between blocks); sft-final-prose (a paragraph around the box); sft-unexecuted
+    # (three blocks before one output block: all three run, but none shows its own output)
+    "conformance": 6,
     "decontamination": 2,  # sft-contaminated (an AIME 2025 problem, copied at test time)
     "dedup": 1,  # sft-pass's second, identical sample
 }
-ALSO_FAILED = {"sft-unexecuted": ["min_code_blocks", "conformance"]}
-"""Trajectories that rightly fail a second filter: a block never run is not ThinC either."""
+ALSO_FAILED: dict[str, list[str]] = {}
+"""Trajectories that rightly fail a second filter (none in this set)."""
 
 
 @pytest.fixture
@@ -81,14 +83,12 @@ def test_each_hand_written_trajectory_breaks_exactly_its_filter(source, tmp_path
     assert stats["counts"] == {"problems": 9, "trajectories": 18, "kept": 1, "kept_problems": 1}
     for name, examples in stats["rejected_examples"].items():
         assert all(e["all_failed"] == ALSO_FAILED.get(e["problem_id"], [name]) for e in examples), name
-    unexecuted = [
-        e for e in stats["rejected_examples"]["min_code_blocks"] if e["problem_id"] == "sft-unexecuted"
-    ]
-    assert unexecuted and unexecuted[0]["reason"] == "1 executed of 3 code blocks < 3"
-    final_prose = [
-        e for e in stats["rejected_examples"]["conformance"] if e["problem_id"] == "sft-final-prose"
-    ]
-    assert final_prose and final_prose[0]["reason"] == "failed short_prose_outside_plan"
+    unexecuted = [e for e in stats["rejected_examples"]["conformance"] if e["problem_id"] == "sft-unexecuted"]
+    assert unexecuted and unexecuted[0]["reason"] == "failed code_followed_by_output"
+    records = (out / "rollouts" / "samples.jsonl").read_text(encoding="utf-8").splitlines()
+    final_prose = next(r["text"] for r in map(json.loads, records) if r["problem_id"] == "sft-final-prose")
+    # stats.json keeps the first three conformance rejects (sft-prose, sft-unexecuted), not this one
+    assert trajectory.check_conformance(trajectory.parse(final_prose)).failed == ["short_prose_outside_plan"]
     source = stats["source_dedup"]
     assert (source["rows"], source["distinct"], source["repeats_dropped"]) == (12, 9, 1)  # sft-pass-copy
     assert source["conflicting"] == [
@@ -144,7 +144,8 @@ def test_refilter_applies_new_thresholds_without_generating(source, tmp_path) ->
     assert (out / "rollouts" / "samples.jsonl").read_bytes() == samples
     removed = _removed(out)
     assert removed["plan_share"] == 0
-    assert removed["min_code_blocks"] == 4  # sft-unexecuted's 4 samples: one execution each
+    # sft-two-blocks has its 2; sft-unexecuted ran its three blocks together (it fails conformance)
+    assert removed["min_code_blocks"] == 0
     stats = json.loads((out / "stats.json").read_text())
     assert stats["counts"]["kept"] == 3 and stats["settings"]["min_code_blocks"] == 2
     assert "3 trajectories on 3 problems" in (out / "README.md").read_text()

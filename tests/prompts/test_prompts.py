@@ -9,7 +9,7 @@ import pytest
 
 from thinc_bench import grading, trajectory
 from thinc_bench.errors import ConfigError
-from thinc_bench.prompts import build_messages, load_examples, load_system_prompt
+from thinc_bench.prompts import build_messages, check_settings, load_examples, load_system_prompt
 from thinc_bench.sandbox import Sandbox
 
 EXAMPLES = load_examples()
@@ -48,11 +48,86 @@ def test_example_problem_is_not_an_evaluation_problem(example, benchmark_dir: Pa
             assert overlap < 0.8, f"{example.id} resembles {name} {problem.id}"
 
 
-def test_messages_put_examples_before_the_problem() -> None:
-    messages = build_messages("Compute 1+1.", "sys", load_examples(1))
-    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+def test_messages_put_whole_examples_in_the_system_turn_before_the_problem() -> None:
+    example = load_examples(1)[0]
+    messages = build_messages("Compute 1+1.", "sys", [example])
+    assert [m["role"] for m in messages] == ["system", "user"]
+    assert messages[0]["content"].startswith("sys\n\n")
+    assert example.problem in messages[0]["content"] and example.trajectory in messages[0]["content"]
     assert messages[-1]["content"] == "Compute 1+1."
     assert build_messages("p", "")[0]["role"] == "user"
+    assert build_messages("p", "", [example])[0]["content"].startswith("Solved examples")
+
+
+QWEN3_TOKENIZER = Path(__file__).resolve().parents[2] / ".." / "shared" / "models" / "qwen3-tokenizer"
+
+
+@pytest.mark.skipif(not QWEN3_TOKENIZER.is_dir(), reason="../shared/models/qwen3-tokenizer is missing")
+def test_qwen3_template_shows_few_shot_plans_whole() -> None:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(QWEN3_TOKENIZER))
+    examples = load_examples()
+    plans = [trajectory.parse(e.trajectory).plan for e in examples]
+    as_turns = [{"role": "system", "content": "sys"}]
+    for e in examples:
+        as_turns += [{"role": "user", "content": e.problem}, {"role": "assistant", "content": e.trajectory}]
+    as_turns.append({"role": "user", "content": "Compute 1+1."})
+    old = tokenizer.apply_chat_template(as_turns, tokenize=False, add_generation_prompt=True)
+    # why the examples moved: the template strips <think>...</think> from earlier assistant turns
+    assert not any(plan in old for plan in plans)
+    rendered = tokenizer.apply_chat_template(
+        build_messages("Compute 1+1.", "sys", examples), tokenize=False, add_generation_prompt=True
+    )
+    assert all(e.trajectory in rendered for e in examples)
+    assert rendered.rstrip().endswith("<|im_start|>assistant")
+
+
+@pytest.mark.parametrize("name", ["thinc", "teacher"])
+def test_markdown_prompts_say_what_to_write_and_what_never_to_write(name: str) -> None:
+    text = load_system_prompt(
+        name if name != "teacher" else str(Path(trajectory.__file__).parent / "prompts" / "teacher.txt")
+    )
+    assert "exactly ```python" in text and "exactly ```" in text
+    assert "Stop right after the closing ``` line" in text
+    assert "Never write an ```output block" in text
+    check_settings(dialect="markdown", system_prompt=text, few_shot=3, exec_on="output_open")
+
+
+def test_a_prompt_in_the_other_dialect_is_refused() -> None:
+    with pytest.raises(
+        ConfigError, match="--dialect xml parses <code> / <interpreter> blocks.*--system-prompt interleaved"
+    ):
+        check_settings(
+            dialect="xml", system_prompt=load_system_prompt("thinc"), few_shot=0, exec_on="code_close"
+        )
+    with pytest.raises(ConfigError, match="--dialect markdown parses .*--system-prompt thinc"):
+        check_settings(
+            dialect="markdown",
+            system_prompt=load_system_prompt("interleaved"),
+            few_shot=0,
+            exec_on="code_close",
+        )
+    with pytest.raises(ConfigError, match="--few-shot 1 with --dialect xml"):
+        check_settings(
+            dialect="xml", system_prompt=load_system_prompt("interleaved"), few_shot=1, exec_on="code_close"
+        )
+    with pytest.raises(ConfigError, match="--exec-on 'on_close'"):
+        check_settings(dialect="markdown", system_prompt="", few_shot=0, exec_on="on_close")
+    check_settings(
+        dialect="xml", system_prompt=load_system_prompt("interleaved"), few_shot=0, exec_on="code_close"
+    )
+    check_settings(dialect="xml", system_prompt="", few_shot=0, exec_on="output_open")
+
+
+def test_eval_config_refuses_the_thinc_prompt_with_the_xml_dialect() -> None:
+    from thinc_bench.eval.config import EvalConfig
+
+    with pytest.raises(ConfigError, match="--dialect xml"):
+        EvalConfig(model="m", backend="openai", dialect="xml", system_prompt="thinc")
+    assert (
+        EvalConfig(model="m", backend="openai", dialect="xml", system_prompt="interleaved").dialect == "xml"
+    )
 
 
 def test_named_file_and_none_system_prompts(tmp_path: Path) -> None:

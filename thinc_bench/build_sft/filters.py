@@ -43,7 +43,7 @@ FILTER_HELP: dict[FilterName, str] = {
     "min_code_blocks": "fewer executed code blocks (tool calls) than --min-code-blocks",
     "plan_share": "plan tokens >= --max-plan-share of model tokens (student tokenizer)",
     "conformance": "not ThinC: no closed plan, prose between blocks or around the box, a code block "
-    "without its output, or code after the last output",
+    "without its output, code after the last output, or code drafted inside the plan",
     "decontamination": "problem copies an evaluation benchmark problem (word n-grams as written or with "
     "numbers masked, or the same answer and maths)",
     "dedup": "over --max-per-problem for its problem (shortest trajectories kept)",

@@ -127,8 +127,10 @@ class EvalConfig:
     exec_on: str | None = field(
         default=None,
         metadata={
-            "help": "output_open: run code when the model opens an output block (ThinC); code_close: as soon "
-            "as a code block closes (ReTool-style </code>). Default output_open; demo code_close."
+            "help": "output_open: run code when the model opens an output block, or ends its turn right after "
+            "a closed block (ThinC, untrained models told to stop after the fence); code_close: as soon as a "
+            "code block closes (ReTool-style </code>, models that write on after the fence). Default "
+            "output_open; demo code_close."
         },
     )
     response_prefix: str | None = field(
@@ -203,6 +205,14 @@ class EvalConfig:
             raise ConfigError(f"--exec-on {self.exec_on!r}: use output_open or code_close")
         if int(self.few_shot or 0) < 0:
             raise ConfigError(f"--few-shot {self.few_shot}: use 0 or more bundled examples")
+        from thinc_bench.prompts import check_settings, load_system_prompt
+
+        check_settings(
+            dialect=self.dialect,
+            system_prompt=load_system_prompt(self.system_prompt),
+            few_shot=int(self.few_shot or 0),
+            exec_on=str(self.exec_on),
+        )
         _parse_shard(self.shard)
         _parse_ks(str(self.recovery_k))
 

@@ -13,14 +13,21 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from thinc_bench.backends import BackendUnavailable, Generator, SamplingParams
-from thinc_bench.sandbox import ExecResult, Session
-from thinc_bench.trajectory import DIALECTS, Dialect
+from thinc_bench.sandbox import Session
+from thinc_bench.trajectory import (
+    DIALECTS,
+    Dialect,
+    exec_stops,
+    exec_trigger,
+    harness_block,
+    has_final_answer,
+    parse,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +37,9 @@ ExecTrigger = Literal["output_open", "code_close"]
 NO_CODE_OUTPUT = "Error: no code block to run before this output block."
 """What the interpreter 'says' when the model opens an output block without writing code first."""
 
-_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
+
+PROMPT_TAIL_TOKENS = 8
+"""Prompt tokens read to see whether the template opened `<think>` (it is the last tag written)."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +60,8 @@ class Execution:
     elapsed_s: float
     truncated: bool
     injected: bool
+    code: str = ""
+    """The code that ran (fence indentation removed), as `trajectory.exec_trigger` chose it."""
 
 
 @dataclass
@@ -122,6 +133,7 @@ async def rollout(
         exec_on: `output_open` executes when the model opens an output block (ThinC, DESIGN.md);
             `code_close` also executes as soon as a code block closes and the harness writes the
             output opener itself (ReTool-style `</code>`, or models that never open output blocks).
+            What runs, and when a stop string is only a mention, is `trajectory.exec_trigger`'s.
         response_prefix: text that starts the assistant turn (prefill); harness-written, mask 0.
         request_id: a stable id for this trajectory (the scripted backend keys its turns on it).
 
@@ -133,7 +145,8 @@ async def rollout(
     tokenizer = generator.tokenizer
     result = RolloutResult(list(prompt_ids), [], [], "", "eos", logprobs=[] if params.logprobs else None)
     text = _append_harness(result, tokenizer, response_prefix) if response_prefix else ""
-    stops = (spec.stop,) if exec_on == "output_open" else (spec.stop, spec.code_end)
+    stops = exec_stops(spec, exec_on)
+    plan_open = _prompt_opens_plan(tokenizer, prompt_ids)
     while True:
         budget = limits.max_tokens - result.total_tokens
         if budget <= 0:
@@ -158,22 +171,27 @@ async def rollout(
             else:
                 result.logprobs += generation.logprobs
         text += generation.text
-        if generation.stop is None:
-            hit_budget = generation.finish_reason == "length"
-            result.stop_reason = "max_tokens" if hit_budget else ("answer" if _BOXED.search(text) else "eos")
+        hit_budget = generation.stop is None and generation.finish_reason == "length"
+        trigger = exec_trigger(text, generation.stop, spec, plan_open=plan_open)
+        if generation.stop is None and (hit_budget or not trigger.run):
+            answered = has_final_answer(parse(text, spec.name))
+            result.stop_reason = "max_tokens" if hit_budget else ("answer" if answered else "eos")
             break
-        opened_output = generation.stop == spec.stop
-        if not opened_output and spec.last_code(text) is None:
-            continue  # a fence closed that ends no code block (e.g. a plain ``` block): keep writing
-        if result.n_tool_calls >= limits.max_tool_calls:
+        if not trigger.run:
+            continue  # a mention, a string, a plain ``` block or a draft in the plan: keep writing
+        if generation.stop is None:
+            _drop_eos(result, tokenizer)  # the turn ended so that the code runs; it goes on after it
+        if result.n_tool_calls + max(1, len(trigger.codes)) > limits.max_tool_calls:
             result.stop_reason = "max_tool_calls"
             break
-        output = await _execute(session, spec, text, result)
+        output = await _execute(session, trigger.codes, result)
         if result.executions[-1].status == "infra_error":
             result.stop_reason, result.error = "infra_error", f"sandbox: {output}"
             break
-        block = spec.format_output(output) if opened_output else spec.stop + spec.format_output(output)
-        text += _append_harness(result, tokenizer, _after_stop(block, text, generation.stop))
+        block = harness_block(text, trigger, output, spec)
+        if generation.stop is not None:
+            block = _after_stop(block, text, generation.stop)
+        text += _append_harness(result, tokenizer, block)
     result.text = text
     return result
 
@@ -198,16 +216,39 @@ def _after_stop(formatted: str, text: str, stop: str) -> str:
     return formatted[len(overrun) :] if overrun and formatted.startswith(overrun) else formatted
 
 
-async def _execute(session: Session, spec: Dialect, text: str, result: RolloutResult) -> str:
-    """Run the block the model just closed; injected failures and missing code still count as calls."""
-    code = spec.last_code(text)
-    started = time.perf_counter()
-    if code is None:
-        exec_result = ExecResult(status="error", output=NO_CODE_OUTPUT, elapsed_s=0.0, truncated=False)
-    else:
+def _drop_eos(result: RolloutResult, tokenizer: Any) -> None:
+    """Remove the end-of-turn token the model just sampled, so its turn continues after the output."""
+    if result.completion_ids and result.completion_ids[-1] == tokenizer.eos_token_id:
+        del result.completion_ids[-1], result.env_mask[-1]
+        if result.logprobs:
+            del result.logprobs[-1]
+
+
+def _prompt_opens_plan(tokenizer: Any, prompt_ids: list[int]) -> bool:
+    """Whether the chat template ended the prompt inside `<think>` (R1 distills, Qwen3 2507 thinking)."""
+    tail = str(tokenizer.decode(prompt_ids[-PROMPT_TAIL_TOKENS:], skip_special_tokens=False))
+    return tail.rstrip().endswith("<think>")
+
+
+async def _execute(session: Session, codes: tuple[str, ...], result: RolloutResult) -> str:
+    """Run the blocks the model asked for, in order, up to the first that fails; one output for all.
+
+    Injected failures and an output block opened without code still count as calls.
+    """
+    if not codes:
+        result.executions.append(Execution("error", 0.0, False, False))
+        return NO_CODE_OUTPUT
+    outputs = []
+    for code in codes:
+        started = time.perf_counter()
         exec_result = await session.arun(code)
-    result.execute_s += time.perf_counter() - started
-    result.executions.append(
-        Execution(exec_result.status, exec_result.elapsed_s, exec_result.truncated, exec_result.injected)
-    )
-    return exec_result.output
+        result.execute_s += time.perf_counter() - started
+        result.executions.append(
+            Execution(
+                exec_result.status, exec_result.elapsed_s, exec_result.truncated, exec_result.injected, code
+            )
+        )
+        outputs.append(exec_result.output.rstrip("\r\n"))
+        if exec_result.status != "ok":
+            break
+    return "\n".join(output for output in outputs if output)

@@ -4,6 +4,9 @@ Prompts are data files beside this module so that they can be read, diffed and c
 the full prompt text in its config, not only its name. `examples.jsonl` holds few-shot ThinC
 trajectories on problems outside every evaluation benchmark; each is real (tests re-execute its code
 and compare every recorded output), so a few-shot prompt never teaches made-up interpreter output.
+Few-shot examples go into the system turn, whole: chat templates such as Qwen3's drop `<think>...</think>`
+from earlier assistant turns, which would show the model examples without their plans.
+`check_settings` refuses a prompt that teaches another dialect than the one parsed.
 """
 
 from __future__ import annotations
@@ -12,10 +15,20 @@ import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import get_args
 
 from thinc_bench.errors import ConfigError
+from thinc_bench.trajectory import ExecOn, get_dialect
 
-__all__ = ["SYSTEM_PROMPTS", "Example", "build_messages", "load_examples", "load_system_prompt"]
+__all__ = [
+    "SYSTEM_PROMPTS",
+    "Example",
+    "build_messages",
+    "check_settings",
+    "load_examples",
+    "load_system_prompt",
+    "render_examples",
+]
 
 EXAMPLES_FILE = "examples.jsonl"
 
@@ -69,17 +82,65 @@ def load_examples(n: int | None = None) -> list[Example]:
     return examples[:n]
 
 
+EXAMPLES_HEADER = "Solved examples, in exactly the format to follow:"
+"""Opens the few-shot section of the system turn."""
+_MARKDOWN_MARKERS = ("```python", "```output")
+_XML_MARKERS = ("<code>", "<interpreter>")
+
+
+def render_examples(examples: list[Example]) -> str:
+    """The few-shot section of the system turn: each problem, then its whole trajectory (plan included)."""
+    parts = [EXAMPLES_HEADER]
+    for i, example in enumerate(examples, 1):
+        parts.append(f"Example {i}\nProblem: {example.problem}\nSolution:\n{example.trajectory}")
+    return "\n\n".join(parts)
+
+
 def build_messages(
     problem: str, system_prompt: str, examples: list[Example] | None = None
 ) -> list[dict[str, str]]:
-    """Chat messages for one problem, with few-shot examples as earlier user/assistant turns.
+    """Chat messages for one problem: a system turn (the prompt, then any few-shot examples), the problem.
 
-    No system turn when the prompt is empty.
+    Examples are rendered whole into the system turn (see the module docstring). No system turn when
+    the prompt is empty and there are no examples.
     """
-    messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
-    for example in examples or []:
-        messages += [
-            {"role": "user", "content": example.problem},
-            {"role": "assistant", "content": example.trajectory},
-        ]
+    system = "\n\n".join(
+        part for part in (system_prompt, render_examples(examples) if examples else "") if part
+    )
+    messages = [{"role": "system", "content": system}] if system else []
     return [*messages, {"role": "user", "content": problem}]
+
+
+def check_settings(*, dialect: str, system_prompt: str, few_shot: int, exec_on: str) -> None:
+    """Refuse settings that cannot work together, before any model is loaded.
+
+    Args:
+        dialect: the trajectory dialect the run parses.
+        system_prompt: the system prompt's text (as `load_system_prompt` returns it).
+        few_shot: bundled examples shown (they are in the markdown dialect).
+        exec_on: the execution trigger.
+
+    Raises:
+        ConfigError: an unknown dialect or trigger, a prompt that teaches the other dialect's blocks,
+            or few-shot examples with the xml dialect.
+    """
+    get_dialect(dialect)
+    if exec_on not in get_args(ExecOn):
+        raise ConfigError(f"--exec-on {exec_on!r}: use one of {', '.join(get_args(ExecOn))}")
+    taught = {
+        "markdown": [m for m in _MARKDOWN_MARKERS if m in system_prompt],
+        "xml": [m for m in _XML_MARKERS if m in system_prompt],
+    }
+    other = "xml" if dialect == "markdown" else "markdown"
+    if taught[other] and not taught[dialect]:
+        prompt = "interleaved" if dialect == "xml" else "thinc"
+        raise ConfigError(
+            f"--dialect {dialect} parses {' / '.join(_XML_MARKERS if dialect == 'xml' else _MARKDOWN_MARKERS)} "
+            f"blocks, but the system prompt teaches {' and '.join(taught[other])}; pass --dialect {other}, "
+            f"or a prompt in the {dialect} dialect (e.g. --system-prompt {prompt})"
+        )
+    if few_shot and dialect != "markdown":
+        raise ConfigError(
+            f"--few-shot {few_shot} with --dialect {dialect}: the bundled examples are markdown "
+            "trajectories; pass --few-shot 0 or --dialect markdown"
+        )

@@ -1,0 +1,346 @@
+"""The scanner behind `trajectory.parse`: where plans, code blocks and output blocks open and end in
+what real models write.
+
+Owns the fence and tag variants a code block may open with (```` ```Python ````, ```` ``` python ````,
+```` ```python # note ````, `~~~python`, indented fences; `<code>` that is not a mention), the
+terminators that may end an open block (its closer, an output opener, a new opener on a line of its
+own), the one rule that keeps a block whole (a terminator inside a Python string or comment of the
+block is code), and the left-to-right scan that turns a text into `Piece`s. It stays apart from
+`trajectory` (which turns pieces into `Segment`s) because it is a hardened lexer with many small rules.
+Works on character positions only. Pure: no IO. docs/parsing.md lists the cases behind each rule.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal, NamedTuple
+
+if TYPE_CHECKING:
+    from thinc_bench.trajectory import Dialect
+
+PieceKind = Literal["plan", "code", "output", "text", "answer"]
+Range = tuple[int, int]
+
+TerminatorKind = Literal["close", "output", "reopen"]
+
+_LANG = r"(?:i?python3?|py3?)"
+"""Language tags that mean Python (any case): python, python3, py, py3, ipython, ipython3."""
+
+MD_OPEN_LINE = re.compile(
+    rf"(?im)^(?P<indent>[ \t]*)(?P<fence>`{{3,}}|~{{3,}})[ \t]*{_LANG}(?![\w.+-])[^`\r\n]*(?:\r?\n|\Z)"
+)
+"""A fence opening a Python block on a line of its own: indentation, 3+ backticks or tildes, optional
+spaces, the language, then an optional info string (```` ```python # note ````, `{.python}` is not)."""
+MD_OPEN_INLINE = re.compile(rf"(?i)(?P<fence>`{{3,}})[ \t]*{_LANG}[ \t]*(?:\r?\n|\Z)")
+"""A fence opening a Python block after text on the same line: only the bare tag, then the line ends
+(so "write a ```python block" in prose opens nothing)."""
+XML_OPEN = re.compile(r"<code>(?=[ \t]*(?:\r?\n|\Z)|[ \t]*(?:`{3}|~{3})|[^\s,.;:!?)\]'\"`])")
+"""`<code>` opening a block: followed by a line break, a fence or code; "<code> and </code> tags" and
+"`<code>`" are mentions."""
+XML_OPEN_LINE = re.compile(r"(?m)^[ \t]*<code>")
+_TRAILING_FENCE = re.compile(r"(?:`{3,}|~{3,})[ \t]*\Z")
+XML_INNER_FENCE = re.compile(
+    r"[ \t]*(?:\r?\n)*[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*[\w.+-]*[^`\r\n]*(?:\r?\n|\Z)"
+)
+"""A fence line at the start of an xml code block (ReTool writes `<code>\\n```python`); any tag."""
+
+
+class Terminator(NamedTuple):
+    """Where an open code block ends: `close` (its closer), `output` (an output opener the block runs
+    up to) or `reopen` (a new code opener on its own line: the block was abandoned, unclosed)."""
+
+    kind: TerminatorKind
+    start: int
+    end: int
+
+
+_OUTSIDE = re.compile(r"[^'\"#]*")
+"""Code outside strings and comments: everything up to the next quote or `#`."""
+_STRING_BODY = {
+    q: re.compile(rf"(?:[^{q}\\\n]|\\.)*", re.S) if len(q) == 1 else re.compile(rf"(?:[^\\]|\\.)*?{q}", re.S)
+    for q in ("'", '"', "'''", '"""')
+}
+"""A string's body after its opening quote: to the closing quote (or, single-quoted, the line end)."""
+
+
+def in_string_or_comment(code: str) -> bool:
+    """True when the end of `code` lies inside a Python string literal or comment.
+
+    A lexical scan, not a parse: quotes, triple quotes, backslash escapes and `#` comments. A
+    single-quoted string ends at its line (Python would raise there), so one stray quote never hides
+    the rest of the block.
+    """
+    i, n = 0, len(code)
+    while True:
+        i = _OUTSIDE.match(code, i).end()  # type: ignore[union-attr]  # matches the empty string at worst
+        if i >= n:
+            return False
+        if code[i] == "#":
+            newline = code.find("\n", i)
+            if newline < 0:
+                return True
+            i = newline + 1
+            continue
+        quote = code[i] * 3 if code.startswith(code[i] * 3, i) else code[i]
+        body = _STRING_BODY[quote].match(code, i + len(quote))
+        if body is None:  # a triple-quoted string still open
+            return True
+        i = body.end()
+        if len(quote) == 1:
+            if i >= n or code[i] == "\\":  # the code ends inside the string (or on its escape)
+                return True
+            i += 1  # the closing quote, or the line break that ends the string
+
+
+def _first(text: str, pattern: re.Pattern[str], body: int, limit: int) -> re.Match[str] | None:
+    """The first match of `pattern` after `body` and before `limit` that is not inside a string or
+    comment of the code from `body` (only matches before `limit` pay for that lexical scan)."""
+    pos = body
+    while (m := pattern.search(text, pos)) is not None and m.start() < limit:
+        if not in_string_or_comment(text[body : m.start()]):
+            return m
+        pos = m.start() + 1
+    return None
+
+
+def code_terminator(
+    text: str, body: int, closer: re.Pattern[str], output: re.Pattern[str], reopen: re.Pattern[str]
+) -> Terminator | None:
+    """The first terminator of the code block whose content starts at `body`, or None (still open).
+
+    Args:
+        text: the whole text.
+        body: where the block's content starts (after the opener and its line break).
+        closer: the block's closer (its fence at least as long, or `</code>`).
+        output: the dialect's output opener; it ends an open block anywhere outside a string.
+        reopen: a code opener on a line of its own.
+    """
+    found: Terminator | None = None
+    candidates: tuple[tuple[TerminatorKind, re.Pattern[str]], ...] = (
+        ("close", closer),
+        ("output", output),
+        ("reopen", reopen),
+    )
+    for kind, pattern in candidates:
+        m = _first(text, pattern, body, len(text) + 1 if found is None else found.start)
+        if m is not None:
+            found = Terminator(kind, m.start(), m.end())
+    return found
+
+
+def md_closer(fence: str) -> re.Pattern[str]:
+    """The closing fence of a block opened with `fence`: the same character, at least as many, alone
+    on its line (indentation allowed, as in lists)."""
+    return re.compile(rf"(?m)^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*(?:\r?\n|\Z)")
+
+
+def content_end_before_output(text: str, body: int, end: int) -> int:
+    """End of the code a block runs when an output opener cut it: trailing blanks and a closing fence
+    the model glued to the opener (```` print(1)``````output ````) are dropped."""
+    code = text[body:end].rstrip()
+    code = _TRAILING_FENCE.sub("", code).rstrip()
+    return body + len(code)
+
+
+def dedent(code: str, indent: str) -> str:
+    """Strip up to the opening fence's indentation from every line (CommonMark's rule for fences
+    indented inside a list item)."""
+    if not indent:
+        return code
+    width = len(indent)
+    lines = code.split("\n")
+    out = []
+    for line in lines:
+        lead = len(line) - len(line.lstrip(" \t"))
+        out.append(line[min(lead, width) :])
+    return "\n".join(out)
+
+
+def strip_fence_newline(text: str, start: int, fence: int) -> int:
+    """End of a fenced block's content: the line break before the closing fence is the fence's."""
+    end = fence
+    if end > start and text[end - 1] == "\n":
+        end -= 1
+        if end > start and text[end - 1] == "\r":
+            end -= 1
+    return end
+
+
+def fenced_content(text: str, start: int, close: re.Match[str]) -> Range:
+    return (start, strip_fence_newline(text, start, close.start()))
+
+
+def xml_code_span(text: str, start: int, end: int) -> Range:
+    """The code between `<code>` and where the block ends: an inner fence of any variant (ReTool writes
+    ```` <code>\\n```python ````) and the blank lines around the code belong to the tags."""
+    fence = XML_INNER_FENCE.match(text, start, end)
+    if fence is not None:
+        start = fence.end()
+        end = content_end_before_output(text, start, end)
+    while start < end and text[start] in "\r\n":
+        start += 1
+    while end > start and text[end - 1] in "\r\n":
+        end -= 1
+    return (start, end)
+
+
+def xml_code_content(text: str, start: int, close: re.Match[str]) -> Range:
+    return xml_code_span(text, start, close.start())
+
+
+def xml_output_content(text: str, start: int, close: re.Match[str]) -> Range:
+    end = close.start()
+    # format_output wraps the output in one line break on each side; those belong to the tags.
+    for newline in ("\r\n", "\n"):
+        if text.startswith(newline, start, end):
+            start += len(newline)
+            break
+    for newline in ("\r\n", "\n"):
+        if end - len(newline) >= start and text.startswith(newline, end - len(newline)):
+            end -= len(newline)
+            break
+    return (start, end)
+
+
+THINK_OPEN = re.compile(r"\A\s*<think>")
+THINK_CLOSE = re.compile(r"</think>(?:\r?\n)?")  # the closer owns its line break, like the fences
+XML_CODE_CLOSE = re.compile(r"</code>(?:\r?\n)?")
+ContentRule = Callable[[str, int, re.Match[str]], Range]
+"""Where a block's inner text lies, given the text, where the content starts and the closer."""
+
+
+class Piece(NamedTuple):
+    """One segment as the scanner finds it (`trajectory.Segment` without the text)."""
+
+    kind: PieceKind
+    span: Range
+    content: Range
+    closed: bool
+    in_plan: bool
+
+
+class Scanner:
+    """One left-to-right pass over a text, in or out of the plan; `trajectory.parse` has the rules.
+
+    Args:
+        text: the text.
+        dialect: the trajectory dialect.
+        in_plan: start inside the plan (`<think>` at the start, or sent by the chat template).
+        tag_end: end of a leading `<think>` tag (0 without one).
+        close_from: the plan's `</think>` lies at or after this position (the one a scan outside the
+            plan found outside every block, so harness output never closes a plan).
+    """
+
+    def __init__(
+        self, text: str, dialect: Dialect, *, in_plan: bool, tag_end: int = 0, close_from: int = 0
+    ) -> None:
+        self.text, self.d = text, dialect
+        self.in_plan = in_plan
+        self.tag_end = tag_end
+        self.close_from = close_from
+        self.plan_closed = False
+        self.pieces: list[Piece] = []
+
+    def run(self) -> list[Piece]:
+        """Scan the whole text; the pieces partition it in order."""
+        text, pos = self.text, 0
+        while (event := self._next_event(pos)) is not None:
+            kind, opener = event
+            if kind == "think":
+                self._plan_piece(pos, opener.end(), close_start=opener.start())
+                self.in_plan, self.plan_closed = False, True
+                pos = opener.end()
+                continue
+            if opener.start() > pos:
+                self._gap(pos, opener.start(), last=False)
+            block = self._code(opener) if kind == "code" else self._output(opener)
+            self.pieces.append(block)
+            pos = block.span[1]
+        if pos < len(text):
+            self._gap(pos, len(text), last=True)
+        if not self.plan_closed:
+            self.pieces = [p._replace(closed=False) if p.kind == "plan" else p for p in self.pieces]
+        return self.pieces
+
+    def _next_event(self, pos: int) -> tuple[Literal["think", "code", "output"], re.Match[str]] | None:
+        found: list[tuple[int, int, Literal["think", "code", "output"], re.Match[str]]] = []
+        if self.in_plan and (closer := THINK_CLOSE.search(self.text, max(pos, self.close_from))) is not None:
+            found.append((closer.start(), 0, "think", closer))
+        if (code := self._code_open(pos)) is not None:
+            found.append((code.start(), 1, "code", code))
+        if (output := self._output_open(pos)) is not None:
+            found.append((output.start(), 2, "output", output))
+        if not found:
+            return None
+        _, _, kind, match = min(found, key=lambda f: (f[0], f[1]))
+        return kind, match
+
+    def _code_open(self, pos: int) -> re.Match[str] | None:
+        if self.d.name == "xml":
+            return XML_OPEN.search(self.text, pos)
+        line = MD_OPEN_LINE.search(self.text, pos)
+        inline = MD_OPEN_INLINE.search(self.text, pos)
+        if line is None or (inline is not None and inline.start() < line.start()):
+            return inline
+        return line
+
+    def _output_open(self, pos: int) -> re.Match[str] | None:
+        """The next output opener that opens a block: right after a closed code block (blanks
+        between), or, outside the plan, at the start of a line. A mention in prose or in the plan
+        opens nothing."""
+        text = self.text
+        previous = self.pieces[-1] if self.pieces else None
+        after_code = previous is not None and previous.kind == "code" and previous.closed
+        for opener in self.d.output_open.finditer(text, pos):
+            if after_code and not text[pos : opener.start()].strip():
+                return opener
+            line_start = text.rfind("\n", 0, opener.start()) + 1
+            if not self.in_plan and not text[line_start : opener.start()].strip(" \t"):
+                return opener
+        return None
+
+    def _code(self, opener: re.Match[str]) -> Piece:
+        text, body = self.text, opener.end()
+        if self.d.name == "xml":
+            closer, reopen = XML_CODE_CLOSE, XML_OPEN_LINE
+        else:
+            closer, reopen = md_closer(opener.group("fence")), MD_OPEN_LINE
+        end = code_terminator(text, body, closer, self.d.output_open, reopen)
+        if end is None:
+            return self._block("code", (opener.start(), len(text)), (body, len(text)), closed=False)
+        if end.kind == "close":
+            stop, span_end, closed = strip_fence_newline(text, body, end.start), end.end, True
+        elif end.kind == "output":
+            stop, span_end, closed = content_end_before_output(text, body, end.start), end.start, True
+        else:
+            stop, span_end, closed = strip_fence_newline(text, body, end.start), end.start, False
+        content = xml_code_span(text, body, stop) if self.d.name == "xml" else (body, stop)
+        return self._block("code", (opener.start(), span_end), content, closed=closed)
+
+    def _output(self, opener: re.Match[str]) -> Piece:
+        closer = self.d.output_close.search(self.text, opener.end())
+        if closer is None:
+            span = (opener.start(), len(self.text))
+            return self._block("output", span, (opener.end(), len(self.text)), closed=False)
+        content = self.d.output_content(self.text, opener.end(), closer)
+        return self._block("output", (opener.start(), closer.end()), content, closed=True)
+
+    def _block(self, kind: PieceKind, span: Range, content: Range, *, closed: bool) -> Piece:
+        return Piece(kind, span, (content[0], content[1]), closed, self.in_plan)
+
+    def _gap(self, start: int, end: int, *, last: bool) -> None:
+        if self.in_plan:
+            self._plan_piece(start, end, close_start=None)
+            return
+        kind: PieceKind = "answer" if last and self.text[start:end].strip() else "text"
+        self.pieces.append(Piece(kind, (start, end), (start, end), True, False))
+
+    def _plan_piece(self, start: int, end: int, *, close_start: int | None) -> None:
+        """A stretch of the plan; its content excludes the tags and the blanks around the text."""
+        inner_start = max(start, self.tag_end)
+        inner_end = end if close_start is None else close_start
+        inner = self.text[inner_start:inner_end]
+        lead = len(inner) - len(inner.lstrip())
+        content = (inner_start + lead, inner_start + lead + len(inner.strip()))
+        self.pieces.append(Piece("plan", (start, end), content, True, True))
