@@ -78,6 +78,14 @@ class SampleRecord:
     exec_statuses: list[str] = field(default_factory=list)
     style: str | None = None
     error: str | None = None
+    prompt_tokens: int | None = None
+    """Tokens of the rendered prompt (None in records written before the field existed)."""
+    completion_tokens: int | None = None
+    """The response length: model plus interpreter tokens after the prompt, what --max-tokens bounds."""
+    context_exceeded: bool = False
+    """The model's context, not the budget, ended the trajectory (finish_reason max_tokens)."""
+    output_cut: bool = False
+    """The last interpreter output was cut to fit the budget (finish_reason max_tokens)."""
     schema_version: int = SCHEMA_VERSION
 
     @property
