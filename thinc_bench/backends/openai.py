@@ -178,8 +178,8 @@ class OpenAIGenerator(Generator):
                 break
             except ContextExceeded as exc:
                 learned = _context_of(str(exc))
-                if attempt or learned is None or learned == self._context:
-                    raise
+                if attempt or learned is None or learned >= len(prompt_ids) + params.max_tokens:
+                    raise  # nothing a capped retry would change
                 logger.info("openai backend: %s serves a context of %d tokens", self._base_url, learned)
                 self._context = learned
         self._succeeded += 1
