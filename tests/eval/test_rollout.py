@@ -297,3 +297,40 @@ def test_code_close_trigger_executes_a_closed_block_and_writes_the_output_opener
     )
     assert harness == "<think>\nplan\n</think>\n```output\n42\n```\n"
     assert result.stop_reason == "answer"
+
+
+@pytest.mark.slow
+def test_a_seeded_smollm2_sample_replays_exactly_within_its_budget(sandbox, smollm2_path: str) -> None:
+    """The real model through the demo's path (prefill, code_close): same seed, same trajectory."""
+    from thinc_bench.backends import load_generator
+
+    generator = load_generator("hf", smollm2_path, seed=0)
+    prompt = render_prompt(
+        generator, build_messages("What is 17 * 23? Use Python.", load_system_prompt("none"))
+    )
+    params = SamplingParams(temperature=1.0, top_p=0.95, max_tokens=80, seed=42)
+
+    async def go(seed: int) -> RolloutResult:
+        with sandbox.session() as session:
+            return await rollout(
+                generator,
+                session,
+                prompt,
+                replace(params, seed=seed),
+                limits=RolloutLimits(max_tokens=80, max_tool_calls=2),
+                exec_on="code_close",
+                response_prefix="```python\n",
+                request_id=f"smollm2/{seed}",
+            )
+
+    async def all_three() -> list[RolloutResult]:
+        try:  # concurrently: one batch per turn, and a replay must not depend on its batch-mates' draws
+            return list(await asyncio.gather(go(42), go(42), go(43)))
+        finally:
+            await generator.aclose()
+
+    first, again, other = asyncio.run(all_three())
+    assert first.completion_ids == again.completion_ids and first.text == again.text
+    assert first.completion_ids != other.completion_ids
+    for result in (first, other):
+        assert result.completion_tokens <= 80 and result.prompt_tokens == len(prompt)
