@@ -20,6 +20,7 @@ import logging
 import math
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -264,7 +265,9 @@ def _room(result: RolloutResult, limits: RolloutLimits, context: int | None) -> 
     return context - result.total_tokens, True
 
 
-def _fit_output(tokenizer: Any, block: Any, output: str, room: int) -> tuple[list[int], str, bool]:
+def _fit_output(
+    tokenizer: Any, block: Callable[[str], str], output: str, room: int
+) -> tuple[list[int], str, bool]:
     """The output block's token ids and text, with the output cut (and `OUTPUT_CUT_NOTE` added) until
     it fits `room`, and whether it was cut; the block always closes. When not even an empty block
     with the note fits, nothing is written.
@@ -276,7 +279,8 @@ def _fit_output(tokenizer: Any, block: Any, output: str, room: int) -> tuple[lis
     ids = tokenizer.encode(written, add_special_tokens=False)
     if len(ids) <= room:
         return ids, written, False
-    low, high, best = 0, len(output), ([], "")
+    best: tuple[list[int], str] = ([], "")
+    low, high = 0, len(output)
     while low <= high:
         mid = (low + high) // 2
         candidate = block(output[:mid] + OUTPUT_CUT_NOTE)
