@@ -145,7 +145,7 @@ def hf_vs_plain(n_prompts: int = 8, new_tokens: int = 64) -> None:
     asyncio.run(generator.aclose())
 
 
-def policy_batching(n_problems: int = 4, generations: int = 2, budget: int = 320) -> None:
+def policy_batching(n_problems: int = 4, generations: int = 2, budget: int = 128) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from thinc_bench.backends._sources import resolve
@@ -159,7 +159,7 @@ def policy_batching(n_problems: int = 4, generations: int = 2, budget: int = 320
         AutoTokenizer.from_pretrained(folder),
     )
     prompts = [f"Compute {i} * {i + 3} with Python." for i in range(n_problems) for _ in range(generations)]
-    print(f"4. GRPO rollout batch on the live policy: {len(prompts)} trajectories, {budget}-token budget")
+    print(f"4. GRPO rollout batch on the live policy: {len(prompts)} trajectories, {budget}-token completion budget")
     rates = {}
     with Sandbox() as sandbox:
         for label, batch in (("one at a time", 1), ("batched", len(prompts))):

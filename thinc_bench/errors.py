@@ -28,3 +28,20 @@ class SandboxUnavailable(ThincError):
 
 class BackendUnavailable(ThincError):
     """A generation backend cannot serve (server down, HTTP 5xx after retries, engine dead): infrastructure."""
+
+
+class ContextExceeded(ThincError):
+    """A request does not fit the model's context (prompt alone, or the engine's own limit).
+
+    Not a configuration error: one long trajectory reaching the context ends like any other that
+    hits its budget (`max_tokens`), and the run goes on. The budget itself is checked at start
+    (`Generator.check`).
+    """
+
+
+class RequestRejected(BackendUnavailable):
+    """A server refused one request (HTTP 4xx other than the context limit); retrying cannot help.
+
+    Recorded on that sample as an infrastructure error with the server's message; the backend
+    stops the run (ConfigError) only when requests keep being rejected and none has succeeded.
+    """

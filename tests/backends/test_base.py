@@ -8,8 +8,8 @@ import importlib.util
 import pytest
 
 from thinc_bench.backends import Generation, SamplingParams, load_generator
-from thinc_bench.backends.base import decode, first_stop
-from thinc_bench.errors import ConfigError
+from thinc_bench.backends.base import decode, first_stop, fit_context
+from thinc_bench.errors import ConfigError, ContextExceeded
 
 
 def test_sampling_params_defaults_sample_the_model_distribution() -> None:
@@ -21,6 +21,37 @@ def test_sampling_params_defaults_sample_the_model_distribution() -> None:
         (),
         None,
     )
+
+
+def test_sampling_names_every_distribution_field_and_nothing_per_call() -> None:
+    params = SamplingParams(temperature=0.7, top_k=20, min_p=0.05, max_tokens=9, seed=3, stop=("x",))
+    assert params.sampling() == {
+        "temperature": 0.7,
+        "top_p": 1.0,
+        "top_k": 20,
+        "min_p": 0.05,
+        "repetition_penalty": 1.0,
+        "presence_penalty": 0.0,
+        "frequency_penalty": 0.0,
+    }
+
+
+def test_fit_context_caps_max_tokens_and_refuses_a_prompt_that_fills_it() -> None:
+    params = SamplingParams(max_tokens=100)
+    assert fit_context([1] * 50, params, None, "r").max_tokens == 100
+    assert fit_context([1] * 50, params, 1000, "r") is params
+    assert fit_context([1] * 50, params, 120, "r").max_tokens == 70
+    assert fit_context([1] * 119, params, 120, "r").max_tokens == 1
+    with pytest.raises(ContextExceeded, match="prompt of 120 tokens fills the model's context of 120"):
+        fit_context([1] * 120, params, 120, "r")
+
+
+def test_check_refuses_a_budget_the_context_cannot_hold(scripted_turns: object) -> None:
+    generator = load_generator("scripted", str(scripted_turns), context_length=4096)
+    generator.check(4095)
+    with pytest.raises(ConfigError, match=r"--max-tokens 4096 .* context of 4096 tokens"):
+        generator.check(4096)
+    load_generator("scripted", str(scripted_turns)).check(10**9)  # unknown context: nothing to check
 
 
 def test_sampling_params_are_frozen() -> None:
@@ -49,6 +80,12 @@ def test_sampling_params_bare_string_stop_is_rejected() -> None:
         ("stop", ("",)),
         ("seed", -1),
         ("seed", 2**63),
+        ("min_p", -0.1),
+        ("min_p", 1.01),
+        ("repetition_penalty", 0.0),
+        ("repetition_penalty", float("inf")),
+        ("presence_penalty", 2.5),
+        ("frequency_penalty", -3.0),
     ],
 )
 def test_sampling_params_reject_out_of_range_values_naming_the_field(field: str, value: object) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from thinc_bench.backends import BackendUnavailable, Generation, SamplingParams, load_generator
 from thinc_bench.backends.hf import HFGenerator
-from thinc_bench.errors import ConfigError
+from thinc_bench.errors import ContextExceeded
 
 pytestmark = pytest.mark.slow
 
@@ -133,8 +133,9 @@ def test_batch_of_8_has_higher_throughput_than_batch_of_1(hf: HFGenerator) -> No
     assert rates[1] > 1.5 * rates[0]
 
 
-def test_prompt_longer_than_the_context_is_a_config_error(hf: HFGenerator) -> None:
-    with pytest.raises(ConfigError, match="does not fit the model's context of 8192"):
+def test_prompt_that_fills_the_context_is_context_exceeded(hf: HFGenerator) -> None:
+    assert hf.context_length == 8192  # SmolLM2's max_position_embeddings
+    with pytest.raises(ContextExceeded, match="prompt of 8192 tokens fills the model's context of 8192"):
         run(hf, ([1] * 8192, GREEDY))
 
 
@@ -180,6 +181,66 @@ def test_logprobs_are_the_models_own_for_each_sampled_token(hf: HFGenerator) -> 
     assert sampled.logprobs is not None and len(sampled.logprobs) == len(sampled.token_ids)
     reference = _teacher_forced(hf._model, ids + sampled.token_ids)[len(ids) - 1 :]
     assert max(abs(a - b) for a, b in zip(sampled.logprobs, reference, strict=True)) < 1e-3
+
+
+def _processed_oracle(model: Any, prompt_ids: list[int], out: list[int], p: SamplingParams) -> list[float]:
+    """Independent oracle of vLLM's processed logprobs: teacher-forced logits of each generated token,
+    then repetition penalty (prompt and output so far), presence and frequency penalties (output so
+    far), temperature, min-p, top-k, and the log-softmax of what is left."""
+    import torch
+
+    ids = prompt_ids + out
+    with torch.no_grad():
+        all_logits = model(torch.tensor([ids])).logits[0].float()
+    values = []
+    for i, token in enumerate(out):
+        logits = all_logits[len(prompt_ids) - 1 + i].clone()
+        before = out[:i]
+        for t in set(prompt_ids) | set(before):
+            logits[t] = (
+                logits[t] / p.repetition_penalty if logits[t] > 0 else logits[t] * p.repetition_penalty
+            )
+        for t in set(before):
+            logits[t] -= p.frequency_penalty * before.count(t) + p.presence_penalty
+        logits = logits / p.temperature
+        probs = torch.softmax(logits, -1)
+        logits[probs < p.min_p * probs.max()] = float("-inf")
+        assert p.top_k is not None
+        logits[logits < torch.topk(logits, p.top_k).values[-1]] = float("-inf")
+        values.append(float(torch.log_softmax(logits, -1)[token]))
+    return values
+
+
+def test_logprobs_are_processed_after_penalties_temperature_and_filters(hf: HFGenerator) -> None:
+    ids = prompt(hf, "Tell me a story.")
+    params = SamplingParams(
+        temperature=0.7,
+        top_k=20,
+        min_p=0.05,
+        repetition_penalty=1.3,
+        presence_penalty=0.5,
+        frequency_penalty=0.3,
+        max_tokens=24,
+        seed=5,
+        logprobs=True,
+    )
+    (out,) = run(hf, (ids, params))
+    assert out.logprobs is not None
+    reference = _processed_oracle(hf._model, ids, out.token_ids, params)
+    assert max(abs(a - b) for a, b in zip(out.logprobs, reference, strict=True)) < 1e-3
+    raw = _teacher_forced(hf._model, ids + out.token_ids)[len(ids) - 1 :]
+    assert max(abs(a - b) for a, b in zip(out.logprobs, raw, strict=True)) > 0.1  # not the raw ones
+
+
+def test_repetition_penalty_changes_greedy_decoding(hf: HFGenerator) -> None:
+    ids = prompt(hf, "Repeat the word cat ten times.")
+    plain, penalised = run(
+        hf,
+        (ids, SamplingParams(temperature=0, max_tokens=24)),
+        (ids, SamplingParams(temperature=0, max_tokens=24, repetition_penalty=2.0)),
+    )
+    assert plain.token_ids != penalised.token_ids
+    assert len(set(penalised.token_ids)) >= len(set(plain.token_ids))
 
 
 def test_from_model_serves_an_in_memory_model_like_the_loaded_one(hf: HFGenerator) -> None:

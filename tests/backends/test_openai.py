@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 
 from thinc_bench.backends import BackendUnavailable, Generation, SamplingParams, load_generator
-from thinc_bench.backends.openai import OpenAIGenerator
-from thinc_bench.errors import ConfigError
+from thinc_bench.backends.openai import REJECTION_QUORUM, OpenAIGenerator
+from thinc_bench.errors import ConfigError, ContextExceeded, RequestRejected
 
 FAST = {"backoff_s": 0.01, "max_backoff_s": 0.05, "timeout_s": 2.0, "connect_timeout_s": 1.0}
 STOP = ("```output",)
@@ -153,21 +153,33 @@ def ok_body(smollm2_tokenizer: Any) -> dict[str, Any]:
     return completion_body(CODE, token_ids=ids, stop_reason="```output")
 
 
-def test_prompt_goes_out_as_token_ids_with_vllm_fields(
+def test_prompt_goes_out_as_token_ids_with_every_sampling_field(
     stub_server: type[StubServer], smollm2_path: str, ok_body: Any
 ) -> None:
-    server = stub_server([Canned(200, ok_body)])
-    generate(make(server.base_url, smollm2_path), SamplingParams(stop=STOP, top_k=20, seed=3, max_tokens=50))
+    server = stub_server([Canned(200, ok_body), Canned(200, ok_body)])
+    gen = make(server.base_url, smollm2_path)
+    generate(gen, SamplingParams(stop=STOP, top_k=20, seed=3, max_tokens=50, temperature=0.6, top_p=0.95))
     sent = server.requests[0]
     assert sent["path"] == "/v1/completions" and sent["json"]["prompt"] == [1, 2, 3]
-    assert {k: sent["json"][k] for k in ("model", "stop", "top_k", "seed", "max_tokens")} == {
+    fields = ("model", "stop", "seed", "max_tokens", "temperature", "top_p", "top_k", "min_p")
+    assert {k: sent["json"][k] for k in fields} == {
         "model": "smollm2",
         "stop": ["```output"],
-        "top_k": 20,
         "seed": 3,
         "max_tokens": 50,
+        "temperature": 0.6,
+        "top_p": 0.95,
+        "top_k": 20,
+        "min_p": 0.0,
     }
+    # Defaults go out too: a server must not fill them from the model's generation_config.json.
+    penalties = ("repetition_penalty", "presence_penalty", "frequency_penalty")
+    assert [sent["json"][k] for k in penalties] == [1.0, 0.0, 0.0]
     assert sent["json"]["return_token_ids"] is True and sent["json"]["include_stop_str_in_output"] is True
+    generate(make(server.base_url, smollm2_path, vllm_extensions=False), SamplingParams(stop=STOP))
+    plain = server.requests[1]["json"]
+    assert (plain["top_k"], plain["min_p"], plain["repetition_penalty"]) == (-1, 0.0, 1.0)  # -1: every token
+    assert "return_token_ids" not in plain
 
 
 def test_returned_token_ids_and_stop_reason_become_the_generation(
@@ -234,12 +246,82 @@ def test_read_timeout_is_retried_then_backend_unavailable(
     assert len(server.requests) == 2
 
 
-def test_400_is_a_config_error_without_retry(stub_server: type[StubServer], smollm2_path: str) -> None:
-    body = {"error": {"message": "maximum context length is 2048 tokens", "type": "BadRequestError"}}
+CONTEXT_400 = {
+    "error": {
+        "message": "This model's maximum context length is 40 tokens. However, you requested 1027 tokens "
+        "(3 in the messages, 1024 in the completion). Please reduce the length of the messages or completion.",
+        "type": "BadRequestError",
+    }
+}
+
+
+def test_context_limit_400_is_retried_once_capped_to_the_context_it_names(
+    stub_server: type[StubServer], smollm2_path: str, ok_body: Any
+) -> None:
+    server = stub_server([Canned(400, CONTEXT_400), Canned(200, ok_body)])
+    gen = make(server.base_url, smollm2_path)
+    assert generate(gen, SamplingParams(stop=STOP, max_tokens=1024)).text == CODE
+    assert [r["json"]["max_tokens"] for r in server.requests] == [1024, 37]  # 40 - 3 prompt tokens
+    assert gen.context_length == 40
+
+
+def test_context_limit_400_for_a_prompt_that_fills_the_context_is_context_exceeded(
+    stub_server: type[StubServer], smollm2_path: str
+) -> None:
+    server = stub_server([Canned(400, CONTEXT_400)])
+    with pytest.raises(ContextExceeded, match="prompt of 50 tokens fills the model's context of 40"):
+        generate(make(server.base_url, smollm2_path), prompt=[1] * 50)
+    assert len(server.requests) == 1
+
+
+def test_context_limit_400_that_a_cap_cannot_fix_is_context_exceeded_without_retry(
+    stub_server: type[StubServer], smollm2_path: str
+) -> None:
+    server = stub_server([Canned(400, CONTEXT_400)])
+    with pytest.raises(ContextExceeded, match="maximum context length is 40"):
+        generate(make(server.base_url, smollm2_path), SamplingParams(stop=STOP, max_tokens=30))
+    assert len(server.requests) == 1
+
+
+def test_other_400_is_one_rejected_request_without_retry(
+    stub_server: type[StubServer], smollm2_path: str
+) -> None:
+    body = {
+        "error": {"message": "top_k must be 0 (disable), or at least 1, got -5.", "type": "BadRequestError"}
+    }
     server = stub_server([Canned(400, body)])
-    with pytest.raises(ConfigError, match="HTTP 400: .*maximum context length is 2048"):
+    with pytest.raises(RequestRejected, match="refused request p/0 with HTTP 400: .*top_k must be"):
         generate(make(server.base_url, smollm2_path))
     assert len(server.requests) == 1
+
+
+def _many(gen: OpenAIGenerator, n: int) -> list[Generation | BaseException]:
+    async def go() -> list[Generation | BaseException]:
+        outcomes: list[Generation | BaseException] = []
+        for i in range(n):  # one at a time, so the order of outcomes is the order of requests
+            try:
+                outcomes.append(await gen.generate([1, 2], SamplingParams(stop=STOP), request_id=f"p/{i}"))
+            except (BackendUnavailable, ConfigError) as exc:
+                outcomes.append(exc)
+        await gen.aclose()
+        return outcomes
+
+    return asyncio.run(go())
+
+
+def test_the_run_stops_only_when_every_request_is_refused_the_same_way(
+    stub_server: type[StubServer], smollm2_path: str, ok_body: Any
+) -> None:
+    missing = {"error": {"message": "The model `smollm3` does not exist.", "type": "NotFoundError"}}
+    refused = _many(make(stub_server([Canned(404, missing)]).base_url, smollm2_path), REJECTION_QUORUM)
+    assert all(type(e) is RequestRejected for e in refused[:-1])
+    assert type(refused[-1]) is ConfigError and "refused all 8 requests" in str(refused[-1])
+    assert "does not exist" in str(refused[-1])
+    # One success first: later refusals are per-sample errors, however many.
+    mixed = [Canned(200, ok_body)] + [Canned(404, missing)]
+    outcomes = _many(make(stub_server(mixed).base_url, smollm2_path), REJECTION_QUORUM + 3)
+    assert isinstance(outcomes[0], Generation)
+    assert all(type(e) is RequestRejected for e in outcomes[1:])
 
 
 def test_text_only_server_is_retokenized_with_the_cut_stop_string(
@@ -253,16 +335,43 @@ def test_text_only_server_is_retokenized_with_the_cut_stop_string(
     assert "return_token_ids" not in server.requests[0]["json"]
 
 
+@pytest.mark.parametrize("said", [{"stop_reason": None}, {"matched_stop": 2}])  # vLLM; SGLang (an EOS id)
 def test_text_only_server_eos_stop_appends_the_eos_id(
-    stub_server: type[StubServer], smollm2_path: str, smollm2_tokenizer: Any
+    stub_server: type[StubServer], smollm2_path: str, smollm2_tokenizer: Any, said: dict[str, Any]
 ) -> None:
-    server = stub_server([Canned(200, completion_body("\\boxed{5}"))])
+    server = stub_server([Canned(200, completion_body("\\boxed{5}", **said))])
     generation = generate(make(server.base_url, smollm2_path, vllm_extensions=False))
     assert (generation.text, generation.stop, generation.token_ids[-1]) == (
         "\\boxed{5}",
         None,
         smollm2_tokenizer.eos_token_id,
     )
+
+
+def test_sglang_matched_stop_names_the_cut_stop_string(
+    stub_server: type[StubServer], smollm2_path: str, smollm2_tokenizer: Any
+) -> None:
+    stripped = CODE.removesuffix("```output")
+    server = stub_server([Canned(200, completion_body(stripped, matched_stop="```output"))])
+    generation = generate(make(server.base_url, smollm2_path, vllm_extensions=False))
+    assert (generation.text, generation.stop, generation.finish_reason) == (CODE, "```output", "stop")
+
+
+def test_server_that_cuts_stops_and_names_none_is_refused(
+    stub_server: type[StubServer], smollm2_path: str
+) -> None:
+    stripped = CODE.removesuffix("```output")  # plain OpenAI spec: the stop is cut, nothing says which
+    server = stub_server([Canned(200, completion_body(stripped))])
+    with pytest.raises(ConfigError, match="a stop cannot be told from the model's end"):
+        generate(make(server.base_url, smollm2_path, vllm_extensions=False))
+
+
+def test_server_that_keeps_the_stop_needs_no_stop_field(
+    stub_server: type[StubServer], smollm2_path: str
+) -> None:
+    server = stub_server([Canned(200, completion_body(CODE))])  # the text itself ends with the stop
+    generation = generate(make(server.base_url, smollm2_path, vllm_extensions=False))
+    assert (generation.text, generation.stop) == (CODE, "```output")
 
 
 def test_unknown_finish_reason_is_backend_unavailable(

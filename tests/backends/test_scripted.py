@@ -11,7 +11,7 @@ import pytest
 
 from thinc_bench.backends import Generation, SamplingParams, load_generator
 from thinc_bench.backends.scripted import ScriptedGenerator
-from thinc_bench.errors import BackendUnavailable, ConfigError, DatasetError
+from thinc_bench.errors import BackendUnavailable, ConfigError, ContextExceeded, DatasetError
 
 STOP = ("```output",)
 PLAN = "<think>\nAdd the two numbers with one line of code.\n</think>\n```python\n# add them\nprint(2 + 3)\n```\n```output"
@@ -101,6 +101,18 @@ def test_max_tokens_cuts_the_turn_with_finish_length(generator: ScriptedGenerato
     generation = run(generator, "tiny-1/0", SamplingParams(stop=STOP, max_tokens=4))
     assert (len(generation.token_ids), generation.finish_reason, generation.stop) == (4, "length", None)
     assert PLAN.startswith(generation.text)
+
+
+def test_context_length_cuts_a_turn_like_a_model_and_refuses_a_full_prompt(script: Path) -> None:
+    gen = load_generator("scripted", str(script), context_length=8)
+    assert gen.context_length == 8 and gen.describe()["context_length"] == 8
+    generation = run(gen, "tiny-1/0")  # 3 prompt tokens: 5 left for the turn
+    assert (len(generation.token_ids), generation.finish_reason) == (5, "length")
+    with pytest.raises(ContextExceeded, match="prompt of 8 tokens fills the model's context of 8"):
+        asyncio.run(gen.generate([1] * 8, SamplingParams(stop=STOP), request_id="tiny-1/1"))
+    assert run(gen, "tiny-1/1").token_ids == generation.token_ids  # the refused call used no turn
+    with pytest.raises(ConfigError, match="context_length=1"):
+        load_generator("scripted", str(script), context_length=1)
 
 
 def test_stop_string_inside_a_turn_is_rejected(tmp_path: Path, smollm2_path: str) -> None:

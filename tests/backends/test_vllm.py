@@ -26,12 +26,53 @@ ENGINE_RUN_S = 480
 SCRIPT = r"""
 import asyncio, json, sys
 from thinc_bench.backends import BackendUnavailable, SamplingParams, load_generator
-from thinc_bench.errors import ConfigError
+from thinc_bench.errors import ConfigError, ContextExceeded
 
 
 def chat(tok, question):
     ids = tok.apply_chat_template([{"role": "user", "content": question}], add_generation_prompt=True, tokenize=True)
     return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+
+
+SAMPLED = {
+    "t07": {"temperature": 0.7},
+    "all": {"temperature": 0.7, "top_k": 20, "min_p": 0.05, "repetition_penalty": 1.3,
+            "presence_penalty": 0.5, "frequency_penalty": 0.3},
+}
+
+
+def oracle(folder, prompt, processed):
+    # Teacher-forced transformers logprobs of each sampled token: raw, and processed as vLLM defines
+    # it (penalties, temperature, min-p, top-k, then log-softmax), written apart from the backends.
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    result = {}
+    for name, got in processed.items():
+        p = {"top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0, "presence_penalty": 0.0,
+             "frequency_penalty": 0.0, **SAMPLED[name]}
+        out = got["token_ids"]
+        with torch.no_grad():
+            all_logits = model(torch.tensor([prompt + out])).logits[0].float()
+        raw, expected = [], []
+        for i, token in enumerate(out):
+            logits = all_logits[len(prompt) - 1 + i].clone()
+            raw.append(float(torch.log_softmax(logits, -1)[token]))
+            before = out[:i]
+            seen = torch.tensor(sorted(set(prompt) | set(before)))
+            logits[seen] = torch.where(logits[seen] > 0, logits[seen] / p["repetition_penalty"],
+                                       logits[seen] * p["repetition_penalty"])
+            for t in set(before):
+                logits[t] -= p["frequency_penalty"] * before.count(t) + p["presence_penalty"]
+            logits = logits / p["temperature"]
+            probs = torch.softmax(logits, -1)
+            logits[probs < p["min_p"] * probs.max()] = float("-inf")
+            if p["top_k"]:
+                logits[logits < torch.topk(logits, p["top_k"]).values[-1]] = float("-inf")
+            expected.append(float(torch.log_softmax(logits, -1)[token]))
+        result[name] = {"returned": got["logprobs"], "processed": expected, "raw": raw}
+    return result
 
 
 def record(g):
@@ -50,11 +91,18 @@ async def main(folder):
     seeds = [gen.generate(story, SamplingParams(max_tokens=24, seed=s), request_id="same/0") for s in (7, 8, 7, 9, 10, 11, 12, 13)]
     out["seeded"] = [record(g) for g in await asyncio.gather(*seeds)]
     try:
-        await gen.generate([1] * 2100, SamplingParams(max_tokens=4))
+        await gen.generate([1] * 2048, SamplingParams(max_tokens=4))
         out["too_long"] = "no error"
-    except ConfigError as exc:
-        out["too_long"] = "ConfigError: " + str(exc)
+    except ContextExceeded as exc:
+        out["too_long"] = "ContextExceeded: " + str(exc)
+    out["near_context"] = record(await gen.generate([1] * 2040, SamplingParams(temperature=0, max_tokens=100)))
+    out["context_length"] = gen.context_length
+    processed = {}
+    for name, params in SAMPLED.items():
+        g = await gen.generate(story, SamplingParams(**params, max_tokens=24, seed=3, logprobs=True))
+        processed[name] = {"token_ids": g.token_ids, "logprobs": g.logprobs}
     await gen.aclose()
+    out["processed"] = oracle(folder, story, processed)
     try:
         await gen.generate(code, SamplingParams(max_tokens=4))
         out["closed"] = "no error"
@@ -125,8 +173,24 @@ def test_same_seed_gives_the_same_sample_under_concurrency(results: dict[str, An
     assert first == again and first != other
 
 
-def test_prompt_over_max_model_len_is_a_config_error(results: dict[str, Any]) -> None:
-    assert results["too_long"].startswith("ConfigError: vllm rejected request")
+def test_prompt_filling_max_model_len_is_context_exceeded(results: dict[str, Any]) -> None:
+    assert results["context_length"] == 2048
+    assert results["too_long"].startswith("ContextExceeded: request None: prompt of 2048 tokens fills")
+
+
+def test_generation_near_the_context_is_capped_with_finish_length(results: dict[str, Any]) -> None:
+    near = results["near_context"]
+    assert (near["finish_reason"], len(near["token_ids"])) == ("length", 8)  # 2048 - 2040
+
+
+@pytest.mark.parametrize("case", ["t07", "all"])
+def test_logprobs_are_processed_like_teacher_forced_sampling(results: dict[str, Any], case: str) -> None:
+    got = results["processed"][case]
+    assert got["returned"] is not None and len(got["returned"]) == 24
+    gaps = [abs(a - b) for a, b in zip(got["returned"], got["processed"], strict=True)]
+    assert max(gaps) < 2e-2, gaps
+    raw_gaps = [abs(a - b) for a, b in zip(got["returned"], got["raw"], strict=True)]
+    assert max(raw_gaps) > 0.1  # the raw model's logprobs are not what the sampler used
 
 
 def test_closed_engine_raises_backend_unavailable(results: dict[str, Any]) -> None:
@@ -142,3 +206,4 @@ def test_describe_records_engine_options(results: dict[str, Any]) -> None:
         2048,
     )
     assert info["enable_prefix_caching"] is True and info["vllm"].startswith("0.32")
+    assert info["logprobs_mode"] == "processed_logprobs"

@@ -165,7 +165,7 @@ def test_openai_outage_is_recorded_as_infra_errors_not_wrong_answers(two_problem
 
 def test_demo_preset_applies_only_without_a_model() -> None:
     demo = EvalConfig(data_dir="unused")
-    assert (demo.samples, demo.limit, demo.max_tokens, demo.exec_on) == (2, 2, 2048, "code_close")
+    assert (demo.samples, demo.limit, demo.max_tokens, demo.exec_on) == (2, 2, 1024, "code_close")
     paper = EvalConfig(model="Qwen/Qwen3-1.7B")
     assert (paper.samples, paper.limit, paper.max_tokens, paper.benchmark_names[0]) == (
         16,
@@ -184,6 +184,65 @@ def test_demo_preset_applies_only_without_a_model() -> None:
 @pytest.mark.parametrize(("flag", "value"), [("shard", "2/2"), ("recovery_k", "a"), ("samples", 0)])
 def test_bad_flags_are_config_errors(flag: str, value: object) -> None:
     with pytest.raises(ConfigError, match=flag.replace("_", "-")):
+        EvalConfig(model="m", **{flag: value})
+
+
+def test_a_trajectory_reaching_the_context_ends_alone_and_the_run_goes_on(
+    two_problem_benchmark, scripted_turns, tmp_path
+):
+    base = tmp_path / "base"
+    thinc_eval.main(_scripted_args(two_problem_benchmark, scripted_turns, base, "--samples", "1"))
+    totals = {r["problem_id"]: r["total_tokens"] for r in _records(base)}
+    assert totals["tiny-1"] < totals["tiny-2"]  # the one-block trajectory is the shorter
+    out = tmp_path / "ctx"
+    context = str(totals["tiny-1"])  # tiny-1 fits exactly, tiny-2 overflows
+    extra = ("--samples", "1", "--context-length", context, "--max-tokens", str(totals["tiny-1"] - 1))
+    assert thinc_eval.main(_scripted_args(two_problem_benchmark, scripted_turns, out, *extra)) == 0
+    records = {r["problem_id"]: r for r in _records(out)}
+    assert records["tiny-1"]["correct"] and not records["tiny-1"]["context_exceeded"]
+    cut = records["tiny-2"]
+    assert (cut["finish_reason"], cut["context_exceeded"], cut["total_tokens"]) == (
+        "max_tokens",
+        True,
+        totals["tiny-1"],
+    )
+    assert cut["status"] != "infra_error" and cut["error"] is None
+
+
+def test_a_budget_the_context_cannot_hold_is_refused_at_start_with_both_numbers(
+    two_problem_benchmark, scripted_turns, tmp_path, capsys
+):
+    extra = ("--context-length", "500", "--max-tokens", "500")
+    assert thinc_eval.main(_scripted_args(two_problem_benchmark, scripted_turns, tmp_path / "r", *extra)) == 2
+    message = capsys.readouterr().err
+    assert "--max-tokens 500" in message and "context of 500 tokens" in message
+    assert not (tmp_path / "r" / "samples.jsonl").exists() or not _records(tmp_path / "r")
+
+
+def test_config_json_records_every_effective_sampling_setting(
+    two_problem_benchmark, scripted_turns, tmp_path
+):
+    out = tmp_path / "run"
+    extra = ("--samples", "1", "--top-k", "20", "--min-p", "0.05", "--limit", "1")
+    thinc_eval.main(_scripted_args(two_problem_benchmark, scripted_turns, out, *extra))
+    sampling = json.loads((out / "config.json").read_text())["resolved"]["sampling"]
+    assert sampling == {
+        "temperature": 0.6,
+        "top_p": 0.95,
+        "top_k": 20,
+        "min_p": 0.05,
+        "repetition_penalty": 1.0,
+        "presence_penalty": 0.0,
+        "frequency_penalty": 0.0,
+    }
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("min_p", 1.5), ("repetition_penalty", 0.0), ("presence_penalty", 3.0), ("top_p", 0.0)],
+)
+def test_bad_sampling_flags_are_config_errors(flag: str, value: float) -> None:
+    with pytest.raises(ConfigError, match=flag):
         EvalConfig(model="m", **{flag: value})
 
 
@@ -217,7 +276,8 @@ def test_demo_run_with_the_real_smollm2_writes_complete_consistent_records(two_p
     statuses = {"correct", "incorrect", "no_answer", "unparseable_answer", "grader_timeout", "grader_error"}
     for r in records:
         assert r["status"] in statuses and r["correct"] == (r["status"] == "correct")
-        assert 0 < r["gen_tokens"] <= r["total_tokens"] <= 900
+        assert 0 < r["gen_tokens"] <= r["completion_tokens"] <= 900  # the budget excludes the prompt
+        assert r["total_tokens"] == r["prompt_tokens"] + r["completion_tokens"]
         assert r["n_tool_calls"] == len(r["exec_statuses"])
         assert r["n_exec_errors"] == sum(s != "ok" for s in r["exec_statuses"])
         assert r["text"].startswith("```python\n")  # the demo's prefill

@@ -15,7 +15,7 @@ from typing import Literal, get_args
 
 from thinc_bench.backends._sources import smollm2_gguf
 from thinc_bench.backends.base import FinishReason, Generation, Generator, SamplingParams
-from thinc_bench.errors import BackendUnavailable, ConfigError
+from thinc_bench.errors import BackendUnavailable, ConfigError, ContextExceeded, RequestRejected
 
 Backend = Literal["hf", "vllm", "openai", "scripted"]
 
@@ -93,9 +93,11 @@ def load_generator(backend: Backend, model: str, **options: object) -> Generator
 __all__ = [
     "Backend",
     "BackendUnavailable",
+    "ContextExceeded",
     "FinishReason",
     "Generation",
     "Generator",
+    "RequestRejected",
     "SamplingParams",
     "load_generator",
     "require",

@@ -1,7 +1,7 @@
 """One batched decode for the hf backend: left-padded prefill, then one token per step for every row.
 
-Each row keeps its own sampling parameters (temperature, top-p, top-k, draws from its own
-`torch.Generator`), its own stop strings and its own `max_tokens`; a finished row is dropped from the
+Each row keeps its own sampling parameters (penalties, temperature, min-p, top-k, top-p, in vLLM's
+order, drawing from its own `torch.Generator`), its own stop strings and its own `max_tokens`; a finished row is dropped from the
 batch and from the KV cache at once, so short turns do not pay for long ones. Stop strings are
 checked on the decoded tail of the row after every token, so generation stops at the first token
 that completes one (kept whole). This module owns no threads or queues (see `hf.py`).
@@ -107,14 +107,21 @@ def decode_batch(
 
 
 def _sample(logits: torch.Tensor, row: Row) -> tuple[int, float]:
-    """Pick the next token for one row (greedy at temperature 0, else top-k / top-p sampling) and its
-    logprob under the distribution it was drawn from (after temperature and filtering, as vLLM's
-    processed logprobs)."""
+    """Pick the next token for one row and its logprob under the distribution it was drawn from.
+
+    vLLM's order and definitions, so both backends sample the same distribution and report the same
+    (processed) logprobs: penalties, then greedy (argmax; logprob of the penalised logits) or
+    temperature, min-p, top-k, top-p, and a draw from the row's own generator.
+    """
     params = row.params
+    logits = _penalize(logits, row)
     if params.temperature == 0:
         token = int(torch.argmax(logits).item())
         return token, float(torch.log_softmax(logits, dim=-1)[token].item())
     logits = logits / params.temperature
+    if params.min_p > 0:
+        probs = torch.softmax(logits, dim=-1)
+        logits = logits.masked_fill(probs < params.min_p * probs.max(), float("-inf"))
     if params.top_k is not None and params.top_k < logits.numel():
         kth = torch.topk(logits, params.top_k).values[-1]
         logits = logits.masked_fill(logits < kth, float("-inf"))
@@ -127,6 +134,22 @@ def _sample(logits: torch.Tensor, row: Row) -> tuple[int, float]:
     probs = torch.softmax(logits, dim=-1)
     token = int(torch.multinomial(probs.to(row.rng.device), 1, generator=row.rng).item())
     return token, float(torch.log(probs[token]).item())
+
+
+def _penalize(logits: torch.Tensor, row: Row) -> torch.Tensor:
+    """Repetition penalty over prompt and output tokens; presence and frequency over this call's output
+    (OpenAI's definitions, as vLLM applies them)."""
+    params = row.params
+    if params.repetition_penalty != 1:
+        seen = torch.tensor(sorted(set(row.prompt_ids) | set(row.out)), device=logits.device)
+        picked = logits[seen]
+        penalty = params.repetition_penalty
+        logits = logits.index_put((seen,), torch.where(picked > 0, picked / penalty, picked * penalty))
+    if row.out and (params.presence_penalty or params.frequency_penalty):
+        ids, counts = torch.unique(torch.tensor(row.out, device=logits.device), return_counts=True)
+        shift = params.frequency_penalty * counts.to(logits.dtype) + params.presence_penalty
+        logits = logits.index_put((ids,), logits[ids] - shift)
+    return logits
 
 
 def _update(row: Row, token: int, tokenizer: PreTrainedTokenizerBase, eos_ids: frozenset[int]) -> None:

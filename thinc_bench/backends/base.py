@@ -4,19 +4,22 @@ Every backend (hf, vllm, openai, scripted) implements `Generator`. The rollout w
 end to end: it renders the chat prompt with `Generator.tokenizer`, sends ids, and appends the ids it
 gets back without re-encoding text. Stop strings are kept at the end of the output, and generation
 stops at the first token whose text completes one; that token is kept whole, so the text may run a
-few characters past the stop string (documented on `Generation`). An infrastructure failure (server
-down, engine dead) raises `BackendUnavailable`; nothing here retries, grades or executes code.
+few characters past the stop string (documented on `Generation`). Every sampling field is explicit
+(`SamplingParams`) and every backend applies all of them, in vLLM's order, so a server never fills one
+from the model's generation_config.json. A request that does not fit the model's context raises
+`ContextExceeded`; an infrastructure failure (server down, engine dead) raises `BackendUnavailable`
+(`RequestRejected` for one request a server refuses). Nothing here retries, grades or executes code.
 """
 
 from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal
 
-from thinc_bench.errors import ConfigError
+from thinc_bench.errors import ConfigError, ContextExceeded
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -40,8 +43,16 @@ class SamplingParams:
         seed: per-request seed; None draws from the backend's generator (see each backend for what
             determinism it gives).
         logprobs: also return each sampled token's log-probability, as the sampler saw it (after
-            temperature); RL uses it to correct for engine-vs-trainer mismatch. Backends that cannot
-            (servers without vLLM's extensions) return None.
+            penalties, temperature and filtering: vLLM's processed logprobs); RL uses it to correct
+            for engine-vs-trainer mismatch. Backends that cannot (servers without vLLM's
+            extensions) return None.
+        min_p: drop tokens whose probability is below `min_p` times the most likely one's; 0 keeps all.
+        repetition_penalty: divides positive (multiplies negative) logits of every token already in
+            the prompt or the output; 1 disables it.
+        presence_penalty: subtracted once from the logit of every token already generated in this call.
+        frequency_penalty: subtracted from a token's logit per time it was generated in this call.
+
+    The order is vLLM's: penalties, temperature, min_p, top_k, top_p.
     """
 
     temperature: float = 1.0
@@ -51,6 +62,10 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
     seed: int | None = None
     logprobs: bool = False
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
 
     def __post_init__(self) -> None:
         if isinstance(self.stop, str) or not isinstance(self.stop, tuple | list):
@@ -76,6 +91,29 @@ class SamplingParams:
             raise ConfigError(f"SamplingParams.stop={self.stop!r}: every stop string must be a non-empty str")
         if self.seed is not None and not 0 <= self.seed <= MAX_SEED:
             raise ConfigError(f"SamplingParams.seed={self.seed}: use an integer in [0, 2**63 - 1] or None")
+        if not 0 <= self.min_p <= 1:
+            raise ConfigError(f"SamplingParams.min_p={self.min_p}: use a value in [0, 1]; 0 disables min-p")
+        if not math.isfinite(self.repetition_penalty) or self.repetition_penalty <= 0:
+            raise ConfigError(
+                f"SamplingParams.repetition_penalty={self.repetition_penalty}: use a finite value > 0; 1 disables it"
+            )
+        for name in ("presence_penalty", "frequency_penalty"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or not -2 <= value <= 2:
+                raise ConfigError(f"SamplingParams.{name}={value}: use a value in [-2, 2]; 0 disables it")
+
+    def sampling(self) -> dict[str, Any]:
+        """The fields that shape the distribution (not the per-call budget, stops or seed): what a
+        run records as its effective sampling settings and what every backend sends explicitly."""
+        return {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "top_k": self.top_k,
+            "min_p": self.min_p,
+            "repetition_penalty": self.repetition_penalty,
+            "presence_penalty": self.presence_penalty,
+            "frequency_penalty": self.frequency_penalty,
+        }
 
 
 @dataclass(frozen=True)
@@ -122,6 +160,29 @@ class Generator(ABC):
         """The HF tokenizer that renders the chat prompt and decodes what this backend returns."""
         return self._tokenizer
 
+    @property
+    def context_length(self) -> int | None:
+        """Most tokens (prompt plus generation) one request may hold; None when the backend cannot tell."""
+        return None
+
+    def check(self, max_tokens: int) -> None:
+        """Refuse a completion budget that cannot fit the model's context even after a one-token prompt.
+
+        A trajectory whose prompt plus budget exceeds the context still runs: it ends with `max_tokens`
+        when the context is full (the rollout records `context_exceeded`). Only a budget that no
+        trajectory could use is an error, named with both numbers.
+
+        Raises:
+            ConfigError: `max_tokens` >= `context_length`.
+        """
+        context = self.context_length
+        if context is not None and max_tokens >= context:
+            raise ConfigError(
+                f"--max-tokens {max_tokens} (the completion budget, after the prompt) does not fit the model's "
+                f"context of {context} tokens (prompt included); lower --max-tokens or serve the model with a "
+                "longer context (vllm: --max-model-len)"
+            )
+
     @abstractmethod
     async def generate(
         self, prompt_ids: list[int], params: SamplingParams, *, request_id: str | None = None
@@ -137,10 +198,15 @@ class Generator(ABC):
         Returns:
             The generated ids, their text, why generation ended and the matched stop string.
 
+        A backend that knows its context caps `max_tokens` so prompt plus generation fits it (the cap
+        ends with "length").
+
         Raises:
-            BackendUnavailable: the engine or server cannot serve (down, dead, closed, retries spent).
-            ConfigError: the request cannot be served as configured (e.g. prompt longer than the
-                model's context, or no script for the problem).
+            BackendUnavailable: the engine or server cannot serve (down, dead, closed, retries spent);
+                `RequestRejected`, a subclass, when a server refuses this one request.
+            ContextExceeded: the prompt alone fills the model's context.
+            ConfigError: the request cannot be served as configured (e.g. no script for the problem,
+                or requests keep being rejected and none has succeeded).
         """
 
     @abstractmethod
@@ -183,6 +249,24 @@ def first_stop(text: str, stops: tuple[str, ...]) -> str | None:
 def decode(tokenizer: PreTrainedTokenizerBase, token_ids: list[int]) -> str:
     """The text of generated ids, as every backend reports it (special tokens such as EOS dropped)."""
     return str(tokenizer.decode(token_ids, skip_special_tokens=True, clean_up_tokenization_spaces=False))
+
+
+def fit_context(
+    prompt_ids: list[int], params: SamplingParams, context: int | None, request_id: str | None
+) -> SamplingParams:
+    """Cap `max_tokens` so prompt plus generation fits `context`, as every backend that knows it does.
+
+    Raises:
+        ContextExceeded: the prompt alone fills the context.
+    """
+    if context is None:
+        return params
+    room = context - len(prompt_ids)
+    if room <= 0:
+        raise ContextExceeded(
+            f"request {request_id}: prompt of {len(prompt_ids)} tokens fills the model's context of {context}"
+        )
+    return params if params.max_tokens <= room else replace(params, max_tokens=room)
 
 
 def one_line(exc: BaseException) -> str:

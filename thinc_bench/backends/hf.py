@@ -6,6 +6,10 @@ takes every request waiting when it becomes free (up to `max_batch_size`, after 
 gathering window) and decodes them as one left-padded batch; a request arriving mid-batch waits for
 the next one. There is no prefix cache: every call prefills its whole prompt.
 
+Sampling applies every `SamplingParams` field in vLLM's order and returns processed logprobs (see
+`_hf_batch.py`). A prompt that fills the model's context raises `ContextExceeded`; a longer request
+is capped to end with "length" at the context.
+
 Determinism: a request with `seed` samples from its own `torch.Generator`, so its draws do not depend
 on the other rows of its batch; unseeded requests share one generator (seeded by the `seed` option).
 Batched logits can differ from unbatched ones in the last bits (padding changes kernel shapes), so a
@@ -19,14 +23,14 @@ import logging
 import queue
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
 from thinc_bench.backends import _sources
 from thinc_bench.backends._hf_batch import Row, decode_batch
-from thinc_bench.backends.base import Generation, Generator, SamplingParams, one_line
+from thinc_bench.backends.base import Generation, Generator, SamplingParams, fit_context, one_line
 from thinc_bench.errors import BackendUnavailable, ConfigError
 
 if TYPE_CHECKING:
@@ -171,15 +175,16 @@ class HFGenerator(Generator):
             raise BackendUnavailable("hf backend is closed or its worker thread died; create a new generator")
         if not prompt_ids:
             raise ConfigError(f"request {request_id}: empty prompt; render the chat prompt first")
-        if self._context and len(prompt_ids) >= self._context:
-            raise ConfigError(
-                f"request {request_id}: prompt of {len(prompt_ids)} tokens does not fit the model's context of "
-                f"{self._context}; lower the token budget"
-            )
+        params = fit_context(prompt_ids, params, self.context_length, request_id)
         loop = asyncio.get_running_loop()
         request = _Request(list(prompt_ids), params, loop.create_future(), loop)
         self._queue.put(request)
         return await request.future
+
+    @property
+    def context_length(self) -> int | None:
+        """The model's `max_position_embeddings`; None when its config has none."""
+        return self._context or None
 
     async def aclose(self) -> None:
         if self._closed:
@@ -224,7 +229,7 @@ class HFGenerator(Generator):
         batch = [r for r in batch if not r.future.cancelled()]
         if not batch:
             return
-        rows = [Row(r.prompt_ids, self._fit(r), self._rng(r.params)) for r in batch]
+        rows = [Row(r.prompt_ids, r.params, self._rng(r.params)) for r in batch]
         started = time.perf_counter()
         try:
             results = decode_batch(
@@ -248,15 +253,6 @@ class HFGenerator(Generator):
         )
         for r, generation in zip(batch, results, strict=True):
             _deliver(r, generation)
-
-    def _fit(self, request: _Request) -> SamplingParams:
-        """Cap max_tokens so prompt plus generation fits the context; the cap ends with 'length'."""
-        if not self._context:
-            return request.params
-        room = self._context - len(request.prompt_ids)
-        if request.params.max_tokens <= room:
-            return request.params
-        return replace(request.params, max_tokens=room)
 
     def _rng(self, params: SamplingParams) -> torch.Generator:
         if params.seed is None:

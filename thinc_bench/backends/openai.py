@@ -1,12 +1,21 @@
 """The openai backend: any OpenAI-compatible completions server (`vllm serve`, SGLang, llama.cpp).
 
-The prompt goes out as token ids (the completions endpoint accepts a list of ints). vLLM returns the
-generated ids (`return_token_ids`), keeps the stop string (`include_stop_str_in_output`) and names
-it (`stop_reason`); for a server that returns only text, the text (plus the stop string the server
-cut, when it says which) is re-tokenized, which can differ from the model's own ids: a documented
-fallback, logged once. Requests go through the `openai` SDK with its own retries off: this module
-retries 429, 408, 5xx, timeouts and connection errors with capped exponential backoff and jitter,
-then raises `BackendUnavailable`, so an outage is never a wrong answer. Other 4xx are `ConfigError`.
+The prompt goes out as token ids (the completions endpoint accepts a list of ints), with every
+sampling field explicit (a server fills unset `top_k`, `min_p`, `repetition_penalty` from the model's
+generation_config.json: Qwen3's top_k 20). vLLM returns the generated ids (`return_token_ids`), keeps
+the stop string (`include_stop_str_in_output`) and names it (`stop_reason`; SGLang: `matched_stop`);
+for a server that returns only text, the text (plus the stop string the server cut, when it says
+which) is re-tokenized, which can differ from the model's own ids: a documented fallback, logged once.
+A server that cuts stop strings and names none cannot tell a stop from the model's end, so it is
+refused (`ConfigError`). Logprobs are what the server returns: start `vllm serve` with
+`--logprobs-mode processed_logprobs` for RL.
+
+Requests go through the `openai` SDK with its own retries off: this module retries 429, 408, 5xx,
+timeouts and connection errors with capped exponential backoff and jitter, then raises
+`BackendUnavailable`, so an outage is never a wrong answer. A 4xx naming the context limit is
+`ContextExceeded` (after one retry capped to the context it names); another 4xx is `RequestRejected`
+for that sample, and `ConfigError` (the run stops) once `REJECTION_QUORUM` requests were all refused
+with the same status and none succeeded.
 """
 
 from __future__ import annotations
@@ -15,11 +24,20 @@ import asyncio
 import logging
 import os
 import random
+import re
 from typing import TYPE_CHECKING, Any
 
 from thinc_bench.backends import _sources
-from thinc_bench.backends.base import Generation, Generator, SamplingParams, decode, first_stop, one_line
-from thinc_bench.errors import BackendUnavailable, ConfigError
+from thinc_bench.backends.base import (
+    Generation,
+    Generator,
+    SamplingParams,
+    decode,
+    first_stop,
+    fit_context,
+    one_line,
+)
+from thinc_bench.errors import BackendUnavailable, ConfigError, ContextExceeded, RequestRejected
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -54,6 +72,17 @@ RETRY_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 ERROR_SNIPPET_CHARS = 300
 """How much of a server's error body goes into our error message."""
 
+REJECTION_QUORUM = 8
+"""Refusals with one status and no success before the run stops: a wrong model name or option fails
+every request, a few bad requests among good ones are recorded per sample."""
+
+STOP_FIELDS = ("stop_reason", "matched_stop")
+"""Where servers name the stop that ended a choice: vLLM (`stop_reason`), SGLang (`matched_stop`);
+a string is a stop string, None or an int (a token id) the model's own end."""
+
+_CONTEXT_LIMIT = re.compile(r"maximum context length is (\d+)|max_model_len\D{0,3}(\d+)", re.I)
+"""How vLLM (and servers copying OpenAI's wording) say a request does not fit, with the context."""
+
 
 class OpenAIGenerator(Generator):
     """An OpenAI-compatible completions server behind the Generator interface.
@@ -70,8 +99,12 @@ class OpenAIGenerator(Generator):
         max_backoff_s: cap on one delay, and on the server's Retry-After.
         timeout_s: read timeout of one attempt.
         connect_timeout_s: connect timeout of one attempt.
-        vllm_extensions: send vLLM's fields (`return_token_ids`, `include_stop_str_in_output`,
-            `top_k`); turn off for servers that reject unknown fields.
+        vllm_extensions: ask for vLLM's token ids and kept stop strings (`return_token_ids`,
+            `include_stop_str_in_output`); turn off for servers that reject these fields. The
+            sampling fields `top_k`, `min_p` and `repetition_penalty` are sent either way (vLLM,
+            SGLang and llama.cpp read them).
+        context_length: the served model's context (prompt plus generation), to cap each request and
+            check the budget at start; None learns it from the server's first context-limit error.
 
     Raises:
         ConfigError: a bad option or a tokenizer that cannot be loaded.
@@ -91,6 +124,7 @@ class OpenAIGenerator(Generator):
         timeout_s: float = TIMEOUT_S,
         connect_timeout_s: float = CONNECT_TIMEOUT_S,
         vllm_extensions: bool = True,
+        context_length: int | None = None,
     ) -> None:
         if (
             max_concurrency < 1
@@ -123,14 +157,32 @@ class OpenAIGenerator(Generator):
         self._semaphore: asyncio.Semaphore | None = None
         self._closed = False
         self._warned_retokenize = False
+        self._context = context_length
+        self._succeeded = 0
+        self._rejected: dict[int, int] = {}
+
+    @property
+    def context_length(self) -> int | None:
+        """The `context_length` option, or what the server's context-limit error said; None before."""
+        return self._context
 
     async def generate(
         self, prompt_ids: list[int], params: SamplingParams, *, request_id: str | None = None
     ) -> Generation:
         if self._closed:
             raise BackendUnavailable("openai backend is closed; create a new generator")
-        body = self._body(prompt_ids, params)
-        choice = await self._post_with_retries(body, request_id)
+        for attempt in range(2):  # the second only after the server named a context we did not know
+            params = fit_context(prompt_ids, params, self._context, request_id)
+            try:
+                choice = await self._post_with_retries(self._body(prompt_ids, params), request_id)
+                break
+            except ContextExceeded as exc:
+                learned = _context_of(str(exc))
+                if attempt or learned is None or learned >= len(prompt_ids) + params.max_tokens:
+                    raise  # nothing a capped retry would change
+                logger.info("openai backend: %s serves a context of %d tokens", self._base_url, learned)
+                self._context = learned
+        self._succeeded += 1
         return self._generation(choice, params)
 
     async def aclose(self) -> None:
@@ -150,15 +202,19 @@ class OpenAIGenerator(Generator):
             "max_retries": self._retries,
             "timeout_s": self._timeout_s,
             "vllm_extensions": self._vllm,
+            "context_length": self._context,
         }
 
     def _body(self, prompt_ids: list[int], params: SamplingParams) -> dict[str, Any]:
+        """The request: every sampling field explicit, so the server's defaults never apply."""
         body: dict[str, Any] = {
             "model": self._model,
             "prompt": list(prompt_ids),
             "max_tokens": params.max_tokens,
             "temperature": params.temperature,
             "top_p": params.top_p,
+            "presence_penalty": params.presence_penalty,
+            "frequency_penalty": params.frequency_penalty,
         }
         if params.stop:
             body["stop"] = list(params.stop)
@@ -166,15 +222,17 @@ class OpenAIGenerator(Generator):
             body["seed"] = params.seed
         if params.logprobs:
             body["logprobs"] = 0  # the sampled token's own logprob (OpenAI: number of top alternatives)
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = {
+            "top_k": -1 if params.top_k is None else params.top_k,  # -1: every token (vLLM, SGLang)
+            "min_p": params.min_p,
+            "repetition_penalty": params.repetition_penalty,
+        }
         if self._vllm:
-            extra = {
+            extra |= {
                 "return_token_ids": True,
                 "include_stop_str_in_output": True,
                 "skip_special_tokens": True,
             }
-        if params.top_k is not None:
-            extra["top_k"] = params.top_k
         body["extra_body"] = extra
         return body
 
@@ -210,10 +268,7 @@ class OpenAIGenerator(Generator):
             except openai.APIStatusError as exc:
                 last = f"HTTP {exc.status_code}: {' '.join(str(exc.message).split())[:ERROR_SNIPPET_CHARS]}"
                 if exc.status_code not in RETRY_STATUS and exc.status_code < 500:
-                    raise ConfigError(
-                        f"openai backend: {self._base_url} rejected request {request_id} with {last}; "
-                        "check the model name, max_tokens and the server's max model length"
-                    ) from exc
+                    raise self._refused(exc.status_code, last, request_id) from exc
                 retry_after = _retry_after(exc.response.headers.get("retry-after"))
             except (openai.APIConnectionError, openai.APITimeoutError) as exc:
                 last = one_line(exc)
@@ -229,6 +284,18 @@ class OpenAIGenerator(Generator):
             f"openai backend: {self._base_url} failed request {request_id} {self._retries + 1} times; last: {last}"
         )
 
+    def _refused(self, status: int, last: str, request_id: str | None) -> Exception:
+        """The error for a 4xx: the context limit, one refused request, or (quorum) a run that cannot work."""
+        if _CONTEXT_LIMIT.search(last) or "context length" in last.lower():
+            return ContextExceeded(f"openai backend: {self._base_url}: request {request_id}: {last}")
+        self._rejected[status] = self._rejected.get(status, 0) + 1
+        if not self._succeeded and len(self._rejected) == 1 and self._rejected[status] >= REJECTION_QUORUM:
+            return ConfigError(
+                f"openai backend: {self._base_url} refused all {self._rejected[status]} requests so far and "
+                f"accepted none; last: {last}; check the model name, the sampling options and --max-tokens"
+            )
+        return RequestRejected(f"openai backend: {self._base_url} refused request {request_id} with {last}")
+
     def _generation(self, choice: Any, params: SamplingParams) -> Generation:
         extra = choice.model_extra or {}
         finish = choice.finish_reason
@@ -236,11 +303,19 @@ class OpenAIGenerator(Generator):
             raise BackendUnavailable(
                 f"openai backend: {self._base_url} ended a request with finish_reason {finish!r}"
             )
-        stop_reason = extra.get("stop_reason")
+        named = [extra[f] for f in STOP_FIELDS if f in extra]
+        stop_reason = next((v for v in named if isinstance(v, str)), None)
         ids = extra.get("token_ids")
         text = str(choice.text)
         logprobs = None
         if ids is None:
+            ambiguous = finish == "stop" and params.stop and not named
+            if ambiguous and first_stop(text, params.stop) is None:
+                raise ConfigError(
+                    f"openai backend: {self._base_url} ended a request with finish_reason 'stop' but neither kept "
+                    f"the stop string nor named it ({' or '.join(STOP_FIELDS)}), so a stop cannot be told from "
+                    "the model's end; serve the model with vLLM or SGLang (or keep --vllm-extensions on)"
+                )
             ids = self._retokenize(text, finish, stop_reason, params)
         elif params.logprobs and choice.logprobs is not None:
             # One per returned id; a server whose list does not line up with its ids gives none.
@@ -270,6 +345,12 @@ class OpenAIGenerator(Generator):
         if finish == "stop" and first_stop(text, params.stop) is None and eos is not None:
             ids.append(int(eos))
         return ids
+
+
+def _context_of(message: str) -> int | None:
+    """The context length a server's error message names, if it names one."""
+    match = _CONTEXT_LIMIT.search(message)
+    return None if match is None else int(match.group(1) or match.group(2))
 
 
 def _retry_after(value: str | None) -> float | None:

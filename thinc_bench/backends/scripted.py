@@ -6,9 +6,11 @@ A call's `request_id` names the trajectory: the problem id itself, or `"<problem
 The generator counts calls per request_id and returns the next turn: exactly its text, with token
 ids from a real tokenizer (the bundled SmolLM2 one by default). A turn ending in one of the call's
 stop strings comes back as `stop=<that string>`; any other turn ends like a model's last turn, with
-EOS. `max_tokens` cuts a turn as it would cut a model; asked for logprobs, it gives 0.0 per token
-(the script is certain of each). The harness still executes every code block
-for real; this module only stands in for the model.
+EOS. `max_tokens` cuts a turn as it would cut a model, and so does `context_length` when given (a
+prompt that fills it raises `ContextExceeded`, as the model backends do); asked for logprobs, it gives
+0.0 per token (the script is certain of each). Sampling fields and seeds change nothing: a script is
+one fixed trajectory. The harness still executes every code block for real; this module only
+stands in for the model.
 """
 
 from __future__ import annotations
@@ -19,7 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from thinc_bench.backends import _sources
-from thinc_bench.backends.base import Generation, Generator, SamplingParams, decode, first_stop
+from thinc_bench.backends.base import (
+    Generation,
+    Generator,
+    SamplingParams,
+    decode,
+    first_stop,
+    fit_context,
+)
 from thinc_bench.errors import BackendUnavailable, ConfigError, DatasetError
 
 
@@ -30,6 +39,8 @@ class ScriptedGenerator(Generator):
         script: the JSONL file of `{"problem_id", "turns"}` lines.
         tokenizer: a folder, Hub id or `.gguf` whose tokenizer makes the token ids; None is the
             bundled SmolLM2-135M-Instruct GGUF.
+        context_length: the context of the model the script stands in for (prompt plus
+            generation); None is unlimited.
 
     Raises:
         DatasetError: the script is missing, malformed, has a duplicate problem id, or a turn that
@@ -37,7 +48,12 @@ class ScriptedGenerator(Generator):
         ConfigError: the tokenizer cannot be found.
     """
 
-    def __init__(self, script: str | Path, *, tokenizer: str | None = None) -> None:
+    def __init__(
+        self, script: str | Path, *, tokenizer: str | None = None, context_length: int | None = None
+    ) -> None:
+        if context_length is not None and context_length < 2:
+            raise ConfigError(f"scripted backend: context_length={context_length}; use at least 2, or None")
+        self._context = context_length
         self._path = Path(script)
         self._turns = _read_script(self._path)
         self._tokenizer_name = tokenizer or str(_sources.smollm2_gguf())
@@ -61,8 +77,13 @@ class ScriptedGenerator(Generator):
                 f"scripted backend: request {key!r} asked for turn {index + 1} but problem {problem_id!r} has "
                 f"{len(turns)} turns in {self._path}; use a fresh request_id per trajectory"
             )
+        params = fit_context(prompt_ids, params, self._context, request_id)
         self._calls[key] = index + 1
         return self._turn(problem_id, index, turns[index], params)
+
+    @property
+    def context_length(self) -> int | None:
+        return self._context
 
     async def aclose(self) -> None:
         self._closed = True
@@ -74,6 +95,7 @@ class ScriptedGenerator(Generator):
             "script_sha256": hashlib.sha256(self._path.read_bytes()).hexdigest(),
             "problems": len(self._turns),
             "tokenizer": self._tokenizer_name,
+            "context_length": self._context,
         }
 
     def _problem_of(self, request_id: str | None) -> str:

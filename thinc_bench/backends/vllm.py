@@ -4,22 +4,34 @@
 request, and vLLM batches concurrent requests continuously and reuses the shared prompt prefix of a
 trajectory's turns from its KV cache. Stop strings are kept (`include_stop_str_in_output`), and the
 text is re-derived from the returned ids so it is exactly their decode. Seeds are per request (vLLM's
-own per-request generators). A dead engine raises `BackendUnavailable`; a request vLLM rejects (prompt
-over `max_model_len`) raises `ConfigError`. Scripts that build it need an `if __name__ == "__main__":`
-guard (vLLM spawns workers). This module does not start HTTP servers (see `openai.py`).
+own per-request generators). Logprobs are the sampler's processed ones (after penalties, temperature
+and filtering, `logprobs_mode="processed_logprobs"`), as the hf backend returns and RL's importance
+ratios need. `max_tokens` is capped so prompt plus generation fits `max_model_len`; a prompt that fills
+it raises `ContextExceeded`. A dead engine raises `BackendUnavailable`; another request vLLM rejects
+raises `ConfigError`. Scripts that build it need an `if __name__ == "__main__":` guard (vLLM spawns
+workers). This module does not start HTTP servers (see `openai.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
 from thinc_bench.backends import _sources
-from thinc_bench.backends.base import Generation, Generator, SamplingParams, decode, first_stop, one_line
-from thinc_bench.errors import BackendUnavailable, ConfigError
+from thinc_bench.backends.base import (
+    Generation,
+    Generator,
+    SamplingParams,
+    decode,
+    first_stop,
+    fit_context,
+    one_line,
+)
+from thinc_bench.errors import BackendUnavailable, ConfigError, ContextExceeded
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -28,6 +40,12 @@ logger = logging.getLogger(__name__)
 
 GPU_MEMORY_UTILIZATION = 0.9
 """vLLM's own default share of GPU memory for weights plus KV cache; lower it to share the GPU."""
+
+LOGPROBS_MODE = "processed_logprobs"
+"""Logprobs of the distribution actually sampled (vLLM's default is the raw model's)."""
+
+_CONTEXT_ERROR = re.compile(r"max(imum)?[ _]model[ _]len|maximum context length|longer than the max", re.I)
+"""How vLLM words a request that does not fit the context, across versions."""
 
 
 def _error_classes() -> tuple[tuple[type[Exception], ...], tuple[type[Exception], ...]]:
@@ -93,6 +111,7 @@ class VLLMGenerator(Generator):
             seed=seed,
             enforce_eager=enforce_eager,
             disable_log_stats=True,
+            logprobs_mode=LOGPROBS_MODE,
         )
         started = time.perf_counter()
         try:
@@ -114,9 +133,16 @@ class VLLMGenerator(Generator):
             "enable_prefix_caching": enable_prefix_caching,
             "seed": seed,
             "enforce_eager": enforce_eager,
+            "logprobs_mode": LOGPROBS_MODE,
             "vllm": vllm.__version__,
         }
+        self._context = int(config.model_config.max_model_len)
         self._closed = False
+
+    @property
+    def context_length(self) -> int | None:
+        """The engine's `max_model_len`."""
+        return self._context
 
     async def generate(
         self, prompt_ids: list[int], params: SamplingParams, *, request_id: str | None = None
@@ -125,7 +151,7 @@ class VLLMGenerator(Generator):
 
         if self._closed:
             raise BackendUnavailable("vllm backend is closed; create a new generator")
-        sampling = _sampling_params(params)
+        sampling = _sampling_params(fit_context(prompt_ids, params, self._context, request_id))
         engine_id = _engine_id(request_id)
         final = None
         try:
@@ -136,7 +162,7 @@ class VLLMGenerator(Generator):
         except self._server_errors as exc:
             raise BackendUnavailable(f"vllm engine failed request {request_id}: {one_line(exc)}") from exc
         except self._client_errors as exc:
-            raise ConfigError(f"vllm rejected request {request_id}: {one_line(exc)}") from exc
+            raise _rejected(exc, request_id) from exc
         if final is None or not final.outputs:
             raise BackendUnavailable(f"vllm engine returned nothing for request {request_id}")
         return _generation(self._tokenizer, final.outputs[0], params, request_id)
@@ -193,20 +219,26 @@ class ColocatedVLLMGenerator(Generator):
             raise BackendUnavailable("colocated vllm generator is closed; create a new one")
         engine_id = _engine_id(request_id)
         future: asyncio.Future[Generation] = asyncio.get_running_loop().create_future()
+        context = int(self._engine.vllm_config.model_config.max_model_len)
         try:
             named = self._engine.add_request(
                 engine_id,
                 vllm.TokensPrompt(prompt_token_ids=list(prompt_ids)),
-                _sampling_params(params),
+                _sampling_params(fit_context(prompt_ids, params, context, request_id)),
             )
         except self._client_errors as exc:
-            raise ConfigError(f"vllm rejected request {request_id}: {one_line(exc)}") from exc
+            raise _rejected(exc, request_id) from exc
         self._waiting[engine_id] = (future, params, request_id)
         if isinstance(named, str) and named != engine_id:  # versions that report the internal id
             self._aliases[named] = engine_id
         if self._driver is None or self._driver.done():
             self._driver = asyncio.get_running_loop().create_task(self._drive())
         return await future
+
+    @property
+    def context_length(self) -> int | None:
+        """The engine's `max_model_len`."""
+        return int(self._engine.vllm_config.model_config.max_model_len)
 
     async def _drive(self) -> None:
         """Step the engine while any request is unfinished; yield to the loop between steps."""
@@ -257,19 +289,31 @@ class ColocatedVLLMGenerator(Generator):
         }
 
 
+def _rejected(exc: Exception, request_id: str | None) -> Exception:
+    """The error for a request vLLM refuses: ContextExceeded when it does not fit, else ConfigError."""
+    if _CONTEXT_ERROR.search(str(exc)):
+        return ContextExceeded(f"vllm: request {request_id} does not fit the context: {one_line(exc)}")
+    return ConfigError(f"vllm rejected request {request_id}: {one_line(exc)}")
+
+
 def _engine_id(request_id: str | None) -> str:
     """Engine request ids must be unique among live requests; a trajectory's turns share request_id."""
     return f"{request_id or 'thinc'}-{uuid.uuid4().hex[:12]}"
 
 
 def _sampling_params(params: SamplingParams) -> Any:
-    """vLLM's sampling parameters for ours: stop strings kept in the output, per-request seed."""
+    """vLLM's sampling parameters for ours, every field explicit: stop strings kept in the output,
+    per-request seed."""
     import vllm
 
     return vllm.SamplingParams(
         temperature=params.temperature,
         top_p=params.top_p,
         top_k=params.top_k or 0,  # 0 = all tokens
+        min_p=params.min_p,
+        repetition_penalty=params.repetition_penalty,
+        presence_penalty=params.presence_penalty,
+        frequency_penalty=params.frequency_penalty,
         max_tokens=params.max_tokens,
         stop=list(params.stop),
         include_stop_str_in_output=True,

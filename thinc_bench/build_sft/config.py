@@ -124,7 +124,10 @@ class BuildSFTConfig:
         default=None, metadata={"help": "Teacher rollouts per problem; default 4, demo 1."}
     )
     max_tokens: int | None = field(
-        default=None, metadata={"help": "Prompt + completion tokens per rollout; default 32768, demo 1536."}
+        default=None,
+        metadata={
+            "help": "Completion tokens per rollout (model + interpreter, after the prompt); default 32768, demo 1536."
+        },
     )
     max_tool_calls: int | None = field(
         default=None, metadata={"help": "Code executions per rollout; default 32, demo 4."}

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from thinc_bench.backends import SamplingParams
 from thinc_bench.benchmarks import PAPER_BENCHMARKS, REGISTRY
 from thinc_bench.errors import ConfigError
 
@@ -21,7 +22,7 @@ DEMO_BENCHMARKS = "aime2025"
 DEMO = {
     "samples": 2,
     "limit": 2,
-    "max_tokens": 2048,
+    "max_tokens": 1024,
     "concurrency": 4,
     "max_tool_calls": 4,
     "few_shot": 1,
@@ -51,9 +52,19 @@ RUNTIME_FIELDS = frozenset({"out", "concurrency", "log_level"})
 _BACKEND_OPTIONS: dict[str, tuple[str, ...]] = {
     "hf": ("revision", "dtype", "max_batch_size"),
     "vllm": ("revision", "dtype", "tensor_parallel_size", "max_model_len", "gpu_memory_utilization"),
-    "openai": ("base_url", "tokenizer", "api_key_env", "max_retries"),
-    "scripted": ("tokenizer",),
+    "openai": ("base_url", "tokenizer", "api_key_env", "max_retries", "context_length"),
+    "scripted": ("tokenizer", "context_length"),
 }
+SAMPLING_FIELDS = (
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "repetition_penalty",
+    "presence_penalty",
+    "frequency_penalty",
+)
+"""The flags that shape the sampled distribution; every backend receives all of them explicitly."""
 
 
 @dataclass
@@ -87,7 +98,12 @@ class EvalConfig:
     )
     max_tokens: int | None = field(
         default=None,
-        metadata={"help": "Prompt + completion token budget per trajectory; default 32768, demo 1024."},
+        metadata={
+            "help": "Completion token budget per trajectory: model and interpreter tokens after the prompt "
+            "(the paper's 32K of generated context; the prompt is not counted). Output that would cross it "
+            "is cut and the trajectory ends with max_tokens. It must be below the model's context; a "
+            "trajectory whose prompt + budget exceed the context ends at the context. Default 32768, demo 1024."
+        },
     )
     max_tool_calls: int | None = field(
         default=None,
@@ -98,8 +114,25 @@ class EvalConfig:
     )
     top_p: float = field(default=0.95, metadata={"help": "Nucleus sampling mass (Qwen3 thinking's advice)."})
     top_k: int | None = field(default=None, metadata={"help": "Top-k; omitted keeps every token."})
+    min_p: float = field(
+        default=0.0,
+        metadata={"help": "Min-p in [0, 1]: drop tokens below min_p x the top probability; 0 off."},
+    )
+    repetition_penalty: float = field(
+        default=1.0, metadata={"help": "Repetition penalty over prompt and output tokens (> 0); 1 off."}
+    )
+    presence_penalty: float = field(
+        default=0.0, metadata={"help": "Presence penalty in [-2, 2] over generated tokens; 0 off."}
+    )
+    frequency_penalty: float = field(
+        default=0.0, metadata={"help": "Frequency penalty in [-2, 2] over generated tokens; 0 off."}
+    )
     seed: int = field(
-        default=0, metadata={"help": "Base seed; each sample's seed derives from it and the sample key."}
+        default=0,
+        metadata={
+            "help": "Base seed; each sample's seed derives from it and the sample key, each turn's from the "
+            "sample's and the tokens so far, so a resumed or replayed sample draws the same."
+        },
     )
     limit: int | None = field(
         default=None, metadata={"help": "Problems per benchmark (first N); default all, demo 2."}
@@ -176,6 +209,14 @@ class EvalConfig:
         default=None,
         metadata={"help": "openai: retries (exponential backoff) before a request is an infra error."},
     )
+    context_length: int | None = field(
+        default=None,
+        metadata={
+            "help": "openai/scripted: the served model's context (prompt + generation), checked against "
+            "--max-tokens at start; omitted: learned from the server's first context error (openai), "
+            "unlimited (scripted)."
+        },
+    )
     log_level: str = field(default="warning", metadata={"help": "debug | info | warning | error."})
 
     def __post_init__(self) -> None:
@@ -203,6 +244,7 @@ class EvalConfig:
                 raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)}: use a positive integer")
         if self.exec_on not in ("output_open", "code_close"):
             raise ConfigError(f"--exec-on {self.exec_on!r}: use output_open or code_close")
+        self.sampling_params()  # a bad sampling flag fails here, before anything loads
         if int(self.few_shot or 0) < 0:
             raise ConfigError(f"--few-shot {self.few_shot}: use 0 or more bundled examples")
         from thinc_bench.prompts import check_settings, load_system_prompt
@@ -231,6 +273,15 @@ class EvalConfig:
     @property
     def benchmark_names(self) -> list[str]:
         return [b.strip() for b in str(self.benchmarks).split(",") if b.strip()]
+
+    def sampling_params(self, seed: int | None = None) -> SamplingParams:
+        """The sampling parameters of every request: all `SAMPLING_FIELDS`, the budget, and `seed`.
+
+        Raises:
+            ConfigError: a sampling flag out of range.
+        """
+        values = {name: getattr(self, name) for name in SAMPLING_FIELDS}
+        return SamplingParams(**values, max_tokens=int(self.max_tokens or 1), seed=seed)
 
     def backend_options(self) -> dict[str, Any]:
         return {n: getattr(self, n) for n in _BACKEND_OPTIONS[self.backend] if getattr(self, n) is not None}

@@ -4,24 +4,33 @@
 opens an output block (the dialect's stop string) or ends; the last code block runs in the
 trajectory's own sandbox session; the output block is appended **as token ids** (never re-encoding
 what the model wrote, so SFT masks and RL's env_mask stay exact); and the loop continues. It stops at
-a final answer, the token budget (prompt + completion <= `max_tokens`), or the tool-call limit, and
-records why. Many rollouts run as asyncio tasks at once, so code execution of one overlaps
-generation of others. Grading and storage are the caller's job.
+a final answer, the token budget, or the tool-call limit, and records why. The budget counts every
+completion token after the prompt, model and interpreter alike, and nothing overruns it: output that
+does not fit is cut (the block stays closed and says so), and the model's context ends a trajectory
+like the budget does. Each turn samples with its own seed, derived from the sample's seed and the
+tokens so far, so turns are independent and a replayed sample is the same. Many rollouts run as
+asyncio tasks at once, so code execution of one overlaps generation of others. Grading and storage
+are the caller's job.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from thinc_bench.backends import BackendUnavailable, Generator, SamplingParams
+from thinc_bench.backends.base import MAX_SEED
+from thinc_bench.errors import ContextExceeded
 from thinc_bench.sandbox import Session
 from thinc_bench.trajectory import (
     DIALECTS,
     Dialect,
+    Trigger,
     exec_stops,
     exec_trigger,
     harness_block,
@@ -41,13 +50,18 @@ NO_CODE_OUTPUT = "Error: no code block to run before this output block."
 PROMPT_TAIL_TOKENS = 8
 """Prompt tokens read to see whether the template opened `<think>` (it is the last tag written)."""
 
+OUTPUT_CUT_NOTE = "\n[output cut: the trajectory's token budget is spent]\n"
+"""Ends interpreter output that was cut to fit the token budget, inside the (still closed) block."""
+
 
 @dataclass(frozen=True)
 class RolloutLimits:
     """Budgets of one trajectory; each hit is a recorded stop reason, not an error."""
 
     max_tokens: int = 32768
-    """Prompt plus completion tokens, model and interpreter alike (the paper's 32K context)."""
+    """Completion tokens after the prompt, model and interpreter alike: the paper's 32K of generated
+    context. The prompt is not counted; the model's context (prompt included) may end a trajectory
+    sooner, which it records as `context_exceeded`."""
     max_tool_calls: int = 32
     """Code executions per trajectory; the model asking for one more ends the trajectory."""
 
@@ -80,6 +94,10 @@ class RolloutResult:
     logprobs: list[float] | None = None
     """Sampling logprob per completion token (NaN on harness tokens) when asked for and every turn
     returned them; else None."""
+    context_exceeded: bool = False
+    """The model's context, not the budget, ended the trajectory (its stop_reason is `max_tokens`)."""
+    output_cut: bool = False
+    """The last interpreter output was cut to fit the budget (then stop_reason is `max_tokens`)."""
 
     @property
     def n_tool_calls(self) -> int:
@@ -91,11 +109,31 @@ class RolloutResult:
 
     @property
     def gen_tokens(self) -> int:
+        """Model-written completion tokens."""
         return sum(self.env_mask)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return len(self.prompt_ids)
+
+    @property
+    def completion_tokens(self) -> int:
+        """The response length: model plus interpreter tokens after the prompt (what the budget counts)."""
+        return len(self.completion_ids)
 
     @property
     def total_tokens(self) -> int:
         return len(self.prompt_ids) + len(self.completion_ids)
+
+
+def turn_seed(seed: int | None, tokens_so_far: int) -> int | None:
+    """The seed of one turn: a fresh stream per turn (a backend restarts its generator from the request
+    seed on every call), yet the same for a replay of the same sample, which reaches each turn with the
+    same tokens. None stays None (the backend's shared generator)."""
+    if seed is None:
+        return None
+    digest = hashlib.sha256(f"{seed}/{tokens_so_far}".encode()).digest()
+    return (int.from_bytes(digest[:8], "big") >> 1) & MAX_SEED
 
 
 def render_prompt(generator: Generator, messages: list[dict[str, str]]) -> list[int]:
@@ -127,8 +165,10 @@ async def rollout(
         generator: the model.
         session: this trajectory's sandbox session (fresh state; closed by the caller).
         prompt_ids: the rendered chat prompt.
-        params: sampling parameters; `max_tokens` and `stop` are set per turn from `limits`.
-        limits: token budget and tool-call limit (injected failures are the session's, see Sandbox).
+        params: sampling parameters; per turn, `max_tokens` is capped by what is left of the budget
+            and of the model's context, `stop` comes from the dialect, and `seed` (when set) is the
+            sample's seed from which each turn's own derives (`turn_seed`).
+        limits: completion budget and tool-call limit (injected failures are the session's, see Sandbox).
         dialect: the trajectory dialect (its stop string opens an output block).
         exec_on: `output_open` executes when the model opens an output block (ThinC, DESIGN.md);
             `code_close` also executes as soon as a code block closes and the harness writes the
@@ -138,26 +178,47 @@ async def rollout(
         request_id: a stable id for this trajectory (the scripted backend keys its turns on it).
 
     Returns:
-        The trajectory; a backend outage comes back with stop_reason `infra_error` and the error text,
-        so the caller records it apart from wrong answers.
+        The trajectory; a backend outage or a request the server refused comes back with stop_reason
+        `infra_error` and the error text, so the caller records it apart from wrong answers; reaching
+        the model's context comes back as `max_tokens` with `context_exceeded`.
+
+    Raises:
+        ConfigError: from the backend, for a request that cannot be served as configured.
     """
     spec = DIALECTS[dialect] if isinstance(dialect, str) else dialect
     tokenizer = generator.tokenizer
+    context = generator.context_length
     result = RolloutResult(list(prompt_ids), [], [], "", "eos", logprobs=[] if params.logprobs else None)
-    text = _append_harness(result, tokenizer, response_prefix) if response_prefix else ""
     stops = exec_stops(spec, exec_on)
     plan_open = _prompt_opens_plan(tokenizer, prompt_ids)
+    text = ""
+    if response_prefix:
+        room, by_context = _room(result, limits, context)
+        ids = tokenizer.encode(response_prefix, add_special_tokens=False)
+        if len(ids) > room:  # a prefix longer than the budget: what fits of it, and the trajectory ends
+            result.text = _append_harness(result, ids[: max(room, 0)], tokenizer)
+            result.stop_reason, result.context_exceeded = "max_tokens", by_context
+            return result
+        _append_harness(result, ids, tokenizer)
+        text = response_prefix
     while True:
-        budget = limits.max_tokens - result.total_tokens
-        if budget <= 0:
-            result.stop_reason = "max_tokens"
+        room, by_context = _room(result, limits, context)
+        if room <= 0:
+            result.stop_reason, result.context_exceeded = "max_tokens", by_context
             break
-        turn = replace(params, max_tokens=min(params.max_tokens, budget), stop=stops)
+        cap = min(params.max_tokens, room)
+        turn = replace(
+            params, max_tokens=cap, stop=stops, seed=turn_seed(params.seed, len(result.completion_ids))
+        )
         started = time.perf_counter()
         try:
             generation = await generator.generate(
                 result.prompt_ids + result.completion_ids, turn, request_id=request_id
             )
+        except ContextExceeded as exc:
+            logger.debug("request %s reached the model's context: %s", request_id, exc)
+            result.stop_reason, result.context_exceeded = "max_tokens", True
+            break
         except BackendUnavailable as exc:
             result.stop_reason, result.error = "infra_error", f"{type(exc).__name__}: {exc}"
             break
@@ -171,11 +232,14 @@ async def rollout(
             else:
                 result.logprobs += generation.logprobs
         text += generation.text
-        hit_budget = generation.stop is None and generation.finish_reason == "length"
         trigger = exec_trigger(text, generation.stop, spec, plan_open=plan_open)
-        if generation.stop is None and (hit_budget or not trigger.run):
-            answered = has_final_answer(parse(text, spec.name))
-            result.stop_reason = "max_tokens" if hit_budget else ("answer" if answered else "eos")
+        if generation.stop is None and (generation.finish_reason == "length" or not trigger.run):
+            if generation.finish_reason == "length":
+                # Cut short of our cap: a backend that knows a shorter context than we do.
+                result.stop_reason = "max_tokens"
+                result.context_exceeded = (by_context and cap == room) or len(generation.token_ids) < cap
+            else:
+                result.stop_reason = "answer" if has_final_answer(parse(text, spec.name)) else "eos"
             break
         if not trigger.run:
             continue  # a mention, a string, a plain ``` block or a draft in the plan: keep writing
@@ -184,26 +248,73 @@ async def rollout(
         if result.n_tool_calls + max(1, len(trigger.codes)) > limits.max_tool_calls:
             result.stop_reason = "max_tool_calls"
             break
+        room, by_context = _room(result, limits, context)
+        if room <= 0:  # the stop string took the last token allowed: no room for any output
+            result.stop_reason, result.context_exceeded = "max_tokens", by_context
+            break
         output = await _execute(session, trigger.codes, result)
         if result.executions[-1].status == "infra_error":
             result.stop_reason, result.error = "infra_error", f"sandbox: {output}"
             break
-        block = harness_block(text, trigger, output, spec)
-        if generation.stop is not None:
-            block = _after_stop(block, text, generation.stop)
-        text += _append_harness(result, tokenizer, block)
+        stop = generation.stop
+
+        def block(out: str, trigger: Trigger = trigger, stop: str | None = stop, text: str = text) -> str:
+            written = harness_block(text, trigger, out, spec)
+            return written if stop is None else _after_stop(written, text, stop)
+
+        ids, written, result.output_cut = _fit_output(tokenizer, block, output, room)
+        _append_harness(result, ids, tokenizer)
+        text += written
+        if result.output_cut:
+            result.stop_reason, result.context_exceeded = "max_tokens", by_context
+            break
     result.text = text
     return result
 
 
-def _append_harness(result: RolloutResult, tokenizer: Any, text: str) -> str:
-    """Append harness-written text (prefill, interpreter output) as token ids with mask 0."""
-    ids = tokenizer.encode(text, add_special_tokens=False)
+def _room(result: RolloutResult, limits: RolloutLimits, context: int | None) -> tuple[int, bool]:
+    """Tokens the trajectory may still add (the budget left, capped by the model's context left), and
+    whether the context is the tighter of the two."""
+    budget = limits.max_tokens - len(result.completion_ids)
+    if context is None or context - result.total_tokens >= budget:
+        return budget, False
+    return context - result.total_tokens, True
+
+
+def _fit_output(
+    tokenizer: Any, block: Callable[[str], str], output: str, room: int
+) -> tuple[list[int], str, bool]:
+    """The output block's token ids and text, with the output cut (and `OUTPUT_CUT_NOTE` added) until
+    it fits `room`, and whether it was cut; the block always closes. When not even an empty block
+    with the note fits, nothing is written.
+
+    `block(output)` formats the whole harness-written text for an output; the cut keeps the longest
+    prefix of the output that fits (binary search over characters: one encode per step).
+    """
+    written = block(output)
+    ids = tokenizer.encode(written, add_special_tokens=False)
+    if len(ids) <= room:
+        return ids, written, False
+    best: tuple[list[int], str] = ([], "")
+    low, high = 0, len(output)
+    while low <= high:
+        mid = (low + high) // 2
+        candidate = block(output[:mid] + OUTPUT_CUT_NOTE)
+        candidate_ids = tokenizer.encode(candidate, add_special_tokens=False)
+        if len(candidate_ids) <= room:
+            best, low = (candidate_ids, candidate), mid + 1
+        else:
+            high = mid - 1
+    return best[0], best[1], True
+
+
+def _append_harness(result: RolloutResult, ids: list[int], tokenizer: Any) -> str:
+    """Append harness-written tokens (prefill, interpreter output) with mask 0; return their decode."""
     result.completion_ids += ids
     result.env_mask += [0] * len(ids)
     if result.logprobs is not None:
         result.logprobs += [math.nan] * len(ids)
-    return str(text)
+    return str(tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False))
 
 
 def _after_stop(formatted: str, text: str, stop: str) -> str:

@@ -81,18 +81,13 @@ async def _evaluate_one(
     examples: list[Example],
 ) -> SampleRecord:
     from thinc_bench import trajectory
-    from thinc_bench.backends import SamplingParams
     from thinc_bench.eval import rollout
     from thinc_bench.eval.store import SampleRecord
     from thinc_bench.prompts import build_messages
 
     prompt_ids = rollout.render_prompt(generator, build_messages(problem.problem, system_prompt, examples))
-    params = SamplingParams(
-        temperature=config.temperature,
-        top_p=config.top_p,
-        top_k=config.top_k,
-        max_tokens=int(config.max_tokens or 1),
-        seed=sample_seed(config.seed, problem.benchmark, problem.id, sample_idx, k),
+    params = config.sampling_params(
+        seed=sample_seed(config.seed, problem.benchmark, problem.id, sample_idx, k)
     )
     limits = rollout.RolloutLimits(int(config.max_tokens or 1), int(config.max_tool_calls or 1))
     session = await asyncio.to_thread(sandbox.session, inject_failures=k)
@@ -136,6 +131,10 @@ async def _evaluate_one(
         n_exec_errors=result.n_exec_errors,
         gen_tokens=result.gen_tokens,
         total_tokens=result.total_tokens,
+        prompt_tokens=result.prompt_tokens,
+        response_tokens=result.completion_tokens,
+        context_exceeded=result.context_exceeded,
+        output_cut=result.output_cut,
         grounded=grounded,
         finish_reason=result.stop_reason,
         timings={
@@ -146,8 +145,6 @@ async def _evaluate_one(
         exec_statuses=[e.status for e in result.executions],
         style=style,
         error=result.error,
-        prompt_tokens=len(result.prompt_ids),
-        response_tokens=len(result.completion_ids),
         n_injected=sum(e.injected for e in result.executions),
         meta=dict(problem.meta),
         **measures,
@@ -218,7 +215,12 @@ async def run_eval(config: EvalConfig, run: RunDir, problems: Sequence[Problem])
     )
     progress = _Progress()
     generator = load_generator(config.backend, model, **config.backend_options())  # type: ignore[arg-type]
-    resolved = {"generator": generator.describe(), "sandbox": asdict(sandbox_config)}
+    generator.check(int(config.max_tokens or 1))
+    resolved = {
+        "generator": generator.describe(),
+        "sampling": config.sampling_params().sampling(),  # what every request sends, defaults included
+        "sandbox": asdict(sandbox_config),
+    }
     run.annotate("resolved", resolved)
     try:
         with (

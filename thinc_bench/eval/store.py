@@ -92,7 +92,9 @@ class SampleRecord:
     style: str | None = None
     error: str | None = None
     prompt_tokens: int | None = None
+    """Tokens of the rendered prompt (None in records written before the field existed)."""
     response_tokens: int | None = None
+    """The response length: model plus interpreter tokens after the prompt, what --max-tokens bounds."""
     n_injected: int | None = None
     checks: dict[str, bool] = field(default_factory=dict)
     plan_share: float | None = None
@@ -100,6 +102,10 @@ class SampleRecord:
     nl_literals: list[str] | None = None
     nl_ratio: float | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    context_exceeded: bool = False
+    """The model's context, not the budget, ended the trajectory (finish_reason max_tokens)."""
+    output_cut: bool = False
+    """The last interpreter output was cut to fit the budget (finish_reason max_tokens)."""
     schema_version: int = SCHEMA_VERSION
 
     @property
