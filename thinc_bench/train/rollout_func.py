@@ -18,6 +18,11 @@ Every step samples from the current weights, through whichever engine the traine
 TRL syncs the engine's weights before calling this function. With vLLM, the sampled tokens'
 logprobs come back (NaN on interpreter tokens, which TRL then leaves uncorrected) for TRL's
 importance-sampling correction of the engine-vs-trainer mismatch.
+
+A trajectory that never produced a token (the backend failed on the first turn) cannot go to TRL
+as it is: TRL reads every completion's last token, and one rank raising there leaves the others
+waiting in a collective. It comes back as one placeholder token (EOS) with `env_mask` 0 (no loss)
+and stop reason `infra_error`, which the reward leaves unscored (advantage 0).
 """
 
 from __future__ import annotations
@@ -43,6 +48,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+CALLS_PER_STEP = 64
+"""Rollout calls per optimizer step that get distinct seeds (TRL makes one per generation batch)."""
+
 SERVER_PROBE_TIMEOUT_S = 10.0
 """How long to wait for the vLLM server's model list: it is up (TRL connected to it at start)."""
 
@@ -53,7 +61,8 @@ class ThincRollout:
 
     Attributes:
         sandbox: one started Sandbox for the trainer's life (sessions are per trajectory).
-        limits: token budget (prompt + completion) and tool-call limit of the current stage.
+        limits: completion token budget (prompt excluded) and tool-call limit of the current stage;
+            the recipe's curriculum callback replaces it at each stage boundary.
         system_prompt: the system prompt text (as eval uses it).
         temperature: sampling temperature.
         dialect: trajectory dialect.
@@ -76,6 +85,8 @@ class ThincRollout:
     generator: Generator | None = None
     problem_ids: dict[str, str] = field(default_factory=dict)
     _calls: int = field(default=0, init=False, repr=False)
+    _step_calls: tuple[int, int] = field(default=(-1, 0), init=False, repr=False)
+    """(global step, calls made in it): the seed's call index restarts at every step."""
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
         """Run one trajectory per prompt and return TRL's rollout dict.
@@ -129,8 +140,9 @@ class ThincRollout:
                 was_training = bool(policy.training)
                 policy.eval()  # sample from the policy as it is, without dropout; restored for the loss
                 try:
-                    # One seed per call: reproducible, and each step draws new samples.
-                    yield HFGenerator.from_model(policy, tokenizer, seed=trainer.args.seed + self._calls - 1)
+                    yield HFGenerator.from_model(
+                        policy, tokenizer, seed=sampling_seed(trainer, self._call_in_step(trainer))
+                    )
                 finally:
                     policy.train(was_training)
             return
@@ -158,6 +170,12 @@ class ThincRollout:
                 llm.sleep(level=2)
                 vllm_generation._llm_weights_sleeping = True
 
+    def _call_in_step(self, trainer: Any) -> int:
+        step = int(trainer.state.global_step)
+        last, calls = self._step_calls
+        self._step_calls = (step, calls + 1 if step == last else 1)
+        return self._step_calls[1] - 1
+
     async def _run_all(
         self, problems: list[str], generator: Generator, logprobs: bool, *, close: bool
     ) -> list[engine.RolloutResult]:
@@ -178,7 +196,7 @@ class ThincRollout:
         )
         session = await asyncio.to_thread(self.sandbox.session)
         try:
-            return await engine.rollout(
+            result = await engine.rollout(
                 generator,
                 session,
                 prompt_ids,
@@ -191,6 +209,46 @@ class ThincRollout:
             )
         finally:
             await asyncio.to_thread(session.close)
+        if not result.completion_ids:
+            _placeholder(result, generator.tokenizer)
+        return result
+
+
+def sampling_seed(trainer: Any, call: int) -> int:
+    """The hf backend's seed for the `call`-th rollout call of a step: distinct per step, rank and call.
+
+    It depends on the global step (not on how many calls this process made), so a run resumed at a
+    stage boundary draws what the uninterrupted run drew; and on the rank, so ranks that hold
+    copies of the same prompt (a group spread over processes) do not sample identical completions.
+    """
+    state = getattr(trainer, "state", None)
+    step = int(getattr(state, "global_step", 0) or 0)
+    ranks = int(getattr(trainer.args, "world_size", 1) or 1)
+    rank = int(getattr(trainer.args, "process_index", 0) or 0)
+    return int(trainer.args.seed) + (step * ranks + rank) * CALLS_PER_STEP + call % CALLS_PER_STEP
+
+
+def _placeholder(result: engine.RolloutResult, tokenizer: Any) -> None:
+    """Give a trajectory without tokens one untrained EOS token and mark it an infrastructure failure."""
+    eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.pad_token_id
+    result.completion_ids, result.env_mask = [int(eos)], [0]
+    if result.logprobs is not None:
+        result.logprobs = [math.nan]
+    if result.stop_reason != "infra_error":
+        result.error = result.error or f"no completion token (stop reason {result.stop_reason})"
+        result.stop_reason = "infra_error"
+    logger.warning("rollout produced no token (%s): kept as an unscored placeholder", result.error)
+
+
+def max_prompt_tokens(tokenizer: Any, problems: list[str], system_prompt: str) -> int:
+    """Tokens of the longest prompt as `ThincRollout` renders it (chat template, generation header)."""
+    longest = 0
+    for problem in problems:
+        encoded: Any = tokenizer.apply_chat_template(
+            build_messages(problem, system_prompt), add_generation_prompt=True, tokenize=True
+        )
+        longest = max(longest, len(encoded["input_ids"] if hasattr(encoded, "keys") else encoded))
+    return longest
 
 
 def server_url(args: Any) -> str:
