@@ -218,6 +218,7 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
             response_prefix=script_args.response_prefix,
             exec_on=script_args.exec_on,
             problem_ids={p.problem: p.id for p in ordered},
+            drawn_log=root / f"drawn-rank{process.process_index}.jsonl",
         )
         trainer = GRPOTrainer(
             model=model,

@@ -36,6 +36,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from thinc_bench.backends.base import Generator, SamplingParams
@@ -73,6 +74,8 @@ class ThincRollout:
             current weights through the engine it was configured with (see the module docstring).
         problem_ids: problem text -> id, so each trajectory's request id names its problem (logs, and
             the scripted backend picks its script by it); unknown texts are called "problem".
+        drawn_log: a JSONL file this process appends one line to per call, `{"step", "problems"}`
+            (the ids it rolled out at that global step): which problems each stage really drew.
     """
 
     sandbox: Sandbox
@@ -84,6 +87,7 @@ class ThincRollout:
     exec_on: engine.ExecTrigger = "output_open"
     generator: Generator | None = None
     problem_ids: dict[str, str] = field(default_factory=dict)
+    drawn_log: Path | None = None
     _calls: int = field(default=0, init=False, repr=False)
     _step_calls: tuple[int, int] = field(default=(-1, 0), init=False, repr=False)
     """(global step, calls made in it): the seed's call index restarts at every step."""
@@ -97,6 +101,11 @@ class ThincRollout:
         """
         self._calls += 1
         problems = [_problem_text(p) for p in prompts]
+        if self.drawn_log is not None:
+            step = int(getattr(getattr(trainer, "state", None), "global_step", 0) or 0)
+            ids = [self.problem_ids.get(p, "problem") for p in problems]
+            with self.drawn_log.open("a", encoding="utf-8") as handle:
+                handle.write(json.dumps({"step": step, "problems": ids}) + "\n")
         want_logprobs = bool(getattr(trainer, "use_vllm", False))
         if self.generator is not None:
             results = asyncio.run(self._run_all(problems, self.generator, want_logprobs, close=False))
