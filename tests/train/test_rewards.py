@@ -5,9 +5,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from thinc_bench.eval import __main__ as thinc_eval
 from thinc_bench.train.common import IGNORE_INDEX, labels_from_mask
-from thinc_bench.train.rewards import exact_match_reward, grounded, truncated
+from thinc_bench.train.rewards import (
+    LOGGED_STATS,
+    UNSCORED_METRIC,
+    exact_match_reward,
+    grounded,
+    grpo_reward_funcs,
+    truncated,
+)
 
 SFT_DATA = Path(__file__).resolve().parents[1] / "data" / "sft"
 
@@ -54,3 +63,36 @@ def test_truncation_counts_both_budgets() -> None:
 
 def test_labels_ignore_every_masked_token() -> None:
     assert labels_from_mask([7, 8, 9], [0, 1, 0]) == [IGNORE_INDEX, 8, IGNORE_INDEX]
+
+
+def _columns() -> dict[str, list]:
+    # Row 0 right, row 1 wrong after two tool calls, row 2 a sandbox outage after one good call.
+    return {
+        "answer": ["5", "5", "5"],
+        "thinc_text": ["\\boxed{5}", "\\boxed{4}", "```python\nprint(5)\n```"],
+        "stop_reason": ["answer", "answer", "infra_error"],
+        "n_tool_calls": [0, 2, 1],
+        "n_exec_errors": [0, 1, 0],
+    }
+
+
+def test_grpo_reward_funcs_leave_an_infra_row_unscored_in_every_function() -> None:
+    funcs = grpo_reward_funcs()
+    assert [f.__name__ for f in funcs] == ["exact_match_reward", *(s.__name__ for s in LOGGED_STATS)]
+    completions = ["", "", ""]
+    logged: list[tuple[str, float]] = []
+    columns = _columns()
+    table = [f(completions, log_metric=lambda n, v: logged.append((n, v)), **columns) for f in funcs]
+    assert table[0] == [1.0, 0.0, None]
+    assert all(column[2] is None for column in table)  # TRL skips a row only if every function says None
+    by_name = dict(zip([f.__name__ for f in funcs], table, strict=True))
+    assert by_name["tool_calls"] == [0.0, 2.0, None] and by_name["exec_error_rate"] == [None, 0.5, None]
+    assert logged == [(UNSCORED_METRIC, 1 / 3)]
+
+
+def test_a_statistic_called_before_the_reward_on_a_batch_is_an_error() -> None:
+    scored, *stats = grpo_reward_funcs()
+    columns = _columns()
+    scored(["", "", ""], **columns)
+    with pytest.raises(RuntimeError, match="tool_calls ran on a batch exact_match_reward has not scored"):
+        stats[0](["", "", ""], **columns)  # a new batch object: not the one just scored
