@@ -182,3 +182,109 @@ def test_grpo_smoke_runs_two_stages_learns_and_evaluates(
     assert _changed(str(out / "stage1"), out / "stage2")
     record = _eval_one(out / "stage2", two_problem_benchmark, tmp_path / "eval")
     assert record["problem_id"] == "tiny-1" and record["status"] != "infra_error"
+
+
+# --- the curriculum as one run: one schedule and optimizer, disjoint stages, exact resume -------------
+
+SUMS = [
+    (f"What is {a} + {b}?", str(a + b))
+    for a, b in [(1, 2), (1, 1), (2, 1), (0, 2), (0, 3), (3, 0), (2, 0), (1, 1)]
+]
+"""Sums whose answers are 2 or 3: the tiny test model gets each right about half the time."""
+SUMS[-1] = ("What is 4 - 2?", "2")  # ids must differ by text too (deduplicated on load)
+
+
+def _tiny_grpo_args(tmp_path: Path, model: str, out: Path, stages: list[dict]) -> list[str]:
+    """Recipe arguments for the tiny test model: 8 sums, a short system prompt, 2 prompts x 2 per step."""
+    import yaml
+    from conftest import BOXED_PREFIX
+
+    config = yaml.safe_load((REPO / "recipes" / "configs" / "grpo_smoke.yaml").read_text())
+    config.update(curriculum=stages, limit=None, learning_rate=1e-2, lr_scheduler_type="linear")
+    (tmp_path / "grpo.yaml").write_text(yaml.safe_dump(config))
+    problems = tmp_path / "sums.jsonl"
+    problems.write_text(
+        "".join(
+            json.dumps({"id": f"sum-{i}", "problem": q, "answer": a}) + "\n" for i, (q, a) in enumerate(SUMS)
+        )
+    )
+    system = tmp_path / "system.txt"
+    system.write_text("Answer in \\boxed{}.")
+    return [
+        "--config",
+        str(tmp_path / "grpo.yaml"),
+        "--model_name_or_path",
+        model,
+        "--dataset_name",
+        str(problems),
+        "--output_dir",
+        str(out),
+        "--system_prompt",
+        str(system),
+        "--response_prefix",
+        BOXED_PREFIX,
+    ]
+
+
+def _drawn(out: Path) -> dict[int, list[str]]:
+    """Problems rolled out per global step, over every rank's log; a re-run step keeps its last lines."""
+    per_rank: dict[tuple[str, int], list[str]] = {}
+    for log in sorted(out.glob("drawn-rank*.jsonl")):
+        for line in log.read_text().splitlines():
+            row = json.loads(line)
+            per_rank[(log.name, row["step"])] = row["problems"]
+    steps: dict[int, list[str]] = {}
+    for (_, step), ids in sorted(per_rank.items()):
+        steps.setdefault(step, []).extend(ids)
+    return steps
+
+
+TINY_STAGES = [
+    {"name": "stage1", "max_steps": 1, "max_tokens": 40, "max_tool_calls": 1},
+    {"name": "stage2", "max_steps": 1, "max_tokens": 48, "max_tool_calls": 2},
+    {"name": "stage3", "max_steps": None, "max_tokens": 56, "max_tool_calls": 3},
+]
+
+
+@pytest.mark.slow
+def test_grpo_curriculum_is_one_run_with_disjoint_stages_and_resumes_exactly(
+    tmp_path, tiny_llama_folder
+) -> None:
+    import torch
+
+    os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
+    grpo = _recipe("grpo")
+    out = tmp_path / "grpo"
+    args = _tiny_grpo_args(tmp_path, tiny_llama_folder, out, TINY_STAGES)
+    assert grpo.main(args) == 0
+
+    # Stage lengths as written: 1 + 1 steps, then the 4 problems left at 2 per step.
+    history = json.loads((out / "trainer_state.json").read_text())["log_history"]
+    steps = [h for h in history if "loss" in h]
+    assert [h["step"] for h in steps] == [1, 2, 3, 4]
+    # One linear schedule over the whole run: no restart at a stage boundary.
+    assert [h["learning_rate"] for h in steps] == pytest.approx([1e-2, 7.5e-3, 5e-3, 2.5e-3])
+    # Adam's state runs on: at the end of stage 2 every parameter has taken 2 steps, not 1.
+    optimizer = torch.load(out / "stage2" / "optimizer.pt", weights_only=False)
+    assert {int(s["step"]) for s in optimizer["state"].values()} == {2}
+    assert any(h["rewards/exact_match_reward/std"] > 0 for h in steps)
+
+    # Each stage drew exactly its slice of the recorded order: disjoint, together all 8 problems.
+    recorded = json.loads((out / "curriculum_order.json").read_text())
+    order = recorded["order"]
+    drawn = _drawn(out)
+    for stage in recorded["stages"]:
+        first, end = stage["first_step"], stage["first_step"] + stage["steps"]
+        got = [i for step in range(first, end) for i in drawn[step]]
+        assert sorted(set(got)) == sorted(order[stage["rows"][0] : stage["rows"][1]])
+        assert len(got) == 2 * len(set(got))  # each problem twice (num_generations), no other
+    assert sorted(order) == sorted(f"sum-{i}" for i in range(8))
+
+    # --start_stage stage2 resumes from stage1's checkpoint and ends on the very same weights.
+    first_run = load_file(str(out / "stage3" / "model.safetensors"))
+    first_drawn = _drawn(out)
+    assert _changed(tiny_llama_folder, out / "stage3")
+    assert grpo.main([*args, "--start_stage", "stage2"]) == 0
+    resumed = load_file(str(out / "stage3" / "model.safetensors"))
+    assert all(torch.equal(first_run[k], resumed[k]) for k in first_run)
+    assert _drawn(out) == first_drawn
