@@ -76,7 +76,7 @@ def _changed(before: str, after: Path) -> bool:
     return any(not old[k].equal(new[k]) for k in new if k in old)
 
 
-def _eval_one(checkpoint: Path, benchmark: Path, out: Path) -> dict[str, object]:
+def _eval_one(checkpoint: Path, benchmark: Path, out: Path, max_tokens: int = 300) -> dict[str, object]:
     cmd = [
         sys.executable,
         "-m",
@@ -86,7 +86,7 @@ def _eval_one(checkpoint: Path, benchmark: Path, out: Path) -> dict[str, object]
         "--benchmarks",
         str(benchmark),
     ]
-    cmd += ["--limit", "1", "--samples", "1", "--max-tokens", "300", "--out", str(out)]
+    cmd += ["--limit", "1", "--samples", "1", "--max-tokens", str(max_tokens), "--out", str(out)]
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
     (record,) = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
@@ -288,3 +288,148 @@ def test_grpo_curriculum_is_one_run_with_disjoint_stages_and_resumes_exactly(
     resumed = load_file(str(out / "stage3" / "model.safetensors"))
     assert all(torch.equal(first_run[k], resumed[k]) for k in first_run)
     assert _drawn(out) == first_drawn
+
+
+# --- two processes on CPU (gloo), as `accelerate launch` runs them on GPUs ----------------------------
+
+LAUNCHER = r'''
+import hashlib, importlib.util, sys
+from pathlib import Path
+
+from transformers import TrainerCallback
+
+
+class WeightDigest(TrainerCallback):
+    """Each rank writes a hash of its own copy of the weights at every save and at the end."""
+
+    def __init__(self, folder):
+        self.folder = Path(folder)
+
+    def _write(self, args, state, model, tag):
+        digest = hashlib.sha256()
+        for name, tensor in sorted(model.state_dict().items()):
+            digest.update(name.encode())
+            digest.update(tensor.detach().float().contiguous().numpy().tobytes())
+        self.folder.mkdir(parents=True, exist_ok=True)
+        (self.folder / f"{tag}-step{state.global_step}-rank{args.process_index}").write_text(digest.hexdigest())
+
+    def on_save(self, args, state, control, model=None, **_):
+        self._write(args, state, model, "save")
+
+    def on_train_end(self, args, state, control, model=None, **_):
+        self._write(args, state, model, "end")
+
+
+recipe, digests, *argv = sys.argv[1:]
+spec = importlib.util.spec_from_file_location(f"recipes_{Path(recipe).stem}", recipe)
+module = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = module
+spec.loader.exec_module(module)
+sys.exit(module.main(argv, callbacks=[WeightDigest(digests)]))
+'''
+
+
+def _launch_two(tmp_path: Path, recipe: str, argv: list[str]) -> dict[str, dict[int, str]]:
+    """Run a recipe as two CPU processes through `accelerate launch`; return {tag-step: {rank: digest}}."""
+    import socket
+
+    launcher, digests = tmp_path / "launch.py", tmp_path / "digests"
+    launcher.write_text(LAUNCHER)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2"]
+    cmd += ["--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
+    cmd += [
+        "--main_process_port",
+        str(port),
+        str(launcher),
+        str(REPO / "recipes" / f"{recipe}.py"),
+        str(digests),
+    ]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TRL_EXPERIMENTAL_SILENCE": "1", "OMP_NUM_THREADS": "1"}
+    env["CUDA_VISIBLE_DEVICES"] = ""  # gloo on CPU even where a GPU is present
+    done = subprocess.run([*cmd, *argv], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    found: dict[str, dict[int, str]] = {}
+    for path in digests.iterdir():
+        tag, rank = path.name.rsplit("-rank", 1)
+        found.setdefault(tag, {})[int(rank)] = path.read_text()
+    return found
+
+
+@pytest.mark.slow
+def test_grpo_two_processes_keep_ranks_identical_and_stages_disjoint(
+    tmp_path, tiny_llama_folder, two_problem_benchmark
+) -> None:
+    out = tmp_path / "grpo"
+    stages = TINY_STAGES[:2]
+    # 2 processes x 2 completions = 2 prompts x 2 generations per step, as the one-process smoke run.
+    args = [*_tiny_grpo_args(tmp_path, tiny_llama_folder, out, stages), "--per_device_train_batch_size", "2"]
+    digests = _launch_two(tmp_path, "grpo", args)
+
+    assert set(digests) == {"save-step1", "save-step2", "end-step2"}
+    for tag, ranks in digests.items():
+        assert set(ranks) == {0, 1} and ranks[0] == ranks[1], tag  # both ranks hold the same weights
+    assert digests["save-step1"][0] != digests["save-step2"][0]
+    assert _changed(tiny_llama_folder, out / "stage1") and _changed(str(out / "stage1"), out / "stage2")
+    assert sorted(p.name for p in (out / "stage2").glob("rng_state_*.pth")) == [
+        "rng_state_0.pth",
+        "rng_state_1.pth",
+    ]
+
+    history = json.loads((out / "stage2" / "trainer_state.json").read_text())["log_history"]
+    steps = [h for h in history if "loss" in h]
+    assert [h["step"] for h in steps] == [1, 2] and all(math.isfinite(h["loss"]) for h in steps)
+    assert any(h["rewards/exact_match_reward/std"] > 0 for h in steps)
+    assert all("rewards/tool_calls/mean" in h and "rewards/truncated/mean" in h for h in steps)
+
+    # Each rank rolled out its own prompt of the step; together, exactly the stage's slice of the order.
+    recorded = json.loads((out / "curriculum_order.json").read_text())
+    ranks = [
+        {
+            json.loads(line)["step"]: json.loads(line)["problems"]
+            for line in (out / f"drawn-rank{r}.jsonl").open()
+        }
+        for r in (0, 1)
+    ]
+    for stage in recorded["stages"]:
+        step = stage["first_step"]
+        assert len(set(ranks[0][step])) == len(set(ranks[1][step])) == 1 and ranks[0][step] != ranks[1][step]
+        assert sorted(ranks[0][step] + ranks[1][step]) == sorted(2 * recorded["order"][slice(*stage["rows"])])
+    record = _eval_one(out / "stage2", two_problem_benchmark, tmp_path / "eval", max_tokens=16)
+    assert record["problem_id"] == "tiny-1" and record["status"] != "infra_error"
+
+
+@pytest.mark.slow
+def test_sft_two_processes_train_identical_ranks_and_evaluate(
+    tmp_path, tiny_llama_folder, two_problem_benchmark
+) -> None:
+    source = tmp_path / "problems.jsonl"
+    source.write_text((SFT_DATA / "problems.jsonl").read_text().splitlines()[0] + "\n")
+    build = tmp_path / "build"
+    args = [
+        "--teacher",
+        str(SFT_DATA / "teacher_turns.jsonl"),
+        "--backend",
+        "scripted",
+        "--source",
+        str(source),
+    ]
+    args += ["--student-tokenizer", tiny_llama_folder, "--out", str(build)]
+    args += ["--decontam-data-dir", str(REPO.parent / "shared" / "data" / "benchmarks")]
+    assert build_sft.main(args) == 0
+
+    out = tmp_path / "sft"
+    config = str(REPO / "recipes" / "configs" / "sft_smoke.yaml")
+    argv = ["--config", config, "--model_name_or_path", tiny_llama_folder, "--max_steps", "2"]
+    digests = _launch_two(
+        tmp_path, "sft", [*argv, "--dataset_name", str(build / "dataset"), "--output_dir", str(out)]
+    )
+
+    assert set(digests) == {"end-step2"} and digests["end-step2"][0] == digests["end-step2"][1]
+    losses = _losses(out)
+    assert len(losses) == 2 and all(math.isfinite(x) for x in losses)
+    assert _changed(tiny_llama_folder, out)
+    record = _eval_one(out, two_problem_benchmark, tmp_path / "eval", max_tokens=16)
+    assert record["problem_id"] == "tiny-1" and record["status"] != "infra_error"
