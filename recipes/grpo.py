@@ -6,9 +6,17 @@
 Each completion is a full ThinC trajectory from `thinc_bench.eval.rollout` (real sandbox execution),
 returned to TRL through `rollout_func` with `env_mask` 0 on every interpreter-output token. The
 reward is the grader's exact match (1/0, `thinc_bench.train.rewards`); tool calls, execution-error
-rate, grounding and truncation are logged per step as zero-weight rewards. The YAML's `curriculum:`
-runs stage by stage (`OUTPUT_DIR/<stage>`, each stage starting from the previous stage's model);
-`--start_stage NAME` resumes at a stage boundary.
+rate, grounding and truncation are logged per step as zero-weight rewards; a rollout that an
+infrastructure failure ended is unscored in all of them (left out of the advantages, counted as
+`unscored_frac`).
+
+The YAML's `curriculum:` runs in one trainer (one optimizer state, one learning-rate schedule): a
+callback switches the rollout's completion budget and tool-call limit at each stage boundary and
+saves a full checkpoint there as `OUTPUT_DIR/<stage>`. The problems are shuffled once (seeded) and
+recorded in `OUTPUT_DIR/curriculum_order.json`; each stage takes the next `max_steps` x prompts-per-step
+of that order (the last stage, without `max_steps`, every whole step left), so stages never share a
+problem. `--start_stage NAME` resumes from the previous stage's checkpoint in the same output folder,
+on exactly the problems and samples the uninterrupted run would have drawn.
 
 Generation follows GRPOConfig: `use_vllm: false` decodes on the policy itself (hf backend, batched);
 `use_vllm: true` with `vllm_mode: colocate` steps TRL's in-process vLLM engine, and with
