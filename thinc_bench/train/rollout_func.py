@@ -107,11 +107,16 @@ class ThincRollout:
             with self.drawn_log.open("a", encoding="utf-8") as handle:
                 handle.write(json.dumps({"step": step, "problems": ids}) + "\n")
         want_logprobs = bool(getattr(trainer, "use_vllm", False))
+        seed = (
+            None
+            if getattr(trainer, "state", None) is None
+            else sampling_seed(trainer, self._call_in_step(trainer))
+        )
         if self.generator is not None:
-            results = asyncio.run(self._run_all(problems, self.generator, want_logprobs, close=False))
+            results = asyncio.run(self._run_all(problems, self.generator, want_logprobs, seed, close=False))
         else:
-            with self._policy_generator(trainer) as generator:
-                results = asyncio.run(self._run_all(problems, generator, want_logprobs, close=True))
+            with self._policy_generator(trainer, seed) as generator:
+                results = asyncio.run(self._run_all(problems, generator, want_logprobs, seed, close=True))
         logprobs = None
         if want_logprobs:
             if any(r.logprobs is None for r in results):
@@ -133,7 +138,7 @@ class ThincRollout:
         }
 
     @contextlib.contextmanager
-    def _policy_generator(self, trainer: Any) -> Iterator[Generator]:
+    def _policy_generator(self, trainer: Any, seed: int | None) -> Iterator[Generator]:
         """A generator over the trainer's current weights, in the engine the trainer was configured with."""
         tokenizer = trainer.processing_class
         if not getattr(trainer, "use_vllm", False):
@@ -149,9 +154,7 @@ class ThincRollout:
                 was_training = bool(policy.training)
                 policy.eval()  # sample from the policy as it is, without dropout; restored for the loss
                 try:
-                    yield HFGenerator.from_model(
-                        policy, tokenizer, seed=sampling_seed(trainer, self._call_in_step(trainer))
-                    )
+                    yield HFGenerator.from_model(policy, tokenizer, seed=seed)
                 finally:
                     policy.train(was_training)
             return
@@ -186,22 +189,27 @@ class ThincRollout:
         return self._step_calls[1] - 1
 
     async def _run_all(
-        self, problems: list[str], generator: Generator, logprobs: bool, *, close: bool
+        self, problems: list[str], generator: Generator, logprobs: bool, seed: int | None, *, close: bool
     ) -> list[engine.RolloutResult]:
+        # One seed per trajectory: a rank's copies of a prompt differ, and a resumed run samples as the
+        # uninterrupted one did, whatever the engine (hf, colocated vLLM, server) and its batching.
+        seeds = [None if seed is None else (seed * 1_000_003 + i) % 2**31 for i in range(len(problems))]
         try:
             return list(
-                await asyncio.gather(*(self._one(p, i, generator, logprobs) for i, p in enumerate(problems)))
+                await asyncio.gather(
+                    *(self._one(p, i, generator, logprobs, seeds[i]) for i, p in enumerate(problems))
+                )
             )
         finally:
             if close:
                 await generator.aclose()
 
     async def _one(
-        self, problem: str, index: int, generator: Generator, logprobs: bool
+        self, problem: str, index: int, generator: Generator, logprobs: bool, seed: int | None
     ) -> engine.RolloutResult:
         prompt_ids = engine.render_prompt(generator, build_messages(problem, self.system_prompt))
         params = SamplingParams(
-            temperature=self.temperature, max_tokens=self.limits.max_tokens, logprobs=logprobs
+            temperature=self.temperature, max_tokens=self.limits.max_tokens, seed=seed, logprobs=logprobs
         )
         session = await asyncio.to_thread(self.sandbox.session)
         try:
@@ -224,7 +232,10 @@ class ThincRollout:
 
 
 def sampling_seed(trainer: Any, call: int) -> int:
-    """The hf backend's seed for the `call`-th rollout call of a step: distinct per step, rank and call.
+    """The base seed of the `call`-th rollout call of a step: distinct per step, rank and call.
+
+    Each trajectory of the call samples with its own seed derived from it (and the hf backend's
+    shared generator, for anything unseeded, starts from it).
 
     It depends on the global step (not on how many calls this process made), so a run resumed at a
     stage boundary draws what the uninterrupted run drew; and on the rank, so ranks that hold
