@@ -160,3 +160,21 @@ def test_sampling_seeds_differ_per_step_and_rank_and_survive_a_restart() -> None
         used._call_in_step(trainer(step, 0))
     assert [used._call_in_step(trainer(7, 0)) for _ in range(2)] == [0, 1]
     assert [fresh._call_in_step(trainer(7, 0)) for _ in range(2)] == [0, 1]
+
+
+def test_longest_prompt_is_the_longest_rendered_prompt(smollm2_tokenizer) -> None:
+    from thinc_bench.prompts import build_messages
+    from thinc_bench.train.rollout_func import max_prompt_tokens
+
+    system = load_system_prompt("thinc")
+    problems = [f"What is {i} + {i}?" for i in range(40)] + ["Compute " + "x * " * 60 + "x.", "Hi"]
+    rendered = [
+        len(
+            smollm2_tokenizer.apply_chat_template(build_messages(p, system), add_generation_prompt=True)[
+                "input_ids"
+            ]
+        )
+        for p in problems
+    ]
+    assert max_prompt_tokens(smollm2_tokenizer, problems, system) == max(rendered) > rendered[0] + 100
+    assert max_prompt_tokens(smollm2_tokenizer, [], system) == 0
