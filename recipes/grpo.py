@@ -99,16 +99,20 @@ def split_config(argv: list[str]) -> tuple[list[str], object]:
 
 
 def prompts_per_step(args: object) -> int:
-    """Distinct problems one optimizer step consumes: completions per step / (generations x iterations)."""
+    """Distinct problems one optimizer step consumes: completions per step / generations per problem."""
+    if args.num_iterations != 1:
+        raise SystemExit(
+            f"num_iterations={args.num_iterations}: the curriculum lays out one optimizer step per generation "
+            "batch (the paper's setting); use num_iterations 1"
+        )
     world = max(1, args.world_size)
     completions = args.per_device_train_batch_size * args.gradient_accumulation_steps * world
-    per_prompt = args.num_generations * args.num_iterations
-    if completions % per_prompt:
+    if completions % args.num_generations:
         raise SystemExit(
             f"{completions} completions per step (batch x accumulation x {world} processes) is not a multiple of "
-            f"num_generations x num_iterations = {per_prompt}; change the batch size or gradient accumulation"
+            f"num_generations={args.num_generations}; change the batch size or gradient accumulation"
         )
-    return completions // per_prompt
+    return completions // args.num_generations
 
 
 def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int:
