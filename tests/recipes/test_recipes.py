@@ -441,3 +441,25 @@ def test_sft_two_processes_train_identical_ranks_and_evaluate(
     assert _changed(tiny_llama_folder, out)
     record = _eval_one(out, two_problem_benchmark, tmp_path / "eval", max_tokens=16)
     assert record["problem_id"] == "tiny-1" and record["status"] != "infra_error"
+
+
+def test_prompts_per_step_counts_groups_and_refuses_what_the_stage_plan_cannot_lay_out() -> None:
+    from trl import GRPOConfig, ModelConfig, TrlParser
+
+    grpo = _recipe("grpo")
+
+    def parsed(*extra: str) -> object:
+        argv, _ = grpo.split_config(
+            ["--config", str(REPO / "recipes" / "configs" / "grpo_smoke.yaml"), *extra]
+        )
+        try:
+            return TrlParser((grpo.ScriptArgs, GRPOConfig, ModelConfig)).parse_args_and_config(argv)[1]
+        finally:
+            Path(argv[1]).unlink()
+
+    assert grpo.prompts_per_step(parsed()) == 2  # 4 completions / 2 generations
+    assert grpo.prompts_per_step(parsed("--gradient_accumulation_steps", "3")) == 6
+    with pytest.raises(SystemExit, match="num_iterations=2"):
+        grpo.prompts_per_step(parsed("--num_iterations", "2"))
+    with pytest.raises(SystemExit, match="3 completions per step"):
+        grpo.prompts_per_step(parsed("--per_device_train_batch_size", "3", "--generation_batch_size", "6"))
