@@ -105,7 +105,7 @@ LOGGED_STATS = (tool_calls, exec_error_rate, grounded, truncated)
 """Per-step statistics passed to GRPOTrainer as reward functions of weight 0: logged, never optimised."""
 
 
-RewardFunc = Callable[..., list[float | None]]
+RewardFunc = Callable[..., Sequence[float | None]]
 
 UNSCORED_METRIC = "unscored_frac"
 """Logged per step: share of rows left unscored (infrastructure failure), so out of the advantages."""
@@ -128,7 +128,7 @@ def grpo_reward_funcs(
 
     @functools.wraps(reward)
     def scored(completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
-        rewards = reward(completions, **kwargs)
+        rewards = list(reward(completions, **kwargs))
         unscored = [r is None for r in rewards]
         last["batch"], last["unscored"] = completions, unscored
         log_metric = kwargs.get("log_metric")
