@@ -6,9 +6,17 @@
 Each completion is a full ThinC trajectory from `thinc_bench.eval.rollout` (real sandbox execution),
 returned to TRL through `rollout_func` with `env_mask` 0 on every interpreter-output token. The
 reward is the grader's exact match (1/0, `thinc_bench.train.rewards`); tool calls, execution-error
-rate, grounding and truncation are logged per step as zero-weight rewards. The YAML's `curriculum:`
-runs stage by stage (`OUTPUT_DIR/<stage>`, each stage starting from the previous stage's model);
-`--start_stage NAME` resumes at a stage boundary.
+rate, grounding and truncation are logged per step as zero-weight rewards; a rollout that an
+infrastructure failure ended is unscored in all of them (left out of the advantages, counted as
+`unscored_frac`).
+
+The YAML's `curriculum:` runs in one trainer (one optimizer state, one learning-rate schedule): a
+callback switches the rollout's completion budget and tool-call limit at each stage boundary and
+saves a full checkpoint there as `OUTPUT_DIR/<stage>`. The problems are shuffled once (seeded) and
+recorded in `OUTPUT_DIR/curriculum_order.json`; each stage takes the next `max_steps` x prompts-per-step
+of that order (the last stage, without `max_steps`, every whole step left), so stages never share a
+problem. `--start_stage NAME` resumes from the previous stage's checkpoint in the same output folder,
+on exactly the problems and samples the uninterrupted run would have drawn.
 
 Generation follows GRPOConfig: `use_vllm: false` decodes on the policy itself (hf backend, batched);
 `use_vllm: true` with `vllm_mode: colocate` steps TRL's in-process vLLM engine, and with
@@ -34,10 +42,10 @@ or with a generation server on 2 of them and training on the other 6:
 
 from __future__ import annotations
 
-import copy
 import logging
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -90,28 +98,29 @@ def split_config(argv: list[str]) -> tuple[list[str], object]:
     return [*argv[:at], handle.name, *argv[at + 1 :]], curriculum
 
 
-def release(trainer: object) -> None:
-    """Free a finished stage's colocated vLLM engine, so the next stage can build its own in this process."""
-    import gc
+def prompts_per_step(args: object) -> int:
+    """Distinct problems one optimizer step consumes: completions per step / generations per problem."""
+    if args.num_iterations != 1:
+        raise SystemExit(
+            f"num_iterations={args.num_iterations}: the curriculum lays out one optimizer step per generation "
+            "batch (the paper's setting); use num_iterations 1"
+        )
+    world = max(1, args.world_size)
+    completions = args.per_device_train_batch_size * args.gradient_accumulation_steps * world
+    if completions % args.num_generations:
+        raise SystemExit(
+            f"{completions} completions per step (batch x accumulation x {world} processes) is not a multiple of "
+            f"num_generations={args.num_generations}; change the batch size or gradient accumulation"
+        )
+    return completions // args.num_generations
 
-    import torch
 
-    engine = getattr(trainer, "vllm_generation", None)
-    if engine is not None and engine.mode == "colocate":
-        from vllm.distributed.parallel_state import destroy_model_parallel
-
-        del engine.llm
-        gc.collect()
-        destroy_model_parallel()  # vLLM's own process groups; accelerate's default group stays
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-
-
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int:
+    """Run the curriculum (or resume it at `--start_stage`); `callbacks` go to the trainer as well."""
     import datasets
     import torch
     import transformers
+    from accelerate import PartialState
     from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
     from trl import GRPOConfig, GRPOTrainer, ModelConfig, TrlParser
 
@@ -120,9 +129,11 @@ def main(argv: list[str] | None = None) -> int:
     from thinc_bench.prompts import load_system_prompt
     from thinc_bench.sandbox import Sandbox
     from thinc_bench.train import Curriculum, Stage
-    from thinc_bench.train.common import eval_command
-    from thinc_bench.train.rewards import LOGGED_STATS, exact_match_reward
-    from thinc_bench.train.rollout_func import ThincRollout
+    from thinc_bench.train.common import attn_implementation, eval_command
+    from thinc_bench.train.curriculum import ORDER_FILE, plan_stages, read_order, shuffled_order, write_order
+    from thinc_bench.train.rewards import LOGGED_STATS, grpo_reward_funcs
+    from thinc_bench.train.rollout_func import ThincRollout, max_prompt_tokens
+    from thinc_bench.train.stage_callback import CurriculumCallback
     from thinc_bench.train.vllm_sync import use_layerwise_reload
 
     argv, curriculum = split_config(list(sys.argv[1:] if argv is None else argv))
@@ -143,77 +154,100 @@ def main(argv: list[str] | None = None) -> int:
     logger.info("model %s", model_args)
     logger.info("curriculum %s", curriculum)
 
-    problems = load_source(script_args.dataset_name, script_args.data_dir, limit=script_args.limit)
-    dataset = datasets.Dataset.from_dict(
-        {"prompt": [p.problem for p in problems], "answer": [p.answer for p in problems]}
-    ).shuffle(seed=training_args.seed)
-    world = max(1, training_args.world_size)
-    prompts_per_step = (
-        training_args.per_device_train_batch_size
-        * training_args.gradient_accumulation_steps
-        * world
-        // training_args.num_generations
-    )
-
-    start = curriculum.index(script_args.start_stage) if script_args.start_stage else 0
+    # One shuffled order for the whole run, recorded at a fresh start and read back on resume; the
+    # stages take consecutive, disjoint slices of it and the trainer reads it in order.
+    process = PartialState()
     root = Path(training_args.output_dir)
-    model_path = (
-        model_args.model_name_or_path if start == 0 else str(root / curriculum.stages[start - 1].name)
+    order_file = root / ORDER_FILE
+    start = curriculum.index(script_args.start_stage) if script_args.start_stage else 0
+    problems = load_source(script_args.dataset_name, script_args.data_dir, limit=script_args.limit)
+    order = read_order(order_file) if start else shuffled_order([p.id for p in problems], training_args.seed)
+    by_id = {p.id: p for p in problems}
+    missing = [i for i in order if i not in by_id]
+    if missing:
+        raise SystemExit(
+            f"{order_file} names {len(missing)} problems the data lacks (first {missing[0]!r}); resume with the "
+            "dataset_name, data_dir and limit of the run that wrote it"
+        )
+    plans = plan_stages(curriculum, len(order), prompts_per_step(training_args))
+    if not start and process.is_main_process:
+        root.mkdir(parents=True, exist_ok=True)
+        write_order(order_file, order, plans, training_args.seed)
+    process.wait_for_everyone()
+    ordered = [by_id[i] for i in order[: plans[-1].first_row + plans[-1].rows]]
+    dataset = datasets.Dataset.from_dict(
+        {"prompt": [p.problem for p in ordered], "answer": [p.answer for p in ordered]}
     )
-    consumed = sum((s.max_steps or 0) for s in curriculum.stages[:start]) * prompts_per_step
+    for plan in plans:
+        logger.info(
+            "%s: steps %d-%d, problems %d-%d of the order, %s",
+            plan.stage.name,
+            plan.first_step + 1,
+            plan.end_step,
+            plan.first_row,
+            plan.first_row + plan.rows - 1,
+            plan.stage,
+        )
+    resume_from = None
+    if start:
+        resume_from = root / curriculum.stages[start - 1].name
+        if not (resume_from / "trainer_state.json").is_file():
+            raise SystemExit(
+                f"no checkpoint at {resume_from}; run the earlier stages first (without --start_stage)"
+            )
+
+    args = training_args
+    args.max_steps = plans[-1].end_step  # exactly the stages' steps; the default -1 would run 3 epochs
+    args.shuffle_dataset = False  # the order above is the shuffle
+    args.max_completion_length = max(s.max_tokens for s in curriculum.stages)
+    args.reward_weights = [1.0] + [0.0] * len(LOGGED_STATS)
+
     dtype = model_args.dtype if model_args.dtype in ("auto", None) else getattr(torch, model_args.dtype)
+    load = {"revision": model_args.model_revision}
+    tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path, **load)
+    model = AutoModelForCausalLM.from_pretrained(
+        model_args.model_name_or_path,
+        dtype=dtype,
+        attn_implementation=attn_implementation(model_args.attn_implementation),
+        **load,
+    )
     system_prompt = load_system_prompt(script_args.system_prompt)
+    if args.use_vllm and args.vllm_max_model_length is None:
+        # The rollout budget counts completion tokens only: the engine must hold the longest prompt too.
+        longest = max_prompt_tokens(tokenizer, [p.problem for p in ordered], system_prompt)
+        args.vllm_max_model_length = args.max_completion_length + longest
+        logger.info(
+            "vLLM max model length %d (longest prompt %d tokens)", args.vllm_max_model_length, longest
+        )
 
     with Sandbox() as sandbox:
-        for stage in curriculum.stages[start:]:
-            args = copy.deepcopy(training_args)
-            args.output_dir = str(root / stage.name)
-            args.max_steps = stage.max_steps if stage.max_steps is not None else -1
-            args.max_completion_length = stage.max_tokens
-            args.reward_weights = [1.0] + [0.0] * len(LOGGED_STATS)
-            if args.use_vllm and args.vllm_max_model_length is None:
-                args.vllm_max_model_length = (
-                    stage.max_tokens
-                )  # the rollout keeps prompt + completion within it
-            stage_data = dataset.select(range(min(consumed, len(dataset)), len(dataset)))
-            if len(stage_data) == 0:
-                raise SystemExit(f"stage {stage.name}: no problems left after {consumed}; use more data")
-            logger.info(
-                "stage %s from %s: %s, %d problems left", stage.name, model_path, stage, len(stage_data)
-            )
+        first = plans[start].stage if start else plans[0].stage
+        rollout = ThincRollout(
+            sandbox,
+            RolloutLimits(first.max_tokens, first.max_tool_calls),
+            system_prompt,
+            temperature=args.temperature,
+            response_prefix=script_args.response_prefix,
+            exec_on=script_args.exec_on,
+            problem_ids={p.problem: p.id for p in ordered},
+            drawn_log=root / f"drawn-rank{process.process_index}.jsonl",
+        )
+        trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=grpo_reward_funcs(),
+            args=args,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            rollout_func=rollout,
+            callbacks=[CurriculumCallback(plans, rollout, root), *callbacks],
+        )
+        if args.use_vllm:
+            use_layerwise_reload(trainer.vllm_generation)
+        trainer.train(resume_from_checkpoint=None if resume_from is None else str(resume_from))
+        trainer.save_state()  # OUTPUT_DIR/trainer_state.json: every step's reward, tool calls, lengths
 
-            tokenizer = AutoTokenizer.from_pretrained(model_path)
-            model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
-            rollout = ThincRollout(
-                sandbox,
-                RolloutLimits(stage.max_tokens, stage.max_tool_calls),
-                system_prompt,
-                temperature=args.temperature,
-                response_prefix=script_args.response_prefix,
-                exec_on=script_args.exec_on,
-                problem_ids={p.problem: p.id for p in problems},
-            )
-            trainer = GRPOTrainer(
-                model=model,
-                reward_funcs=[exact_match_reward, *LOGGED_STATS],
-                args=args,
-                train_dataset=stage_data,
-                processing_class=tokenizer,
-                rollout_func=rollout,
-            )
-            if args.use_vllm:
-                use_layerwise_reload(trainer.vllm_generation)
-            trainer.train()
-            trainer.save_state()  # trainer_state.json: per-step reward, tool calls, errors, lengths
-            trainer.save_model(args.output_dir)
-            tokenizer.save_pretrained(args.output_dir)
-            consumed += (stage.max_steps or 0) * prompts_per_step
-            model_path = args.output_dir
-            release(trainer)
-            del trainer, model
-
-    if training_args.process_index == 0:
-        print(f"Evaluate this checkpoint:\n  {eval_command(model_path)}")
+    if process.is_main_process:
+        print(f"Evaluate this checkpoint:\n  {eval_command(str(root / plans[-1].stage.name))}")
     return 0
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,13 +68,16 @@ def load_sft_dataset(name: str, split: str):  # noqa: ANN201 (datasets is import
     return dataset
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int:
+    """Train, save the final model (and tokenizer, from the main process), print the eval command.
+
+    `callbacks` go to the trainer beside its own (tests use one to compare ranks' weights)."""
     import torch
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
     from trl import ModelConfig, SFTConfig, SFTTrainer, TrlParser
 
-    from thinc_bench.train.common import eval_command
+    from thinc_bench.train.common import attn_implementation, eval_command
 
     parser = TrlParser((ScriptArgs, SFTConfig, ModelConfig))
     script_args, training_args, model_args = parser.parse_args_and_config(argv)
@@ -102,16 +106,22 @@ def main(argv: list[str] | None = None) -> int:
         model_args.model_name_or_path,
         revision=model_args.model_revision,
         dtype=dtype,
-        attn_implementation=model_args.attn_implementation,
+        attn_implementation=attn_implementation(model_args.attn_implementation),
     )
 
-    trainer = SFTTrainer(model=model, args=training_args, train_dataset=dataset, processing_class=tokenizer)
+    trainer = SFTTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=list(callbacks),
+    )
     result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     trainer.log_metrics("train", result.metrics)
     trainer.save_metrics("train", result.metrics)
     trainer.save_state()  # trainer_state.json: the per-step log history (loss, grad norm)
-    trainer.save_model(training_args.output_dir)
-    tokenizer.save_pretrained(training_args.output_dir)
+    trainer.save_model(training_args.output_dir)  # every rank takes part (ZeRO-3); the main one writes,
+    trainer.accelerator.wait_for_everyone()  # tokenizer included, and nobody exits before it is done
 
     if trainer.accelerator.is_main_process:
         print(f"Evaluate this checkpoint:\n  {eval_command(training_args.output_dir)}")

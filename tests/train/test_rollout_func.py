@@ -17,7 +17,7 @@ from thinc_bench.eval.rollout import RolloutLimits
 from thinc_bench.prompts import load_system_prompt
 from thinc_bench.sandbox import Sandbox
 from thinc_bench.train.rewards import exact_match_reward
-from thinc_bench.train.rollout_func import ThincRollout, served_model, server_url
+from thinc_bench.train.rollout_func import ThincRollout, sampling_seed, served_model, server_url
 
 # An interpreter block as the harness appends it after the model's "```output" (trajectory.Dialect).
 INTERPRETER = re.compile(r"```output(\n.*?\n```\n)", re.DOTALL)
@@ -112,3 +112,69 @@ def test_unreachable_server_is_one_clear_error() -> None:
         port = probe.getsockname()[1]
     with pytest.raises(BackendUnavailable, match=rf"127.0.0.1:{port}/v1/models.*trl vllm-serve"):
         served_model(f"http://127.0.0.1:{port}")
+
+
+def test_a_backend_down_from_the_first_turn_gives_an_unscored_placeholder_not_an_empty_completion(
+    rows, scripted_turns
+) -> None:
+    import asyncio
+
+    generator = load_generator("scripted", str(scripted_turns))
+    asyncio.run(generator.aclose())  # a closed backend raises BackendUnavailable on every request
+    with Sandbox() as sandbox:
+        rollout = ThincRollout(
+            sandbox,
+            RolloutLimits(max_tokens=2048, max_tool_calls=4),
+            load_system_prompt("thinc"),
+            generator=generator,
+            problem_ids={r["problem"]: r["id"] for r in rows},
+        )
+        out = rollout([rows[0]["problem"]] * 2, None)
+    eos = generator.tokenizer.eos_token_id
+    assert out["completion_ids"] == [[eos], [eos]]  # TRL reads every completion's last token
+    assert out["env_mask"] == [[0], [0]]  # never trained on
+    assert out["stop_reason"] == ["infra_error", "infra_error"]
+    assert exact_match_reward(out["completion_ids"], ["5", "5"], out["thinc_text"], out["stop_reason"]) == [
+        None,
+        None,
+    ]
+
+
+def test_sampling_seeds_differ_per_step_and_rank_and_survive_a_restart() -> None:
+    from types import SimpleNamespace
+
+    def trainer(step: int, rank: int) -> SimpleNamespace:
+        args = SimpleNamespace(seed=42, world_size=4, process_index=rank)
+        return SimpleNamespace(args=args, state=SimpleNamespace(global_step=step))
+
+    seeds = {
+        sampling_seed(trainer(step, rank), call)
+        for step in range(50)
+        for rank in range(4)
+        for call in range(3)
+    }
+    assert len(seeds) == 50 * 4 * 3
+    # A resumed run's rollout has made no calls yet, but numbers its calls in a step as the first run did.
+    used, fresh = (ThincRollout(None, RolloutLimits(), "") for _ in range(2))  # type: ignore[arg-type]
+    for step in range(7):
+        used._call_in_step(trainer(step, 0))
+    assert [used._call_in_step(trainer(7, 0)) for _ in range(2)] == [0, 1]
+    assert [fresh._call_in_step(trainer(7, 0)) for _ in range(2)] == [0, 1]
+
+
+def test_longest_prompt_is_the_longest_rendered_prompt(smollm2_tokenizer) -> None:
+    from thinc_bench.prompts import build_messages
+    from thinc_bench.train.rollout_func import max_prompt_tokens
+
+    system = load_system_prompt("thinc")
+    problems = [f"What is {i} + {i}?" for i in range(40)] + ["Compute " + "x * " * 60 + "x.", "Hi"]
+    rendered = [
+        len(
+            smollm2_tokenizer.apply_chat_template(build_messages(p, system), add_generation_prompt=True)[
+                "input_ids"
+            ]
+        )
+        for p in problems
+    ]
+    assert max_prompt_tokens(smollm2_tokenizer, problems, system) == max(rendered) > rendered[0] + 100
+    assert max_prompt_tokens(smollm2_tokenizer, [], system) == 0

@@ -1,8 +1,10 @@
 """Training helpers behind `recipes/sft.py` and `recipes/grpo.py`: the testable parts of the recipes.
 
-`curriculum` parses the GRPO stage schedule out of a recipe YAML; `rewards` is the GRPO reward (the
-one judge, `grading.grade`); `rollout_func` adapts `thinc_bench.eval.rollout` to TRL's `rollout_func`
-hook. The recipes themselves stay short linear scripts over TRL's trainers; nothing here imports TRL.
+`curriculum` parses the GRPO stage schedule out of a recipe YAML and lays it over one recorded
+shuffled order; `stage_callback` switches the stages inside one trainer (a transformers callback);
+`rewards` is the GRPO reward (the one judge, `grading.grade`) with logged statistics gated on it;
+`rollout_func` adapts `thinc_bench.eval.rollout` to TRL's `rollout_func` hook. The recipes
+themselves stay short linear scripts over TRL's trainers; nothing here imports TRL.
 """
 
 from thinc_bench.train.curriculum import Curriculum, Stage, load_curriculum, split_recipe_config

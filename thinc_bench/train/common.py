@@ -1,4 +1,4 @@
-"""Small pieces both recipes share: loss labels from assistant masks, and the eval command they print.
+"""Small pieces both recipes share: loss labels from assistant masks, the attention kernel, the eval command.
 
 Pure functions; the recipes do the IO. `labels_from_mask` turns the builder's `assistant_masks`
 (1 = the model wrote it) into causal-LM labels with -100 on every prompt and interpreter-output
@@ -7,6 +7,7 @@ token, so TRL's collator needs neither `assistant_only_loss` nor a chat template
 
 from __future__ import annotations
 
+import importlib.util
 import shlex
 from collections.abc import Sequence
 
@@ -28,3 +29,15 @@ def labels_from_mask(input_ids: Sequence[int], assistant_masks: Sequence[int]) -
 def eval_command(model_dir: str, extra: Sequence[str] = ()) -> str:
     """The exact shell command that evaluates a recipe's output folder with `thinc_bench.eval`."""
     return shlex.join(["python", "-m", "thinc_bench.eval", "--model", str(model_dir), *extra])
+
+
+def attn_implementation(requested: str | None) -> str | None:
+    """The attention kernel to load the model with: the requested one, else FlashAttention-2 on a GPU
+    when `flash_attn` is installed (no quadratic mask at 32K tokens), else None (transformers' SDPA)."""
+    if requested is not None:
+        return requested
+    import torch
+
+    if torch.cuda.is_available() and importlib.util.find_spec("flash_attn") is not None:
+        return "flash_attention_2"
+    return None

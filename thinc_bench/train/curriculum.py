@@ -1,14 +1,22 @@
 """The GRPO curriculum: stages that raise the context and the tool-call limit as training goes on.
 
 A recipe YAML holds TRL's settings plus one `curriculum:` key, a list of stages, each with a name,
-`max_steps` (None on the last stage: train on what is left of the data), `max_tokens` (prompt plus
-completion, the rollout budget) and `max_tool_calls`. `split_recipe_config` separates the two so
-`TrlParser` sees only its own keys (an unknown key stays an error there). Pure parsing: no training,
-no IO beyond reading the YAML.
+`max_steps` (None on the last stage: train on what is left of the data), `max_tokens` (the
+completion budget of one rollout, model and interpreter tokens alike; the prompt is not counted)
+and `max_tool_calls`. `split_recipe_config` separates the two so `TrlParser` sees only its own keys
+(an unknown key stays an error there).
+
+One trainer runs every stage (one optimizer, one learning-rate schedule); `plan_stages` turns the
+stages into global step ranges and disjoint slices of one shuffled problem order (`shuffled_order`),
+which `write_order` records in the output folder so `--start_stage` resumes on exactly the problems
+the run would have drawn (`read_order`). Pure functions plus the one JSON file.
 """
 
 from __future__ import annotations
 
+import json
+import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +38,8 @@ class Stage:
     Attributes:
         name: label used for the stage's output folder (`OUTPUT_DIR/<name>`).
         max_steps: optimizer steps of this stage; None trains on the rest of the data (last stage only).
-        max_tokens: prompt plus completion tokens of one rollout (model and interpreter tokens alike).
+        max_tokens: completion tokens of one rollout (model and interpreter tokens alike; the prompt
+            is not counted).
         max_tool_calls: code executions allowed per rollout.
     """
 
@@ -128,3 +137,116 @@ def load_curriculum(path: str | Path) -> Curriculum:
     if curriculum is None:
         raise ConfigError(f"recipe config {path} has no `{CURRICULUM_KEY}:` key; add the stage list")
     return curriculum
+
+
+ORDER_FILE = "curriculum_order.json"
+"""The run's shuffled problem order and stage slices, written in the output folder at a fresh start."""
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """Where one stage sits in the run: its global optimizer steps and its slice of the problem order.
+
+    Attributes:
+        stage: the stage's settings.
+        first_step: optimizer steps taken before this stage (global step at its start).
+        steps: optimizer steps of this stage (resolved for the last stage).
+        first_row: position in the shuffled order of the stage's first problem.
+        rows: problems the stage consumes (`steps` x prompts per step).
+    """
+
+    stage: Stage
+    first_step: int
+    steps: int
+    first_row: int
+    rows: int
+
+    @property
+    def end_step(self) -> int:
+        """The global step at which this stage is done (its checkpoint is saved there)."""
+        return self.first_step + self.steps
+
+
+def plan_stages(curriculum: Curriculum, n_problems: int, prompts_per_step: int) -> tuple[StagePlan, ...]:
+    """Lay the stages end to end over one pass of the shuffled problems.
+
+    Each stage takes the next `max_steps x prompts_per_step` problems; the last stage without
+    `max_steps` takes every whole step that is left (fewer than `prompts_per_step` problems stay
+    unused). No problem is drawn twice, so no stage repeats another's problems.
+
+    Raises:
+        ConfigError: a bad `prompts_per_step`, a stage that needs more problems than are left, or a
+            last stage left with no whole step.
+    """
+    if prompts_per_step < 1:
+        raise ConfigError(
+            f"prompts per step is {prompts_per_step}; batch size x accumulation x processes "
+            "must hold at least num_generations completions"
+        )
+    plans: list[StagePlan] = []
+    step = row = 0
+    for stage in curriculum.stages:
+        left = n_problems - row
+        steps = stage.max_steps if stage.max_steps is not None else left // prompts_per_step
+        if steps < 1 or steps * prompts_per_step > left:
+            raise ConfigError(
+                f"stage {stage.name!r} needs {max(steps, 1)} steps x {prompts_per_step} prompts but only {left} of "
+                f"{n_problems} problems are left; use more data, fewer steps or a smaller batch"
+            )
+        plans.append(StagePlan(stage, step, steps, row, steps * prompts_per_step))
+        step, row = step + steps, row + steps * prompts_per_step
+    return tuple(plans)
+
+
+def shuffled_order(ids: Sequence[str], seed: int) -> list[str]:
+    """The problem ids in the run's seeded order (the same seed and ids always give the same order).
+
+    Raises:
+        ConfigError: an id repeats (deduplicate the source first).
+    """
+    if len(set(ids)) != len(ids):
+        raise ConfigError("problem ids repeat; the curriculum order needs one id per problem (deduplicate)")
+    order = list(ids)
+    random.Random(seed).shuffle(order)
+    return order
+
+
+def write_order(path: str | Path, order: Sequence[str], plans: Sequence[StagePlan], seed: int) -> None:
+    """Record the order and each stage's slice of it (JSON, readable by people and `read_order`)."""
+    stages = [
+        {
+            "name": p.stage.name,
+            "first_step": p.first_step,
+            "steps": p.steps,
+            "rows": [p.first_row, p.first_row + p.rows],
+        }
+        for p in plans
+    ]
+    Path(path).write_text(json.dumps({"seed": seed, "stages": stages, "order": list(order)}, indent=1) + "\n")
+
+
+def read_order(path: str | Path) -> list[str]:
+    """The problem order a run recorded.
+
+    Raises:
+        ConfigError: no such file (resume only in the output folder of the run that wrote it) or a bad one.
+    """
+    path = Path(path)
+    try:
+        order = json.loads(path.read_text(encoding="utf-8"))["order"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(
+            f"cannot read the curriculum order {path} ({exc}); --start_stage resumes only in the "
+            "output_dir of the run that wrote it"
+        ) from exc
+    if not isinstance(order, list) or not all(isinstance(i, str) for i in order):
+        raise ConfigError(f"{path}: `order` is not a list of problem ids; restore the file the run wrote")
+    return order
+
+
+def stage_at(plans: Sequence[StagePlan], step: int) -> StagePlan:
+    """The stage that runs global optimizer step `step` (0-based); the last stage past the end."""
+    for plan in plans:
+        if step < plan.end_step:
+            return plan
+    return plans[-1]

@@ -5,11 +5,18 @@ rollout function as the `thinc_text` column), so a trajectory earns 1 exactly wh
 correct. Infrastructure failures (a sandbox or backend outage, a grader timeout or crash) are not
 wrong answers: they get None, which TRL treats as "no reward from this function" (STYLE rule 7).
 Format rewards are deliberately absent (off by default in the paper's recipe).
+
+TRL leaves a row out of its group's mean and standard deviation (advantage 0) only when *every*
+reward function returned None for it; one number from a zero-weight logging statistic, and the row
+is summed to reward 0, a wrong answer with a negative advantage. `grpo_reward_funcs` therefore
+returns the exact match followed by the logged statistics gated on it: every function says None on
+the rows the exact match could not score, and the share of such rows is logged as `unscored_frac`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from thinc_bench import grading
@@ -96,3 +103,50 @@ def grounded(completions: Sequence[Any], thinc_text: Sequence[str], **_: Any) ->
 
 LOGGED_STATS = (tool_calls, exec_error_rate, grounded, truncated)
 """Per-step statistics passed to GRPOTrainer as reward functions of weight 0: logged, never optimised."""
+
+
+RewardFunc = Callable[..., Sequence[float | None]]
+
+UNSCORED_METRIC = "unscored_frac"
+"""Logged per step: share of rows left unscored (infrastructure failure), so out of the advantages."""
+
+
+def grpo_reward_funcs(
+    reward: RewardFunc = exact_match_reward, stats: Sequence[RewardFunc] = LOGGED_STATS
+) -> list[RewardFunc]:
+    """The GRPO reward functions in TRL's order: `reward` (weight 1), then `stats` (weight 0).
+
+    Each statistic returns None wherever `reward` returned None in the same batch, so TRL treats the
+    row as unscorable (left out of the group statistics, advantage 0) instead of a zero reward.
+    TRL calls synchronous reward functions in list order with the same `completions` object, which
+    is how a statistic finds its batch's verdicts.
+
+    Raises (from a statistic):
+        RuntimeError: it ran on a batch `reward` has not scored (the order was changed).
+    """
+    last: dict[str, Any] = {}
+
+    @functools.wraps(reward)
+    def scored(completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
+        rewards = list(reward(completions, **kwargs))
+        unscored = [r is None for r in rewards]
+        last["batch"], last["unscored"] = completions, unscored
+        log_metric = kwargs.get("log_metric")
+        if log_metric is not None and unscored:
+            log_metric(UNSCORED_METRIC, sum(unscored) / len(unscored))
+        return rewards
+
+    def gate(stat: RewardFunc) -> RewardFunc:
+        @functools.wraps(stat)
+        def gated(completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
+            if last.get("batch") is not completions:
+                raise RuntimeError(
+                    f"reward statistic {stat.__name__} ran on a batch {reward.__name__} has not scored; "
+                    "pass the reward first in reward_funcs"
+                )
+            values = stat(completions, **kwargs)
+            return [None if u else v for u, v in zip(last["unscored"], values, strict=True)]
+
+        return gated
+
+    return [scored, *(gate(s) for s in stats)]

@@ -18,6 +18,11 @@ Every step samples from the current weights, through whichever engine the traine
 TRL syncs the engine's weights before calling this function. With vLLM, the sampled tokens'
 logprobs come back (NaN on interpreter tokens, which TRL then leaves uncorrected) for TRL's
 importance-sampling correction of the engine-vs-trainer mismatch.
+
+A trajectory that never produced a token (the backend failed on the first turn) cannot go to TRL
+as it is: TRL reads every completion's last token, and one rank raising there leaves the others
+waiting in a collective. It comes back as one placeholder token (EOS) with `env_mask` 0 (no loss)
+and stop reason `infra_error`, which the reward leaves unscored (advantage 0).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from thinc_bench.backends.base import Generator, SamplingParams
@@ -43,6 +49,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+CALLS_PER_STEP = 64
+"""Rollout calls per optimizer step that get distinct seeds (TRL makes one per generation batch)."""
+
 SERVER_PROBE_TIMEOUT_S = 10.0
 """How long to wait for the vLLM server's model list: it is up (TRL connected to it at start)."""
 
@@ -53,7 +62,8 @@ class ThincRollout:
 
     Attributes:
         sandbox: one started Sandbox for the trainer's life (sessions are per trajectory).
-        limits: token budget (prompt + completion) and tool-call limit of the current stage.
+        limits: completion token budget (prompt excluded) and tool-call limit of the current stage;
+            the recipe's curriculum callback replaces it at each stage boundary.
         system_prompt: the system prompt text (as eval uses it).
         temperature: sampling temperature.
         dialect: trajectory dialect.
@@ -64,6 +74,8 @@ class ThincRollout:
             current weights through the engine it was configured with (see the module docstring).
         problem_ids: problem text -> id, so each trajectory's request id names its problem (logs, and
             the scripted backend picks its script by it); unknown texts are called "problem".
+        drawn_log: a JSONL file this process appends one line to per call, `{"step", "problems"}`
+            (the ids it rolled out at that global step): which problems each stage really drew.
     """
 
     sandbox: Sandbox
@@ -75,7 +87,10 @@ class ThincRollout:
     exec_on: engine.ExecTrigger = "output_open"
     generator: Generator | None = None
     problem_ids: dict[str, str] = field(default_factory=dict)
+    drawn_log: Path | None = None
     _calls: int = field(default=0, init=False, repr=False)
+    _step_calls: tuple[int, int] = field(default=(-1, 0), init=False, repr=False)
+    """(global step, calls made in it): the seed's call index restarts at every step."""
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
         """Run one trajectory per prompt and return TRL's rollout dict.
@@ -86,12 +101,22 @@ class ThincRollout:
         """
         self._calls += 1
         problems = [_problem_text(p) for p in prompts]
+        if self.drawn_log is not None:
+            step = int(getattr(getattr(trainer, "state", None), "global_step", 0) or 0)
+            ids = [self.problem_ids.get(p, "problem") for p in problems]
+            with self.drawn_log.open("a", encoding="utf-8") as handle:
+                handle.write(json.dumps({"step": step, "problems": ids}) + "\n")
         want_logprobs = bool(getattr(trainer, "use_vllm", False))
+        seed = (
+            None
+            if getattr(trainer, "state", None) is None
+            else sampling_seed(trainer, self._call_in_step(trainer))
+        )
         if self.generator is not None:
-            results = asyncio.run(self._run_all(problems, self.generator, want_logprobs, close=False))
+            results = asyncio.run(self._run_all(problems, self.generator, want_logprobs, seed, close=False))
         else:
-            with self._policy_generator(trainer) as generator:
-                results = asyncio.run(self._run_all(problems, generator, want_logprobs, close=True))
+            with self._policy_generator(trainer, seed) as generator:
+                results = asyncio.run(self._run_all(problems, generator, want_logprobs, seed, close=True))
         logprobs = None
         if want_logprobs:
             if any(r.logprobs is None for r in results):
@@ -113,7 +138,7 @@ class ThincRollout:
         }
 
     @contextlib.contextmanager
-    def _policy_generator(self, trainer: Any) -> Iterator[Generator]:
+    def _policy_generator(self, trainer: Any, seed: int | None) -> Iterator[Generator]:
         """A generator over the trainer's current weights, in the engine the trainer was configured with."""
         tokenizer = trainer.processing_class
         if not getattr(trainer, "use_vllm", False):
@@ -129,8 +154,7 @@ class ThincRollout:
                 was_training = bool(policy.training)
                 policy.eval()  # sample from the policy as it is, without dropout; restored for the loss
                 try:
-                    # One seed per call: reproducible, and each step draws new samples.
-                    yield HFGenerator.from_model(policy, tokenizer, seed=trainer.args.seed + self._calls - 1)
+                    yield HFGenerator.from_model(policy, tokenizer, seed=seed)
                 finally:
                     policy.train(was_training)
             return
@@ -158,27 +182,38 @@ class ThincRollout:
                 llm.sleep(level=2)
                 vllm_generation._llm_weights_sleeping = True
 
+    def _call_in_step(self, trainer: Any) -> int:
+        step = int(trainer.state.global_step)
+        last, calls = self._step_calls
+        self._step_calls = (step, calls + 1 if step == last else 1)
+        return self._step_calls[1] - 1
+
     async def _run_all(
-        self, problems: list[str], generator: Generator, logprobs: bool, *, close: bool
+        self, problems: list[str], generator: Generator, logprobs: bool, seed: int | None, *, close: bool
     ) -> list[engine.RolloutResult]:
+        # One seed per trajectory: a rank's copies of a prompt differ, and a resumed run samples as the
+        # uninterrupted one did, whatever the engine (hf, colocated vLLM, server) and its batching.
+        seeds = [None if seed is None else (seed * 1_000_003 + i) % 2**31 for i in range(len(problems))]
         try:
             return list(
-                await asyncio.gather(*(self._one(p, i, generator, logprobs) for i, p in enumerate(problems)))
+                await asyncio.gather(
+                    *(self._one(p, i, generator, logprobs, seeds[i]) for i, p in enumerate(problems))
+                )
             )
         finally:
             if close:
                 await generator.aclose()
 
     async def _one(
-        self, problem: str, index: int, generator: Generator, logprobs: bool
+        self, problem: str, index: int, generator: Generator, logprobs: bool, seed: int | None
     ) -> engine.RolloutResult:
         prompt_ids = engine.render_prompt(generator, build_messages(problem, self.system_prompt))
         params = SamplingParams(
-            temperature=self.temperature, max_tokens=self.limits.max_tokens, logprobs=logprobs
+            temperature=self.temperature, max_tokens=self.limits.max_tokens, seed=seed, logprobs=logprobs
         )
         session = await asyncio.to_thread(self.sandbox.session)
         try:
-            return await engine.rollout(
+            result = await engine.rollout(
                 generator,
                 session,
                 prompt_ids,
@@ -191,6 +226,62 @@ class ThincRollout:
             )
         finally:
             await asyncio.to_thread(session.close)
+        if not result.completion_ids:
+            _placeholder(result, generator.tokenizer)
+        return result
+
+
+def sampling_seed(trainer: Any, call: int) -> int:
+    """The base seed of the `call`-th rollout call of a step: distinct per step, rank and call.
+
+    Each trajectory of the call samples with its own seed derived from it (and the hf backend's
+    shared generator, for anything unseeded, starts from it).
+
+    It depends on the global step (not on how many calls this process made), so a run resumed at a
+    stage boundary draws what the uninterrupted run drew; and on the rank, so ranks that hold
+    copies of the same prompt (a group spread over processes) do not sample identical completions.
+    """
+    state = getattr(trainer, "state", None)
+    step = int(getattr(state, "global_step", 0) or 0)
+    ranks = int(getattr(trainer.args, "world_size", 1) or 1)
+    rank = int(getattr(trainer.args, "process_index", 0) or 0)
+    return int(trainer.args.seed) + (step * ranks + rank) * CALLS_PER_STEP + call % CALLS_PER_STEP
+
+
+def _placeholder(result: engine.RolloutResult, tokenizer: Any) -> None:
+    """Give a trajectory without tokens one untrained EOS token and mark it an infrastructure failure."""
+    eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.pad_token_id
+    result.completion_ids, result.env_mask = [int(eos)], [0]
+    if result.logprobs is not None:
+        result.logprobs = [math.nan]
+    if result.stop_reason != "infra_error":
+        result.error = result.error or f"no completion token (stop reason {result.stop_reason})"
+        result.stop_reason = "infra_error"
+    logger.warning("rollout produced no token (%s): kept as an unscored placeholder", result.error)
+
+
+PROMPT_CANDIDATES = 32
+"""Problems, longest first by their own token count, rendered in full by `max_prompt_tokens`."""
+
+
+def max_prompt_tokens(tokenizer: Any, problems: list[str], system_prompt: str) -> int:
+    """Tokens of the longest prompt as `ThincRollout` renders it (chat template, generation header).
+
+    Rendering every problem through the chat template takes minutes for DAPO's 17K; the template
+    adds the same text around each problem, so only the `PROMPT_CANDIDATES` problems with the most
+    tokens of their own (one fast batched tokenizer call) are rendered in full.
+    """
+    if not problems:
+        return 0
+    own = tokenizer(problems, add_special_tokens=False)["input_ids"]
+    ranked = sorted(range(len(problems)), key=lambda i: len(own[i]), reverse=True)[:PROMPT_CANDIDATES]
+    longest = 0
+    for i in ranked:
+        encoded: Any = tokenizer.apply_chat_template(
+            build_messages(problems[i], system_prompt), add_generation_prompt=True, tokenize=True
+        )
+        longest = max(longest, len(encoded["input_ids"] if hasattr(encoded, "keys") else encoded))
+    return longest
 
 
 def server_url(args: Any) -> str:

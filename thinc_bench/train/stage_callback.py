@@ -1,0 +1,76 @@
+"""The curriculum inside one GRPO trainer: per-stage rollout limits and a checkpoint at each boundary.
+
+One trainer runs all stages, so the optimizer state and the learning-rate schedule run on across
+stage boundaries (a trainer per stage restarted both: a sawtooth learning rate and a cold Adam).
+`CurriculumCallback` sets the rollout's token budget and tool-call limit before every optimizer step
+from the stage that step belongs to, and asks the trainer for a full checkpoint (weights, tokenizer,
+optimizer, scheduler, RNG states, trainer state) at every stage's last step. The checkpoint the
+trainer writes as `checkpoint-N` is renamed `OUTPUT_DIR/<stage>` once every process has finished
+writing its part (DeepSpeed shards, per-rank RNG states), and no process goes on before the rename:
+the folder is both the stage's evaluable model and the exact resume point of `--start_stage`.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+from thinc_bench.eval.rollout import RolloutLimits
+from thinc_bench.train.curriculum import StagePlan, stage_at
+
+logger = logging.getLogger(__name__)
+
+
+class CurriculumCallback(TrainerCallback):
+    """Switches `rollout.limits` per stage and saves `OUTPUT_DIR/<stage>` at each stage's end.
+
+    Args:
+        plans: the stages laid out over global steps (`plan_stages`).
+        rollout: the rollout function (anything with a settable `limits`).
+        output_dir: the trainer's output folder.
+    """
+
+    def __init__(self, plans: Sequence[StagePlan], rollout: Any, output_dir: str | Path) -> None:
+        self.plans = tuple(plans)
+        self.rollout = rollout
+        self.output_dir = Path(output_dir)
+        self._ends = {p.end_step: p for p in self.plans}
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+        self._enter(state.global_step)
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+        self._enter(state.global_step)
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+        if state.global_step in self._ends:
+            control.should_save = True
+
+    def on_save(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+        from accelerate import PartialState
+
+        plan = self._ends.get(state.global_step)
+        if plan is None:  # a checkpoint the user's own save_strategy asked for
+            return
+        process = PartialState()
+        process.wait_for_everyone()  # every rank has written its part of checkpoint-N
+        if args.should_save:
+            written = self.output_dir / f"checkpoint-{state.global_step}"
+            final = self.output_dir / plan.stage.name
+            if final.exists():  # an earlier run's stage: replaced, never mixed
+                shutil.rmtree(final)
+            written.rename(final)
+            logger.info("stage %s done at step %d: %s", plan.stage.name, state.global_step, final)
+        process.wait_for_everyone()  # nobody reads the stage folder before it is complete
+
+    def _enter(self, step: int) -> None:
+        stage = stage_at(self.plans, step).stage
+        limits = RolloutLimits(stage.max_tokens, stage.max_tool_calls)
+        if self.rollout.limits != limits:
+            logger.info("step %d: stage %s (%s)", step, stage.name, limits)
+            self.rollout.limits = limits
