@@ -3,16 +3,17 @@ killable worker pool (timeouts, crashes, pathological inputs) against real math-
 
 import asyncio
 import json
-import multiprocessing
+import os
 import re
+import signal
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from thinc_bench import trajectory
 from thinc_bench.errors import ConfigError, GraderError
 from thinc_bench.grading import Grade, Grader, GradeRequest, extract_answer
 
@@ -117,18 +118,10 @@ def test_grounding_case(grader: Grader, case: dict[str, Any]) -> None:
     assert grader.grounded(case["answer"], case["outputs"]) is case["expected"]
 
 
-@dataclass
-class _Traj:
-    outputs: list[str]
-    text: str
-
-    def render(self) -> str:
-        return self.text
-
-
-def test_is_grounded_reads_answer_from_render_and_values_from_outputs(grader: Grader) -> None:
-    traj = _Traj(outputs=["576", "1/576"], text="```output\n1/576\n```\n\\boxed{\\frac{1}{576}}")
-    assert grader.is_grounded(traj) is True
+def test_is_grounded_reads_answer_from_final_text_and_values_from_outputs(grader: Grader) -> None:
+    text = "```python\nprint(1/576)\n```\n```output\n1/576\n```\n\\boxed{\\frac{1}{576}}"
+    assert grader.is_grounded(trajectory.parse(text)) is True
+    assert grader.is_grounded(text) is True
 
 
 # --- every benchmark gold ------------------------------------------------------------------------
@@ -197,17 +190,17 @@ def test_nested_brace_bomb_returns_within_bound_and_pool_recovers(grader: Grader
 def test_crashed_worker_is_grader_error_after_one_retry() -> None:
     with Grader(workers=1, timeout_s=60) as g:
         fut = g._grade_future("5", "\\boxed{2003^{2002^{2001}}}")
-        kills = 0
+        killed: set[int] = set()
         deadline = time.monotonic() + 30
         while not fut.done() and time.monotonic() < deadline:
-            for proc in multiprocessing.active_children():
-                if proc.name == "grader-worker" and proc.is_alive():
+            pool = g._pool
+            for pid in pool.pids() if pool is not None else []:
+                if pid not in killed:
                     time.sleep(0.3)  # let it pick up the item
-                    proc.kill()
-                    proc.join()
-                    kills += 1
+                    os.kill(pid, signal.SIGKILL)
+                    killed.add(pid)
             time.sleep(0.05)
-        assert fut.result(timeout=1).status == "grader_error" and kills >= 2
+        assert fut.result(timeout=1).status == "grader_error" and len(killed) >= 2
         assert g.grade(gold="\\frac{1}{2}", pred="\\boxed{2/4}").correct
 
 

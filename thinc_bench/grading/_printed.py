@@ -3,7 +3,7 @@
 Owns the reading of interpreter-output blocks for grounding (DESIGN.md "Grounding"): only what the
 code printed counts, so tracebacks (the injected Recovery@k failure is one), warnings, `SystemExit`
 lines and the harness's own notices (`[sandbox] ...`, `[... N bytes of output cut ...]`, the
-no-code error) are removed first; `Fraction(1, 2)` reads as `1/2`. Then integers are matched as
+no-code error) are removed first; `Fraction(1, 2)` reads as `1/2` and `Fraction(3, 1)` as `3`. Then integers are matched as
 standalone tokens (not the 1 in 10, the 20 in `1e+20`, the 234 in `1,234,567`), and other values
 are listed as candidates for math-verify. Pure and linear; it does not compare values (`_worker`).
 """
@@ -70,7 +70,12 @@ def code_printed(output: str) -> str:
         if not (_CHAINED.match(line) or _HARNESS_LINE.match(line)):
             kept.append(line)
         i += 1
-    return _FRACTION_REPR.sub(r"\1/\2", "\n".join(kept))
+    return _FRACTION_REPR.sub(_fraction_value, "\n".join(kept))
+
+
+def _fraction_value(m: re.Match[str]) -> str:
+    """`Fraction(1, 2)` as `1/2`, `Fraction(-3, 1)` as `-3`."""
+    return m.group(1) if m.group(2) == "1" else f"{m.group(1)}/{m.group(2)}"
 
 
 def _token_value(sign: str, whole: str, frac: str | None, exp: str | None) -> IntegerForm | None:
