@@ -113,6 +113,27 @@ def test_grading_case(grader: Grader, case: dict[str, Any]) -> None:
     assert (result.correct if isinstance(expected, bool) else result.status) == expected, result
 
 
+def test_agreement_reference_cases_get_their_expected_verdict() -> None:
+    """The hand-written reference set of perf/agreement.py (forms of the benchmark golds).
+
+    A timeout is the loaded machine's, not a verdict: it is retried once with a fresh grader."""
+    cases = _load("agreement_cases.jsonl")
+    reqs = [GradeRequest(c["gold"], c["pred"]) for c in cases]
+    with Grader(workers=2) as g:
+        grades = g.grade_many(reqs)
+    late = [i for i, r in enumerate(grades) if r.status == "grader_timeout"]
+    if late:
+        with Grader(workers=2, timeout_s=30.0) as g:
+            for i, r in zip(late, g.grade_many([reqs[i] for i in late]), strict=True):
+                grades[i] = r
+    wrong = [
+        (c["gold"], c["pred"], r.status)
+        for c, r in zip(cases, grades, strict=True)
+        if r.correct != c["expected"]
+    ]
+    assert len(cases) >= 350 and wrong == []
+
+
 @pytest.mark.parametrize("case", GROUNDING_CASES, ids=[c["source"] for c in GROUNDING_CASES])
 def test_grounding_case(grader: Grader, case: dict[str, Any]) -> None:
     assert grader.grounded(case["answer"], case["outputs"]) is case["expected"]

@@ -36,6 +36,13 @@ _MATHRM_E = re.compile(r"\\mathrm\{\s*e\s*\}")
 _CURRENCY = re.compile(r"^[€£¥₹]\s*|\s*[€£¥₹]$")
 _PLAIN_INT = re.compile(r"([+-]?)(\d+)")
 _PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)")
+# A gold that is a number with a LaTeX unit (`15\mbox{ cm}^2`, `5.4 \text{ cents}`): math-verify drops it.
+_GOLD_NUMBER_UNIT = re.compile(
+    r"([+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*\\(?:text|mbox|mathrm)\{\s*[A-Za-z ]+\}(?:\^\{?[23]\}?)?"
+)
+_TRAILING_STOP = re.compile(r"(?<=\d)\.$")
+_DEGREE_SIGN = re.compile(r"\s*°")
+_PM = re.compile(r"\\pm(?![A-Za-z])")
 _DECIMAL_COMMA = re.compile(r"([+-]?\d+),(\d+)")
 _NUMBER_UNIT = re.compile(r"([+-]?\d[\d,.]*)\s*([A-Za-zµ]{1,12})(?:²|³|\^\{?[23]\}?)?")
 _UNIT_WORDS = frozenset(
@@ -184,8 +191,10 @@ def final_answer(response: "str | _trajectory.Trajectory") -> str | None:
 def normalize_answer(answer: str) -> str:
     """Normalise the surface form shared by golds and answers, keeping the mathematics intact.
 
-    Strips whitespace and enclosing `$`, reads `\\mathrm{e}` as `e`, drops a leading or trailing
-    Unicode currency sign (`€ £ ¥ ₹`) and digit grouping: a whole number written `33,124,147`,
+    Strips whitespace and enclosing `$`, reads `\\mathrm{e}` as `e` and `°` as `^\\circ`, drops a
+    full stop after a final digit (`7.`) and a leading or trailing Unicode currency sign (`€ £ ¥ ₹`),
+    spells out a lone `\\pm` outside a list (`1 \\pm \\sqrt{2}` is `1 + \\sqrt{2}, 1 - \\sqrt{2}`), and reads
+    digit grouping: a whole number written `33,124,147`,
     `10{,}080`, `10,\\!080`, `33\\,121\\,635` or `1 000` (a first group of 1-3 digits not starting with
     0, then groups of exactly three) becomes plain digits. `0,111` and `012,345` are not groupings
     (math-verify reads `0,111` as 0.111); comma lists (`1,-2`, `3, 5, 7`, `1,2`) stay lists.
@@ -195,6 +204,9 @@ def normalize_answer(answer: str) -> str:
     while len(s) >= 2 and s[0] == "$" and s[-1] == "$":
         s = s[1:-1].strip()
     s = _CURRENCY.sub("", _MATHRM_E.sub("e", s))
+    s = _DEGREE_SIGN.sub(r"^\\circ", _TRAILING_STOP.sub("", s))
+    if "," not in s and len(_PM.findall(s)) == 1:  # `\frac{-1 \pm \sqrt{17}}{2}` names two values
+        return ", ".join(normalize_answer(_PM.sub(sign, s)) for sign in ("+", "-"))
     grouped = _GROUPED_NUMBER.fullmatch(s)
     if grouped is not None:
         return grouped.group(1) + _GROUP_SEPS.sub("", grouped.group(2)) + (grouped.group(3) or "")
@@ -204,15 +216,16 @@ def normalize_answer(answer: str) -> str:
 def align_to_gold(answer: str, gold: str) -> str:
     """Read a normalised answer the way a plain-number gold implies (both already normalised).
 
-    Only for a gold that is a plain number: a comma that is not a thousands group (those are gone
+    Only for a gold that is a plain number (or one with a LaTeX unit, `15\\mbox{ cm}^2`): a comma that is not a thousands group (those are gone
     after `normalize_answer`) is a decimal comma when the gold is a decimal (`1000,99` for gold
     1000.99), and a unit word after a number (`m²`, `cm^2`, `kg`, `cents`) is dropped. Other golds
     leave the answer as it is: `1,2` stays a list for gold `1, 2`, and `5x` is never `5`.
     """
-    if _PLAIN_NUMBER.fullmatch(gold) is None:
+    number = _PLAIN_NUMBER.fullmatch(gold) or _GOLD_NUMBER_UNIT.fullmatch(gold)
+    if number is None:
         return answer
     comma = _DECIMAL_COMMA.fullmatch(answer)
-    if comma is not None and "." in gold:
+    if comma is not None and "." in number.group(0).split("\\")[0]:
         return f"{comma.group(1)}.{comma.group(2)}"
     unit = _NUMBER_UNIT.fullmatch(answer)
     if unit is not None and unit.group(2).lower() in _UNIT_WORDS:

@@ -32,7 +32,10 @@ WORKER_MEMORY_MB = 4_096
 a warm worker maps ~600 MB."""
 
 _PID_BYTES = 16
-_ZYGOTE_MAIN = "from thinc_bench.grading._zygote import main; main({fd})"
+# The checkout's root goes first: `python -c` would put the working directory (maybe another checkout) first.
+_ZYGOTE_MAIN = (
+    "import sys; sys.path.insert(0, {root!r}); from thinc_bench.grading._zygote import main; main({fd})"
+)
 _PR_SET_PDEATHSIG = 1
 
 
@@ -51,7 +54,7 @@ class Zygote:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-c", _ZYGOTE_MAIN.format(fd=theirs.fileno())],
+                [sys.executable, "-c", _ZYGOTE_MAIN.format(root=root, fd=theirs.fileno())],
                 pass_fds=(theirs.fileno(),),
                 env=env,
                 stdin=subprocess.DEVNULL,
