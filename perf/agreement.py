@@ -73,8 +73,8 @@ def main() -> None:
         row[1] += o == c["expected"]
         row[2] += t == c["expected"]
     print(f"{'kind':<12} {'cases':>5} {'grade':>7} {'math-verify':>11}")
-    for kind, (n, o, t) in by_kind.items():
-        print(f"{kind:<12} {n:>5} {o / n:>7.1%} {t / n:>11.1%}")
+    for kind, (count, right, right_mv) in by_kind.items():
+        print(f"{kind:<12} {count:>5} {right / count:>7.1%} {right_mv / count:>11.1%}")
     n = len(cases)
     o_all, t_all = sum(r[1] for r in by_kind.values()), sum(r[2] for r in by_kind.values())
     print(f"{'all':<12} {n:>5} {o_all / n:>7.1%} {t_all / n:>11.1%}")
