@@ -186,3 +186,11 @@ def test_identical_unparseable_gold_needs_no_worker() -> None:
 def test_grade_many_accepts_trajectories_and_texts(grader: Grader) -> None:
     reqs = [GradeRequest("5", trajectory.parse(PRINTED_BOX)), GradeRequest("5", PRINTED_BOX + "\\boxed{5}")]
     assert [g.status for g in grader.grade_many(reqs)] == ["no_answer", "correct"]
+
+
+def test_equivalent_for_maj_at_k_uses_the_same_readings(grader: Grader) -> None:
+    assert grader.equivalent("1,000", "1 000") and grader.equivalent("90°", "90^\\circ")
+    assert grader.equivalent("1.5", "1,5") and not grader.equivalent("1,000", "1.000")
+    assert grader.equivalent(
+        "\\frac{-1 \\pm \\sqrt{17}}{2}", "\\frac{-1-\\sqrt{17}}{2}, \\frac{-1+\\sqrt{17}}{2}"
+    )
