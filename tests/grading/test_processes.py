@@ -89,10 +89,16 @@ def test_bare_fork_reuses_a_parent_grader_instance(parent_results: list[str]) ->
         assert g.grade(gold=PAIRS[2][0], pred="\\boxed{\\frac{2}{6}}").correct  # parent untouched
 
 
-def _run_python(args: list[str], cwd: Path) -> list[str]:
+def _run_python(args: list[str], cwd: Path, stdin: str | None = None) -> list[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
-        [sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
+        [sys.executable, *args],
+        cwd=cwd,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout.split()
@@ -107,6 +113,12 @@ print(" ".join(grading.grade(gold=g, pred=p).status for g, p in pairs))
 
 def test_python_dash_c_grades_like_the_parent(parent_results: list[str], tmp_path: Path) -> None:
     assert _run_python(["-c", SCRIPT], tmp_path) == parent_results
+
+
+def test_code_from_stdin_like_a_notebook_grades_like_the_parent(
+    parent_results: list[str], tmp_path: Path
+) -> None:
+    assert _run_python(["-"], tmp_path, stdin=SCRIPT) == parent_results
 
 
 def test_script_without_a_main_guard_grades_like_the_parent(
