@@ -6,13 +6,20 @@ Checks: every gold of all six benchmark files in ../shared/data/benchmarks (AIME
 math-verify parse(gold) + parse(pred) + verify per item with no cache and no fast path. The pool is a
 fresh Grader (empty verdict cache); its worker start-up is timed separately and excluded.
 
-    python perf/grading.py [--workers N]
+`--baseline DIR` also times the pool of another checkout (e.g. `git archive main | tar -x -C DIR`)
+on the same checks, alternating runs (best of `--repeat`) so that load on a shared machine hits
+both alike, and prints the throughput ratio this/baseline.
+
+    python perf/grading.py [--workers N] [--baseline DIR [--repeat 3]]
 """
 
 import argparse
 import json
 import logging
+import os
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -61,15 +68,48 @@ def _pool(reqs: list[GradeRequest], workers: int | None) -> tuple[float, float, 
         return time.perf_counter() - start, startup, sum(g.correct for g in grades)
 
 
+def _pool_rate_in(checkout: Path, workers: int | None) -> tuple[float, int]:
+    """Checks/s and correct count of the pool of `checkout`, measured in a fresh interpreter."""
+    args = [sys.executable, __file__, "--pool-only"] + ([f"--workers={workers}"] if workers else [])
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    # cwd too: a `python -c` child (multiprocessing's forkserver) imports from its working directory first
+    out = subprocess.run(args, env=env, cwd=checkout, check=True, capture_output=True, text=True).stdout
+    rate, correct = out.split()[-2:]
+    return float(rate), int(correct)
+
+
+def _compare(baseline: Path, workers: int | None, repeat: int) -> None:
+    this = Path(__file__).resolve().parents[1]
+    best: dict[str, tuple[float, int]] = {}
+    for _ in range(repeat):
+        for name, tree in (("baseline", baseline), ("this", this)):
+            rate, correct = _pool_rate_in(tree, workers)
+            if name not in best or rate > best[name][0]:
+                best[name] = (rate, correct)
+    (b, bc), (t, tc) = best["baseline"], best["this"]
+    print(f"pool checks/s, best of {repeat}: baseline {b:.0f} ({bc} correct), this {t:.0f} ({tc} correct)")
+    print(f"ratio this/baseline: {t / b:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--workers", type=int, default=None, help="pool size (default: available CPUs)")
+    parser.add_argument("--baseline", type=Path, default=None, help="another checkout to compare with")
+    parser.add_argument("--repeat", type=int, default=3, help="alternating runs per tree with --baseline")
+    parser.add_argument("--pool-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("math_verify").setLevel(logging.ERROR)
+    if args.baseline is not None:
+        _compare(args.baseline.resolve(), args.workers, args.repeat)
+        return
     reqs = _requests()
+    if args.pool_only:
+        t_pool, _, c_pool = _pool(reqs, args.workers)
+        print(f"{len(reqs) / t_pool:.1f} {c_pool}")
+        return
     latex = [r for r in reqs if not re.fullmatch(r"-?\d+", r.gold)]
 
     rows = []

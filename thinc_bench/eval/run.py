@@ -112,7 +112,7 @@ async def _evaluate_one(
     if result.stop_reason == "infra_error":
         grade_status, answer, correct, grounded = "infra_error", None, False, None
     else:
-        verdict = await grader.agrade(gold=problem.answer, pred=result.text)
+        verdict = await grader.agrade(gold=problem.answer, pred=parsed)
         grade_status, answer, correct = verdict.status, verdict.answer, verdict.correct
         grounded = await asyncio.to_thread(grader.is_grounded, parsed)
         count_tokens = _token_counter(generator)

@@ -1,12 +1,16 @@
-"""The one judge: answer extraction, grading against a gold answer, answer equivalence, grounding.
+"""The one judge: the answer of a response, grading against a gold answer, equivalence, grounding.
 
-Contract (DESIGN.md "Grading", "Grounding"): the answer is the content of the last `\\boxed{}`;
-equivalence is math-verify's, run in worker processes that are killed on a hard timeout, so a
-pathological answer is `grader_timeout`, never a hang; a crashed worker is `grader_error`, never a
-wrong answer. Golds keep their source form ("025", "33,124,147", LaTeX). Exact fast paths (both
-sides plain integers; integer grounding by token match) skip math-verify. Verdicts are cached per
-(gold, answer) in this process. This is the only module that calls math-verify (via its workers).
-It does no IO, logging setup or retries of model errors; timeouts and kills live in `_pool`.
+Contract (DESIGN.md "Grading", "Grounding"): the answer is `final_answer(response)`: the last
+`\\boxed{}` of the final text (model text after the last output block; without code, after
+`</think>`), or a final run of boxes (`\\boxed{1}, \\boxed{2}`) graded together as a list. Every
+consumer (eval, maj@k through the recorded answer, the SFT filter, the GRPO reward) gets it from
+`grade`. Equivalence is math-verify's, run in worker processes that are killed on a hard timeout,
+so a pathological answer is `grader_timeout`, never a hang; a crashed worker is `grader_error`,
+never a wrong answer. Grounding reads only what the code printed (`code_printed`). Golds keep their
+source form ("025", "33,124,147", LaTeX). Exact fast paths (identical text, plain integers,
+integer grounding by token match) skip math-verify. Verdicts are cached per (gold, answer) in this
+process. Works in any process: a forked child gets its own workers. It does no IO, logging setup
+or retries of model errors; timeouts and kills live in `_pool`.
 """
 
 from thinc_bench.grading._judge import (
@@ -14,7 +18,6 @@ from thinc_bench.grading._judge import (
     Grader,
     GradeRequest,
     GradeStatus,
-    Trajectory,
     agrade,
     check_golds,
     equivalent,
@@ -23,7 +26,9 @@ from thinc_bench.grading._judge import (
     grounded,
     is_grounded,
 )
-from thinc_bench.grading._text import extract_answer
+from thinc_bench.grading._printed import code_printed
+from thinc_bench.grading._text import extract_answer, final_answer, final_text, normalize_answer
+from thinc_bench.trajectory import Trajectory
 
 __all__ = [
     "Grade",
@@ -33,10 +38,14 @@ __all__ = [
     "Trajectory",
     "agrade",
     "check_golds",
+    "code_printed",
     "equivalent",
     "extract_answer",
+    "final_answer",
+    "final_text",
     "grade",
     "grade_many",
     "grounded",
     "is_grounded",
+    "normalize_answer",
 ]

@@ -12,23 +12,27 @@ import functools
 import logging
 import os
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, TypeVar
+from typing import Literal, TypeVar
 
 from thinc_bench.errors import ConfigError, GraderError
 from thinc_bench.grading._messages import Outcome, Result, Task
 from thinc_bench.grading._pool import WorkerPool
+from thinc_bench.grading._printed import grounding_candidates, integer_grounded
 from thinc_bench.grading._text import (
     MAX_ANSWER_CHARS,
+    align_to_gold,
     as_integer,
-    extract_answer,
-    grounding_candidates,
-    integer_grounded,
+    as_trajectory,
+    canonical_surface,
+    final_answer,
     normalize_answer,
 )
+from thinc_bench.trajectory import Trajectory
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +54,9 @@ MAX_DEFAULT_WORKERS = 8
 
 CACHE_SIZE = 200_000
 """Verdicts kept (LRU): a GRPO run sees ~1e5 distinct (gold, answer) pairs; ~200 B each is ~40 MB."""
+
+_LIVE: "weakref.WeakSet[Grader]" = weakref.WeakSet()
+"""Every Grader of this process, so that a forked child can make each its own."""
 
 _CACHEABLE: frozenset[Outcome] = frozenset({"correct", "incorrect", "unparseable_answer", "gold_error"})
 # Timeouts depend on machine load and errors on infrastructure: both are worth another try later.
@@ -73,23 +80,10 @@ class Grade:
 
 @dataclass(frozen=True)
 class GradeRequest:
-    """One (gold, full response) pair for `grade_many`."""
+    """One (gold, full response) pair for `grade_many`; the response as text or parsed trajectory."""
 
     gold: str
-    pred: str
-
-
-class Trajectory(Protocol):
-    """What grounding needs from `thinc_bench.trajectory.Trajectory` (kept structural on purpose)."""
-
-    @property
-    def outputs(self) -> Sequence[str]:
-        """The content of each interpreter-output block, fences excluded."""
-        ...
-
-    def render(self) -> str:
-        """The whole response text."""
-        ...
+    pred: "str | Trajectory"
 
 
 def _done(value: T) -> "Future[T]":
@@ -147,7 +141,7 @@ class Grader:
         self._lock = threading.Lock()
         self._pool: WorkerPool | None = None
         self._closed = False
-        self._pid = os.getpid()
+        _LIVE.add(self)
 
     def __enter__(self) -> "Grader":
         return self
@@ -160,14 +154,26 @@ class Grader:
         with self._lock:
             self._closed = True
             pool, self._pool = self._pool, None
-        if pool is not None and os.getpid() == self._pid:
+        if pool is not None:
             pool.close()
+
+    def _after_fork_in_child(self) -> None:
+        """Make this Grader the child's own: fresh lock, no in-flight items, workers started lazily.
+
+        The parent's pool lives on in the parent; its threads did not survive the fork and its
+        sockets are the parent's, so the child only closes its copies. The verdict cache is kept.
+        """
+        self._lock = threading.Lock()
+        self._inflight = {}
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.forget()
 
     def _run(self, tasks: list[Task]) -> list["Future[Result]"]:
         """Cached and in-flight verdicts first; the rest go to the pool as one batch."""
         with self._lock:
-            if self._closed or os.getpid() != self._pid:
-                raise GraderError("this Grader is closed or was created in another process; make a new one")
+            if self._closed:
+                raise GraderError("this Grader is closed; make a new one")
             missing = [t for t in dict.fromkeys(tasks) if t not in self._cache and t not in self._inflight]
             new: dict[Task, Future[Result]] = {}
             if missing:
@@ -199,24 +205,28 @@ class Grader:
                 if len(self._cache) > self._cache_size:
                     self._cache.popitem(last=False)
 
-    def _grade_future(self, gold: str, pred: str) -> "Future[Grade]":
-        answer = extract_answer(pred)
+    def _grade_future(self, gold: str, pred: "str | Trajectory") -> "Future[Grade]":
+        answer = final_answer(pred)
         if answer is None:
             return _done(Grade("no_answer", None))
         if len(answer) > MAX_ANSWER_CHARS:
             return _done(Grade("unparseable_answer", answer, f"answer longer than {MAX_ANSWER_CHARS} chars"))
-        g, a = normalize_answer(gold), normalize_answer(answer)
+        g = normalize_answer(gold)
+        a = align_to_gold(normalize_answer(answer), g)
+        if canonical_surface(g) == canonical_surface(a):  # the same text: right even if it never parses
+            return _done(Grade("correct", answer))
         gi, ai = as_integer(g), as_integer(a)
         if gi is not None and ai is not None:  # exact: both sides are plain integers
             return _done(Grade("correct" if gi == ai else "incorrect", answer))
         return _then(self._run([Task("verify", g, a)])[0], lambda r: Grade(r.outcome, answer, r.detail))
 
-    def grade(self, *, gold: str, pred: str) -> Grade:
-        """Grade the full response `pred` against `gold`.
+    def grade(self, *, gold: str, pred: "str | Trajectory") -> Grade:
+        """Grade the response `pred` against `gold`.
 
         Args:
             gold: the reference answer in its source form ("025", "33,124,147", LaTeX).
-            pred: the whole response; its last `\\boxed{}` is the answer.
+            pred: the whole response (text or parsed trajectory); its answer is `final_answer(pred)`,
+                the last box of the final text, or a final run of boxes graded together as a list.
 
         Returns:
             The Grade; infrastructure trouble shows as status grader_timeout / grader_error.
@@ -235,7 +245,7 @@ class Grader:
         futures = [self._grade_future(r.gold, r.pred) for r in requests]
         return [f.result() for f in futures]
 
-    async def agrade(self, *, gold: str, pred: str) -> Grade:
+    async def agrade(self, *, gold: str, pred: "str | Trajectory") -> Grade:
         """`grade` for asyncio callers: awaits the worker without blocking the event loop.
 
         Raises:
@@ -252,7 +262,8 @@ class Grader:
             GraderError: the grader is closed or its workers cannot start.
         """
         na, nb = normalize_answer(a), normalize_answer(b)
-        if na and na == nb:
+        na, nb = align_to_gold(na, nb), align_to_gold(nb, na)
+        if na and canonical_surface(na) == canonical_surface(nb):
             return True
         ia, ib = as_integer(na), as_integer(nb)
         if ia is not None and ib is not None:
@@ -281,7 +292,9 @@ class Grader:
     def grounded(self, answer: str | None, outputs: Sequence[str]) -> bool | None:
         """Whether `answer` equals a value printed in `outputs`; None when there is no answer.
 
-        Integer answers need a standalone printed number of the same value (1 is not in "10").
+        Only what the code printed counts (`_printed.code_printed`: no tracebacks, warnings or
+        harness notices). Integer answers need a standalone printed number of the same value (1 is
+        not in "10", 20 not in "1e+20", 234 not in "1,234,567"; `Fraction(1, 2)` reads as 1/2).
         Other answers are compared by math-verify with up to MAX_GROUNDING_CANDIDATES printed
         values (numbers, fractions, sympy prints, list elements). A decimal grounds an irrational
         answer when they agree to math-verify's 6-decimal float rounding (0.7071067811865476
@@ -301,13 +314,14 @@ class Grader:
         tasks = [Task("ground", na, c) for c in grounding_candidates(outputs)]
         return any(f.result().outcome == "correct" for f in self._run(tasks))
 
-    def is_grounded(self, trajectory: Trajectory) -> bool | None:
-        """`grounded` on the trajectory's last boxed answer and its interpreter outputs.
+    def is_grounded(self, trajectory: "Trajectory | str") -> bool | None:
+        """`grounded` on the response's `final_answer` and its interpreter outputs.
 
         Raises:
             GraderError: the grader is closed or its workers cannot start.
         """
-        return self.grounded(extract_answer(trajectory.render()), trajectory.outputs)
+        traj = as_trajectory(trajectory)
+        return self.grounded(final_answer(traj), traj.outputs)
 
 
 _default: Grader | None = None
@@ -315,16 +329,32 @@ _default_lock = threading.Lock()
 
 
 def _default_grader() -> Grader:
-    """The lazily created process-wide Grader (recreated in a forked child), closed at exit."""
+    """The lazily created process-wide Grader, closed at exit."""
     global _default
     with _default_lock:
-        if _default is None or _default._pid != os.getpid():
+        if _default is None:
             _default = Grader()
-            atexit.register(_default.close)
+            atexit.register(_close_default)
         return _default
 
 
-def grade(*, gold: str, pred: str) -> Grade:
+def _close_default() -> None:
+    if _default is not None:
+        _default.close()
+
+
+def _after_fork_in_child() -> None:
+    """Every Grader of the parent becomes the child's own (another thread may have held a lock)."""
+    global _default_lock
+    _default_lock = threading.Lock()
+    for grader in list(_LIVE):
+        grader._after_fork_in_child()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def grade(*, gold: str, pred: "str | Trajectory") -> Grade:
     """`Grader.grade` on the default grader."""
     return _default_grader().grade(gold=gold, pred=pred)
 
@@ -334,7 +364,7 @@ def grade_many(requests: Sequence[GradeRequest]) -> list[Grade]:
     return _default_grader().grade_many(requests)
 
 
-async def agrade(*, gold: str, pred: str) -> Grade:
+async def agrade(*, gold: str, pred: "str | Trajectory") -> Grade:
     """`Grader.agrade` on the default grader."""
     return await _default_grader().agrade(gold=gold, pred=pred)
 
@@ -354,6 +384,6 @@ def grounded(answer: str | None, outputs: Sequence[str]) -> bool | None:
     return _default_grader().grounded(answer, outputs)
 
 
-def is_grounded(trajectory: Trajectory) -> bool | None:
+def is_grounded(trajectory: "Trajectory | str") -> bool | None:
     """`Grader.is_grounded` on the default grader."""
     return _default_grader().is_grounded(trajectory)

@@ -4,24 +4,27 @@ Owns process lifecycle and the wire protocol: `submit(tasks)` returns one Future
 thread per slot feeds its worker small batches and reads results back one at a time, so when an
 item overruns `timeout_s` the worker is killed, exactly that item is `grader_timeout`, the rest of
 its batch is requeued, and a fresh worker takes over. A worker that dies mid-item gets the item
-once more, then the item is `grader_error`. Workers come from a forkserver (safe in a threaded or
-asyncio parent) that preloads math-verify. Thread-safe.
+once more, then the item is `grader_error`. Workers are forked warm by the pool's `Zygote` (safe in
+a threaded or asyncio parent, in a script without a `__main__` guard, in `python -c`). In a child
+forked from the parent, `forget` drops the inherited pool without touching the parent's workers.
+Thread-safe.
 It does not know what the tasks mean or cache anything: that is `grading`.
 """
 
+import contextlib
 import logging
-import multiprocessing
-import resource
+import os
+import signal
 import threading
 from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from multiprocessing.process import BaseProcess
 from typing import NamedTuple
 
 from thinc_bench.errors import GraderError
 from thinc_bench.grading._messages import Result, Task
+from thinc_bench.grading._zygote import Zygote
 
 logger = logging.getLogger(__name__)
 
@@ -31,14 +34,8 @@ MAX_BATCH = 16
 MAX_CRASH_RETRIES = 1
 """A worker dying on an item is infrastructure until it happens twice on the same item."""
 
-WORKER_START_TIMEOUT_S = 120.0
-"""Spawn fallback imports sympy + math-verify (~2 s idle, far more on a loaded 2-core box)."""
-
-WORKER_MEMORY_MB = 4_096
-"""Address-space cap per worker: a runaway sympy bigint fails fast instead of swapping the machine;
-a warm worker maps ~600 MB."""
-
-WORKER_MODULE = "thinc_bench.grading._worker"
+WORKER_START_TIMEOUT_S = 60.0
+"""A worker forked from the warm zygote answers "ready" in milliseconds; this only bounds a wedge."""
 
 
 @dataclass
@@ -48,17 +45,8 @@ class _Job:
     crashes: int = 0
 
 
-def _worker_main(conn: Connection) -> None:
-    """Process entry point: cap memory, then serve (imported here so the parent stays light)."""
-    soft = WORKER_MEMORY_MB * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (soft, resource.getrlimit(resource.RLIMIT_AS)[1]))
-    from thinc_bench.grading._worker import serve
-
-    serve(conn)
-
-
 class _Worker(NamedTuple):
-    proc: BaseProcess
+    pid: int
     conn: Connection
 
 
@@ -67,11 +55,8 @@ class WorkerPool:
 
     def __init__(self, workers: int, timeout_s: float) -> None:
         self.timeout_s = timeout_s
-        ctx = multiprocessing.get_context("forkserver")
-        # Preload only matters if the (process-global) forkserver has not started yet; otherwise
-        # each worker imports math-verify itself, which is slower but equally correct.
-        ctx.set_forkserver_preload([WORKER_MODULE])
-        self._ctx = ctx
+        self._zygote = Zygote()
+        self._workers: set[_Worker] = set()
         self._queue: deque[_Job] = deque()
         self._cv = threading.Condition()
         self._closed = False
@@ -112,6 +97,20 @@ class WorkerPool:
         for job in leftover:
             if job.future.set_running_or_notify_cancel():
                 job.future.set_exception(GraderError("the grader was closed before this item ran"))
+        self._zygote.close()
+
+    def forget(self) -> None:
+        """In a forked child: drop the inherited pool (its threads did not survive the fork) and close
+        this process's copies of its sockets; the parent's zygote and workers are untouched."""
+        self._closed = True
+        for worker in list(self._workers):
+            worker.conn.close()
+        self._workers.clear()
+        self._zygote.forget()
+
+    def pids(self) -> list[int]:
+        """Pids of the live workers (for tests and diagnostics)."""
+        return [w.pid for w in list(self._workers)]
 
     def _take(self) -> list[_Job] | None:
         with self._cv:
@@ -133,41 +132,32 @@ class WorkerPool:
             self._cv.notify_all()
 
     def _start_worker(self) -> _Worker:
-        parent, child = self._ctx.Pipe(duplex=True)
-        proc = self._ctx.Process(target=_worker_main, args=(child,), daemon=True, name="grader-worker")
-        try:
-            proc.start()
-        except (OSError, RuntimeError) as exc:
-            raise GraderError(
-                f"cannot start a grading worker ({type(exc).__name__}: {exc}); a script that grades must "
-                "guard its entry point with `if __name__ == '__main__':` (workers re-import it)"
-            ) from exc
-        finally:
-            child.close()
-        if not parent.poll(WORKER_START_TIMEOUT_S):
-            proc.kill()
+        pid, conn = self._zygote.fork_worker()
+        worker = _Worker(pid, conn)
+        if not conn.poll(WORKER_START_TIMEOUT_S):
+            self._stop_worker(worker, kill=True)
             raise GraderError(f"a grading worker did not start within {WORKER_START_TIMEOUT_S} s")
         try:
-            parent.recv()
-        except EOFError as exc:
-            proc.join(timeout=5)
+            conn.recv()
+        except (EOFError, OSError) as exc:
+            self._stop_worker(worker, kill=True)
             raise GraderError(
-                f"a grading worker died while starting (exit code {proc.exitcode}); check that "
-                "`python -c 'import math_verify'` works and that the main script is guarded by "
-                "`if __name__ == '__main__':` (workers re-import it)"
+                "a grading worker died while starting; check that `python -c 'import math_verify'` works"
             ) from exc
-        return _Worker(proc, parent)
+        self._workers.add(worker)
+        return worker
 
-    @staticmethod
-    def _stop_worker(worker: _Worker, *, kill: bool) -> None:
+    def _stop_worker(self, worker: _Worker, *, kill: bool) -> None:
+        """Ask a worker to exit, or kill it (the zygote's SIGCHLD setting lets the kernel reap it)."""
+        self._workers.discard(worker)
         if not kill:
             try:
                 worker.conn.send(None)
             except OSError:
                 kill = True
         if kill:
-            worker.proc.kill()
-        worker.proc.join(timeout=5)
+            with contextlib.suppress(ProcessLookupError):  # already gone
+                os.kill(worker.pid, signal.SIGKILL)
         worker.conn.close()
 
     def _slot_loop(self) -> None:
@@ -205,7 +195,7 @@ class WorkerPool:
                 item_id, result = worker.conn.recv()
             except (EOFError, OSError):
                 self._stop_worker(worker, kill=True)
-                self._on_crash(job, worker.proc.exitcode)
+                self._on_crash(job)
                 self._requeue_front(batch[i + 1 :])
                 return None
             if item_id != i:  # a protocol bug, not a model error: be loud, keep serving
@@ -217,13 +207,13 @@ class WorkerPool:
             job.future.set_result(result)
         return worker
 
-    def _on_crash(self, job: _Job, exitcode: int | None) -> None:
+    def _on_crash(self, job: _Job) -> None:
         job.crashes += 1
         if job.crashes > MAX_CRASH_RETRIES:
-            logger.error("grading worker crashed twice (exit %s) on %s", exitcode, _short(job.task))
-            job.future.set_result(Result("grader_error", f"worker crashed (exit code {exitcode})"))
+            logger.error("grading worker died twice on %s", _short(job.task))
+            job.future.set_result(Result("grader_error", "the grading worker died on this item twice"))
         else:
-            logger.warning("grading worker crashed (exit %s); retrying %s", exitcode, _short(job.task))
+            logger.warning("grading worker died; retrying %s", _short(job.task))
             self._requeue_front([job])
 
 

@@ -1,45 +1,59 @@
-"""Pure text side of grading: answer extraction, surface normalisation, integer and grounding scans.
+"""Pure text side of grading: where the answer is, and the surface form golds and answers share.
 
-Owns everything grading decides *without* math-verify: the last `\\boxed{}` of a response, the
-source-form normalisation shared by golds and answers ("025", "33,124,147", `10,\\!080`), the exact
-integer fast path, integer grounding by token match, and the bounded list of printed candidate values
-that grounding hands to the workers. Every function is linear in its input and touches no state.
-It does not parse mathematics: anything beyond plain integers goes to `_worker`.
+Owns everything grading decides about an answer *without* math-verify: the final text of a
+response (model text after the last code/output block, or after `</think>` when there is no code),
+its answer (the last `\\boxed{}`, or a final run of boxes joined as one list), the source-form
+normalisation shared by golds and answers ("025", "33,124,147", `10,\\!080`, `33\\,121\\,635`, `1 000`),
+the gold-dependent readings of decimal commas and units, and the exact integer fast path. Every
+function is linear in its input and touches no state. It does not parse mathematics (`_worker`) and
+does not read interpreter output (`_printed`).
 """
 
 import re
-from collections.abc import Iterator, Sequence
 from typing import NamedTuple
+
+from thinc_bench import trajectory as _trajectory
 
 MAX_ANSWER_CHARS = 2_000
 """Longer boxed answers are unparseable without a parse: the longest benchmark gold has ~70 chars and
 math-verify's LaTeX parser is superlinear, so a 300k-char box would only burn a worker's timeout."""
 
-MAX_GROUNDING_CANDIDATES = 48
-"""Printed values sent to math-verify per trajectory: ~5-20 ms each keeps grounding under a second,
-and the final value is almost always among the last lines printed (scanned first)."""
-
-MAX_CANDIDATE_CHARS = 200
-"""A printed value longer than this is a dump, not a result; it would only cost parse time."""
-
-MAX_LINE_CHARS = 4_000
-"""Lines longer than this (huge array prints) are skipped for candidates; integers still token-match."""
-
 _BOX_OPEN = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])")
-# `\boxed 42`: LaTeX would box only "4", but models mean the whole number.
-_BARE_BOX_NUMBER = re.compile(r"\s+([+-]?\d+(?:\.\d+)?)(?![\w.])")
+# `\boxed 42`: LaTeX would box only "4", but models mean the whole number; `\boxed 3.5.` ends a sentence.
+_BARE_BOX_NUMBER = re.compile(r"\s+([+-]?\d+(?:\.\d+)?)(?!\w|\.\d)")
 _WS = re.compile(r"\s*")
-_GROUP_SEP_THIN = re.compile(r"(?<=\d),\\!\s*(?=\d{3}(?!\d))")
-_GROUPED_INT = re.compile(r"([+-]?)(\d{1,3}(?:,\d{3})+)")
-_PLAIN_INT = re.compile(r"([+-]?)(\d+)")
-# A standalone number: not part of a word, a product, a power or a fraction (1 inside 10, 2 in 2**10).
-_NUMBER_TOKEN = re.compile(
-    r"(?<![\w.*/^])([+-]?)(\d{1,3}(?:,\d{3})+(?![\d])|\d+)(?:\.(\d+))?(?![\w*/^]|\.\d)"
+# What may stand between boxes that answer together: `\boxed{1}, \boxed{2} and $\boxed{3}$`.
+_BOX_JOINER = re.compile(
+    r"(?:\s|\$|,|;|&|\band\b|\bor\b|\\[,;: ]|\\q?quad\b|\\[()\[\]]|\\text\{\s*(?:and|or|,)?\s*\})*"
 )
-_MATHY = re.compile(r"[0-9A-Za-z_\s.+\-*/^(),\[\]{}\\]+")
-_HAS_VALUE = re.compile(r"\d|\bpi\b|\bsqrt\b|\bE\b|\bI\b|\\pi|\\sqrt|\\frac")
-_MATH_WORDS = frozenset({"sqrt", "pi", "E", "I", "oo", "exp", "log", "sin", "cos", "tan"})
-_BRACKETS = {"(": ")", "[": "]", "{": "}"}
+_SEP = r"(?:,\\!\s*|\{,\}|,|\\,|\\ |~| |\u2009|\u202f|\u00a0)"
+# A whole number with digit groups: first group 1-3 digits not starting with 0, then groups of three.
+_GROUPED_NUMBER = re.compile(rf"([+-]?)([1-9]\d{{0,2}}(?:{_SEP}\d{{3}})+)(\.\d+)?")
+_GROUP_SEPS = re.compile(_SEP)
+# Grouping inside a larger answer (`\$32,\!348`, `33\,121\,635 \text{ ways}`): only the explicit forms.
+_GROUP_SEP_THIN = re.compile(r"(?<=\d)(?:,\\!\s*|\\,|\{,\})(?=\d{3}(?!\d))")
+_MATHRM_E = re.compile(r"\\mathrm\{\s*e\s*\}")
+_CURRENCY = re.compile(r"^[€£¥₹]\s*|\s*[€£¥₹]$")
+_PLAIN_INT = re.compile(r"([+-]?)(\d+)")
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)")
+# A gold that is a number with a LaTeX unit (`15\mbox{ cm}^2`, `5.4 \text{ cents}`): math-verify drops it.
+_GOLD_NUMBER_UNIT = re.compile(
+    r"([+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*\\(?:text|mbox|mathrm)\{\s*[A-Za-z ]+\}(?:\^\{?[23]\}?)?"
+)
+_TRAILING_STOP = re.compile(r"(?<=\d)\.$")
+_DEGREE_SIGN = re.compile(r"\s*°")
+_PM = re.compile(r"\\pm(?![A-Za-z])")
+_DECIMAL_COMMA = re.compile(r"([+-]?\d+),(\d+)")
+_NUMBER_UNIT = re.compile(r"([+-]?\d[\d,.]*)\s*([A-Za-zµ]{1,12})(?:²|³|\^\{?[23]\}?)?")
+_UNIT_WORDS = frozenset(
+    {
+        *("m", "cm", "mm", "km", "kg", "g", "mg", "l", "ml", "s", "sec", "min", "h", "hr", "ms"),
+        *("meters", "metres", "feet", "ft", "inches", "miles", "mph", "kmh", "units", "cents"),
+        *("dollars", "euros", "degrees", "seconds", "minutes", "hours", "days", "years", "sq"),
+    }
+)
+_SURFACE_NOISE = re.compile(r"\s+|\\(?:left|right|displaystyle)(?![A-Za-z])|\\[,;:! ]")
+_FRAC_VARIANT = re.compile(r"\\[dt]frac(?![A-Za-z])")
 
 
 class IntegerForm(NamedTuple):
@@ -49,63 +63,183 @@ class IntegerForm(NamedTuple):
     digits: str
 
 
+def as_trajectory(response: "str | _trajectory.Trajectory") -> "_trajectory.Trajectory":
+    """A response as a trajectory; a plain string is parsed in the dialect whose last block ends latest.
+
+    A rollout writes one dialect, and the other's delimiters do not occur in it, so the dialect with
+    blocks wins; markdown on ties (no blocks at all).
+    """
+    if isinstance(response, _trajectory.Trajectory):
+        return response
+    if not isinstance(response, str):
+        raise TypeError(
+            f"a response must be its text (str) or a thinc_bench.trajectory.Trajectory, not "
+            f"{type(response).__name__}; pass the rollout's text"
+        )
+    parsed = [_trajectory.parse(response, d) for d in ("markdown", "xml")]
+    return min(parsed, key=lambda t: len(_final_of(t)))
+
+
+def final_text(response: "str | _trajectory.Trajectory") -> str:
+    """The model's final text: what follows the last code or output block, else what follows `</think>`.
+
+    DESIGN.md: the answer is written after the last interpreter output, so a `\\boxed{}` printed by
+    code, written in the plan or in an earlier step is not the answer. A trajectory without code
+    answers after its closed plan, or anywhere when it has no `</think>`.
+
+    Args:
+        response: the whole response text (dialect as in `as_trajectory`), or its parsed trajectory.
+
+    Raises:
+        TypeError: `response` is neither.
+    """
+    return _final_of(as_trajectory(response))
+
+
+def _final_of(traj: "_trajectory.Trajectory") -> str:
+    segments = traj.segments
+    last = max((i for i, s in enumerate(segments) if s.kind in ("code", "output")), default=None)
+    if last is None:
+        last = next((i for i, s in enumerate(segments) if s.kind == "plan" and s.closed), None)
+    tail = segments if last is None else segments[last + 1 :]
+    return "".join(s.raw for s in tail)
+
+
+def _boxes(text: str) -> list[tuple[int, int, str | None]]:
+    """Every box opener in `text` as (start, end, content); content None for an empty/unclosed box.
+
+    A box that holds another box ends (unclosed) at the inner opener, which is then scanned as its
+    own box, so the whole scan is linear and the innermost, last opener decides.
+    """
+    found: list[tuple[int, int, str | None]] = []
+    pos, n = 0, len(text)
+    while (m := _BOX_OPEN.search(text, pos)) is not None:
+        ws = _WS.match(text, m.end())
+        i = ws.end() if ws is not None else m.end()
+        if i >= n or text[i] != "{":
+            bare = _BARE_BOX_NUMBER.match(text, m.end())
+            pos = bare.end() if bare is not None else m.end()
+            found.append((m.start(), pos, bare.group(1) if bare is not None else None))
+            continue
+        depth, start, end = 0, i, None
+        while i < n:
+            ch = text[i]
+            if ch == "\\":
+                if _BOX_OPEN.match(text, i):
+                    break
+                i += 2
+                continue
+            if ch == "{":
+                depth += 1
+            elif ch == "}":
+                depth -= 1
+                if depth == 0:
+                    end = i + 1
+                    break
+            i += 1
+        if end is None:
+            found.append((m.start(), i, None))
+            pos = max(i, m.end())
+            continue
+        found.append((m.start(), end, text[start + 1 : end - 1].strip() or None))
+        pos = end
+    return found
+
+
 def extract_answer(text: str) -> str | None:
     """Return the content of the last `\\boxed{...}` / `\\fbox{...}` in `text`, or None.
 
     The last box opener decides: `\\boxed{\\boxed{x}}` gives `x`, and an empty or unclosed last box
     (a response cut off mid-answer) is no answer rather than a fallback to an earlier box. Braces
-    nest; `\\{` and `\\}` are literal. `\\boxed 42` (no braces) gives `42`. Linear time.
+    nest; `\\{` and `\\}` are literal. `\\boxed 42` (no braces) gives `42`, also before a full stop
+    (`\\boxed 3.5.`). Linear time. This reads any one text; the answer of a *response* is
+    `final_answer`, which reads only the final text and joins a final run of boxes.
 
     Args:
-        text: the whole response.
+        text: any text.
 
     Returns:
         The stripped box content, or None when there is no usable box.
     """
-    last = None
-    for last in _BOX_OPEN.finditer(text):  # noqa: B007 - only the last match matters
-        pass
-    if last is None:
+    boxes = _boxes(text)
+    return boxes[-1][2] if boxes else None
+
+
+def joined_answer(text: str) -> str | None:
+    """The answer boxed in `text`: its last box, or a final run of boxes joined as one list.
+
+    `\\boxed{1}, \\boxed{2} and \\boxed{3}` answers "1, 2, 3": boxes separated only by commas,
+    `and`/`or`, semicolons, `\\quad`, `$` and spaces answer together (math-verify joins them the same
+    way). `\\boxed{3}, then on reflection \\boxed{5}` answers "5": words between boxes are a revision.
+    """
+    boxes = _boxes(text)
+    if not boxes or boxes[-1][2] is None:
         return None
-    start = _WS.match(text, last.end())
-    pos = start.end() if start is not None else last.end()
-    if pos >= len(text) or text[pos] != "{":
-        bare = _BARE_BOX_NUMBER.match(text, last.end())
-        return bare.group(1) if bare is not None else None
-    depth = 0
-    i = pos
-    n = len(text)
-    while i < n:
-        ch = text[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                content = text[pos + 1 : i].strip()
-                return content or None
-        i += 1
-    return None
+    run = [boxes[-1]]
+    for box in reversed(boxes[:-1]):
+        if box[2] is None or _BOX_JOINER.fullmatch(text, box[1], run[0][0]) is None:
+            break
+        run.insert(0, box)
+    return ", ".join(str(b[2]) for b in run)
+
+
+def final_answer(response: "str | _trajectory.Trajectory") -> str | None:
+    """The answer of a response: `joined_answer` of its `final_text`; None when it boxes nothing there."""
+    return joined_answer(final_text(response))
 
 
 def normalize_answer(answer: str) -> str:
     """Normalise the surface form shared by golds and answers, keeping the mathematics intact.
 
-    Strips whitespace and enclosing `$`, turns `,\\!` thousands separators and a whole-string
-    `33,124,147` (digit groups of three only) into plain digits, and drops `\\!` thin spaces.
-    Comma lists that are not groups of three (`1,-2`, `3, 5, 7`, two-answer sets) stay lists.
+    Strips whitespace and enclosing `$`, reads `\\mathrm{e}` as `e` and `°` as `^\\circ`, drops a
+    full stop after a final digit (`7.`) and a leading or trailing Unicode currency sign (`€ £ ¥ ₹`),
+    spells out a lone `\\pm` outside a list (`1 \\pm \\sqrt{2}` is `1 + \\sqrt{2}, 1 - \\sqrt{2}`), and reads
+    digit grouping: a whole number written `33,124,147`,
+    `10{,}080`, `10,\\!080`, `33\\,121\\,635` or `1 000` (a first group of 1-3 digits not starting with
+    0, then groups of exactly three) becomes plain digits. `0,111` and `012,345` are not groupings
+    (math-verify reads `0,111` as 0.111); comma lists (`1,-2`, `3, 5, 7`, `1,2`) stay lists.
+    Decimal commas and unit words depend on the gold: see `align_to_gold`.
     """
     s = answer.strip()
     while len(s) >= 2 and s[0] == "$" and s[-1] == "$":
         s = s[1:-1].strip()
-    s = _GROUP_SEP_THIN.sub("", s).replace("\\!", "")
-    grouped = _GROUPED_INT.fullmatch(s)
+    s = _CURRENCY.sub("", _MATHRM_E.sub("e", s))
+    s = _DEGREE_SIGN.sub(r"^\\circ", _TRAILING_STOP.sub("", s))
+    if "," not in s and len(_PM.findall(s)) == 1:  # `\frac{-1 \pm \sqrt{17}}{2}` names two values
+        return ", ".join(normalize_answer(_PM.sub(sign, s)) for sign in ("+", "-"))
+    grouped = _GROUPED_NUMBER.fullmatch(s)
     if grouped is not None:
-        s = grouped.group(1) + grouped.group(2).replace(",", "")
-    return s
+        return grouped.group(1) + _GROUP_SEPS.sub("", grouped.group(2)) + (grouped.group(3) or "")
+    return _GROUP_SEP_THIN.sub("", s).replace("\\!", "")
+
+
+def align_to_gold(answer: str, gold: str) -> str:
+    """Read a normalised answer the way a plain-number gold implies (both already normalised).
+
+    Only for a gold that is a plain number (or one with a LaTeX unit, `15\\mbox{ cm}^2`): a comma that is not a thousands group (those are gone
+    after `normalize_answer`) is a decimal comma when the gold is a decimal (`1000,99` for gold
+    1000.99), and a unit word after a number (`m²`, `cm^2`, `kg`, `cents`) is dropped. Other golds
+    leave the answer as it is: `1,2` stays a list for gold `1, 2`, and `5x` is never `5`.
+    """
+    number = _PLAIN_NUMBER.fullmatch(gold) or _GOLD_NUMBER_UNIT.fullmatch(gold)
+    if number is None:
+        return answer
+    comma = _DECIMAL_COMMA.fullmatch(answer)
+    if comma is not None and "." in number.group(0).split("\\")[0]:
+        return f"{comma.group(1)}.{comma.group(2)}"
+    unit = _NUMBER_UNIT.fullmatch(answer)
+    if unit is not None and unit.group(2).lower() in _UNIT_WORDS:
+        return align_to_gold(normalize_answer(unit.group(1)), gold)
+    return answer
+
+
+def canonical_surface(s: str) -> str:
+    """`s` without whitespace, spacing commands and `\\left`/`\\right`, `\\dfrac`/`\\tfrac` as `\\frac`.
+
+    Two answers with the same canonical surface are the same answer whether or not math-verify can
+    parse them (a gold like `x = \\frac{1}{2}, x = \\frac{-1 \\pm \\sqrt{13}}{4}` does not parse).
+    """
+    return _SURFACE_NOISE.sub("", _FRAC_VARIANT.sub(r"\\frac", s))
 
 
 def as_integer(normalized: str) -> IntegerForm | None:
@@ -116,83 +250,3 @@ def as_integer(normalized: str) -> IntegerForm | None:
     digits = m.group(2).lstrip("0") or "0"
     sign = "-" if m.group(1) == "-" and digits != "0" else ""
     return IntegerForm(sign, digits)
-
-
-def _integer_tokens(output: str) -> Iterator[IntegerForm]:
-    """Yield every standalone integer-valued number printed in `output` (25, -3, 25.0, 1,234)."""
-    for m in _NUMBER_TOKEN.finditer(output):
-        sign, whole, frac = m.group(1), m.group(2), m.group(3)
-        if frac is not None and frac.strip("0"):
-            continue
-        if "," in whole:
-            # `1,234` is a formatted 1234; the pieces may also be a list printed without spaces.
-            yield from (IntegerForm("", p.lstrip("0") or "0") for p in whole.split(","))
-            whole = whole.replace(",", "")
-        digits = whole.lstrip("0") or "0"
-        yield IntegerForm("-" if sign == "-" and digits != "0" else "", digits)
-
-
-def integer_grounded(answer: IntegerForm, outputs: Sequence[str]) -> bool:
-    """Whether the integer `answer` is printed as a standalone number in some output (exact)."""
-    return any(tok == answer for out in outputs for tok in _integer_tokens(out))
-
-
-def _split_top_level(inner: str) -> list[str]:
-    """Split on commas at bracket depth zero (`1, (2, 3)` -> `1`, `(2, 3)`)."""
-    parts: list[str] = []
-    depth = 0
-    last = 0
-    for i, ch in enumerate(inner):
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(inner[last:i])
-            last = i + 1
-    parts.append(inner[last:])
-    return [p.strip() for p in parts]
-
-
-def _line_candidates(line: str) -> Iterator[str]:
-    """Yield the values a printed line may show: right of `=`/`:`, the line, elements, words."""
-    line = line.strip()
-    if not line or len(line) > MAX_LINE_CHARS:
-        return
-    heads = [line]
-    words = line.split()
-    lead = 0
-    while lead < len(words) and words[lead].isalpha() and words[lead] not in _MATH_WORDS:
-        lead += 1
-    if 0 < lead < len(words):  # "The answer is 14 + 4*sqrt(37)" -> "14 + 4*sqrt(37)"
-        heads.append(" ".join(words[lead:]))
-    for sep in ("=", ":"):
-        if sep in line:
-            heads.insert(0, line.rsplit(sep, 1)[1].strip())
-    for head in heads:
-        yield head
-        if len(head) >= 2 and _BRACKETS.get(head[0]) == head[-1]:
-            yield from _split_top_level(head[1:-1])
-    yield from (w.rstrip(".,;") for w in line.split())
-
-
-def grounding_candidates(outputs: Sequence[str]) -> list[str]:
-    """Return up to MAX_GROUNDING_CANDIDATES distinct math-looking values, latest output lines first."""
-    seen: set[str] = set()
-    found: list[str] = []
-    for out in reversed(outputs):
-        for line in reversed(out.splitlines()):
-            for cand in _line_candidates(line):
-                if (
-                    cand in seen
-                    or not cand
-                    or len(cand) > MAX_CANDIDATE_CHARS
-                    or _MATHY.fullmatch(cand) is None
-                    or _HAS_VALUE.search(cand) is None
-                ):
-                    continue
-                seen.add(cand)
-                found.append(cand)
-                if len(found) >= MAX_GROUNDING_CANDIDATES:
-                    return found
-    return found

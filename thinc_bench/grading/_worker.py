@@ -4,7 +4,7 @@ Owns the three checks that need math-verify (verify an answer against a gold, ch
 parses, compare a printed value with an answer) and the worker loop that serves them over a pipe,
 streaming one result per item so that the parent can pin a hang on exactly one item. math-verify's
 own SIGALRM timeouts are off; the parent kills the whole process instead (NOTES.md). Importing this
-module imports math-verify, so a forkserver that preloads it hands out warm workers.
+module imports math-verify, so the zygote (`_zygote`) that imports it forks warm workers.
 It does not decide timeouts, retries or caching: that is `_pool` and `_judge`.
 """
 

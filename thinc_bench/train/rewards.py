@@ -94,10 +94,8 @@ def truncated(completions: Sequence[Any], stop_reason: Sequence[str], **_: Any) 
 
 
 def grounded(completions: Sequence[Any], thinc_text: Sequence[str], **_: Any) -> list[float | None]:
-    """1 when the final answer equals a printed interpreter value; None without an answer."""
-    from thinc_bench import trajectory
-
-    verdicts = [grading.is_grounded(trajectory.parse(text)) for text in thinc_text]
+    """1 when the final answer equals a value the code printed; None without an answer."""
+    verdicts = [grading.is_grounded(text) for text in thinc_text]
     return [None if v is None else float(v) for v in verdicts]
 
 
