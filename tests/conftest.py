@@ -1,4 +1,6 @@
-"""Shared fixtures: the read-only benchmark data, a tiny two-problem benchmark, the real SmolLM2, vLLM.
+"""Shared fixtures: the read-only benchmark data, a tiny two-problem benchmark, the real SmolLM2, vLLM,
+and the paper's students offline: the real Qwen3 tokenizer with the hybrid (Qwen3-1.7B) and the
+Thinking-2507 chat templates, and a tiny random-weight Qwen3 model for each, built at test time.
 
 vLLM runs from its own interpreter (`THINC_VLLM_PYTHON`, default `/work/vllm-venv/bin/python`):
 its CPU build needs an older transformers than ours (see ../shared/NOTES.md).
@@ -116,11 +118,8 @@ def thinking_2507_template(hybrid: str) -> str:
     return hybrid.replace(HYBRID_GENERATION_PROMPT, THINKING_2507_GENERATION_PROMPT)
 
 
-def _tiny_qwen3(folder: Path, template: str | None) -> None:
-    """Random-weight Qwen3 (real vocabulary, QK-norm, 2 layers) beside the real tokenizer files."""
-    import torch
-    from transformers import Qwen3Config, Qwen3ForCausalLM
-
+def _qwen3_tokenizer_folder(folder: Path, template: str | None) -> None:
+    """The real Qwen3 tokenizer files in `folder`, with `template` as the chat template if given."""
     folder.mkdir(parents=True)
     for name in QWEN3_TOKENIZER_FILES:
         (folder / name).write_bytes((QWEN3_TOKENIZER_DIR / name).read_bytes())
@@ -129,6 +128,14 @@ def _tiny_qwen3(folder: Path, template: str | None) -> None:
         tokenizer_config = json.loads(config_path.read_text(encoding="utf-8"))
         tokenizer_config["chat_template"] = template
         config_path.write_text(json.dumps(tokenizer_config, indent=2, ensure_ascii=False), encoding="utf-8")
+
+
+def _tiny_qwen3(folder: Path, template: str | None) -> None:
+    """Random-weight Qwen3 (real vocabulary, QK-norm, 2 layers) beside the real tokenizer files."""
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    _qwen3_tokenizer_folder(folder, template)
     config = Qwen3Config(
         vocab_size=151936,  # the real models' embedding rows (151,669 tokens, padded)
         hidden_size=128,
@@ -158,16 +165,31 @@ def qwen3_tokenizer_dir() -> Path:
     return QWEN3_TOKENIZER_DIR
 
 
+def _hybrid_template() -> str:
+    config = json.loads((QWEN3_TOKENIZER_DIR / "tokenizer_config.json").read_text(encoding="utf-8"))
+    return str(config["chat_template"])
+
+
+@pytest.fixture(scope="session")
+def qwen3_tokenizer_folders(
+    qwen3_tokenizer_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, str]:
+    """Tokenizer-only Qwen3 folders by template, for paths that need no weights (scripted replays, masks):
+    `hybrid` (Qwen3-1.7B: the model writes <think>) and `thinking` (Qwen3-4B-Thinking-2507: the
+    generation prompt ends in <think>\\n)."""
+    root = tmp_path_factory.mktemp("qwen3-tokenizers")
+    _qwen3_tokenizer_folder(root / "hybrid", None)
+    _qwen3_tokenizer_folder(root / "thinking", thinking_2507_template(_hybrid_template()))
+    return {"hybrid": str(root / "hybrid"), "thinking": str(root / "thinking")}
+
+
 @pytest.fixture(scope="session")
 def qwen3_models(qwen3_tokenizer_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """Tiny random Qwen3 model folders: `hybrid` (Qwen3-1.7B's template: the model writes <think>) and
-    `thinking` (Qwen3-4B-Thinking-2507's: the generation prompt ends in <think>\\n). Same weights."""
+    """Tiny random Qwen3 model folders by template (`hybrid`, `thinking`), same weights: the real
+    architecture (QK-norm included) and vocabulary at 2 layers x 128 wide, built in a few seconds."""
     root = tmp_path_factory.mktemp("qwen3")
-    hybrid_template = json.loads((qwen3_tokenizer_dir / "tokenizer_config.json").read_text(encoding="utf-8"))[
-        "chat_template"
-    ]
     _tiny_qwen3(root / "hybrid", None)
-    _tiny_qwen3(root / "thinking", thinking_2507_template(hybrid_template))
+    _tiny_qwen3(root / "thinking", thinking_2507_template(_hybrid_template()))
     return {"hybrid": str(root / "hybrid"), "thinking": str(root / "thinking")}
 
 
@@ -178,8 +200,8 @@ def qwen3_template(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
-def qwen3_tokenizers(qwen3_models: dict[str, str]) -> dict[str, Any]:
-    """The tokenizers of `qwen3_models`, by template."""
+def qwen3_tokenizers(qwen3_tokenizer_folders: dict[str, str]) -> dict[str, Any]:
+    """The Qwen3 tokenizers by template (fast tokenizers; offsets included)."""
     from transformers import AutoTokenizer
 
-    return {name: AutoTokenizer.from_pretrained(folder) for name, folder in qwen3_models.items()}
+    return {name: AutoTokenizer.from_pretrained(folder) for name, folder in qwen3_tokenizer_folders.items()}

@@ -15,6 +15,7 @@ from typing import Any
 
 from thinc_bench.benchmarks import PAPER_BENCHMARKS, REGISTRY
 from thinc_bench.errors import ConfigError
+from thinc_bench.prompts.chat import parse_template_kwargs
 
 DEMO_BENCHMARKS = "aime2025"
 """The embedded default runs one benchmark: enough to exercise every path, short enough for 2 cores."""
@@ -110,6 +111,13 @@ class EvalConfig:
     system_prompt: str = field(
         default="thinc", metadata={"help": "thinc | interleaved | none | path to a text file."}
     )
+    chat_template_kwargs: str | None = field(
+        default=None,
+        metadata={
+            "help": "JSON object of chat-template variables for the prompt, e.g. '{\"enable_thinking\": false}' "
+            "for Qwen3's hybrid models; the prompt is rendered here for every backend (openai included)."
+        },
+    )
     few_shot: int | None = field(
         default=None,
         metadata={
@@ -196,6 +204,7 @@ class EvalConfig:
             raise ConfigError(f"--few-shot {self.few_shot}: use 0 or more bundled examples")
         _parse_shard(self.shard)
         _parse_ks(self.recovery_k)
+        parse_template_kwargs(self.chat_template_kwargs)
 
     @property
     def shard_index(self) -> int:
