@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+from report.pages import viewer_data
 from transformers import AutoTokenizer
 
 from thinc_bench import trajectory
@@ -122,6 +123,13 @@ def test_scripted_qwen3_replay_reads_plan_code_outputs_and_answer(
     assert row["text"].endswith("Compute 1/2 + 1/3.<|im_end|>\n" + HEADERS[qwen3_template])
     assert row["opened_plan"] is (qwen3_template == "thinking")
     assert record["prompt_tokens"] == row["prompt_tokens"] == len(row["prompt_ids"])
+    shown = next(
+        v for v in viewer_data((out / "report.html").read_text())["samples"] if v["problem_id"] == "tiny-2"
+    )
+    assert (shown["prompt"], shown["prompt_tokens"]) == (
+        row["text"],
+        row["prompt_tokens"],
+    )  # the report shows it
     assert (
         record["total_tokens"]
         == record["prompt_tokens"]
