@@ -117,14 +117,14 @@ def test_student_tokenizer_from_an_unreachable_hub_names_a_local_folder(hub_at, 
     assert "\n" not in str(caught.value)
 
 
-def run_eval_cli(
-    args: list[str], tmp_path: Path, **env: str
+def run_cli(
+    args: list[str], tmp_path: Path, module: str = "thinc_bench.eval", **env: str
 ) -> tuple[subprocess.CompletedProcess[str], float]:
     clean = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
     environment = {**clean, "HF_HOME": str(tmp_path / "hf-home"), "PYTHONPATH": str(REPO_ROOT), **env}
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "thinc_bench.eval", *args, "--out", str(tmp_path / "run")],
+        [sys.executable, "-m", module, *args, "--out", str(tmp_path / "run")],
         capture_output=True,
         text=True,
         env=environment,
@@ -146,7 +146,7 @@ def test_eval_of_a_hub_model_fails_fast_when_the_hub_is_silent(
     tmp_path: Path, silent_hub: str, benchmark_dir: Path
 ) -> None:
     args = ["--model", "Qwen/Qwen3-1.7B", "--data-dir", str(benchmark_dir), "--benchmarks", "aime2025"]
-    done, elapsed = run_eval_cli([*args, "--limit", "1", "--samples", "1"], tmp_path, HF_ENDPOINT=silent_hub)
+    done, elapsed = run_cli([*args, "--limit", "1", "--samples", "1"], tmp_path, HF_ENDPOINT=silent_hub)
     assert_one_line_error(done, "'Qwen/Qwen3-1.7B'", "cannot be reached", "pass a local folder")
     assert elapsed < FAIL_FAST_S
 
@@ -154,7 +154,7 @@ def test_eval_of_a_hub_model_fails_fast_when_the_hub_is_silent(
 @pytest.mark.slow  # a CLI process: imports and, but for offline mode, the real 3 s probe
 def test_eval_of_a_hub_model_fails_fast_in_offline_mode(tmp_path: Path, benchmark_dir: Path) -> None:
     args = ["--model", "Qwen/Qwen3-1.7B", "--data-dir", str(benchmark_dir), "--benchmarks", "aime2025"]
-    done, elapsed = run_eval_cli([*args, "--limit", "1", "--samples", "1"], tmp_path, HF_HUB_OFFLINE="1")
+    done, elapsed = run_cli([*args, "--limit", "1", "--samples", "1"], tmp_path, HF_HUB_OFFLINE="1")
     assert_one_line_error(done, "HF_HUB_OFFLINE is set", "pass a local folder")
     assert elapsed < FAIL_FAST_S
 
@@ -164,6 +164,32 @@ def test_eval_of_a_hub_benchmark_fails_fast_when_the_hub_is_silent(tmp_path: Pat
     script = tmp_path / "turns.jsonl"
     script.write_text('{"problem_id": "x", "turns": ["a"]}\n', encoding="utf-8")
     args = ["--backend", "scripted", "--model", str(script), "--benchmarks", "aime2024"]
-    done, elapsed = run_eval_cli(args, tmp_path, HF_ENDPOINT=silent_hub)
+    done, elapsed = run_cli(args, tmp_path, HF_ENDPOINT=silent_hub)
     assert_one_line_error(done, "'aime2024'", "cannot be reached", "--data-dir ../shared/data/benchmarks")
     assert elapsed < FAIL_FAST_S
+
+
+@pytest.mark.slow  # a CLI process
+def test_build_sft_with_the_default_hub_student_tokenizer_fails_before_generating(
+    tmp_path: Path, silent_hub: str, two_problem_benchmark: Path, benchmark_dir: Path
+) -> None:
+    script = tmp_path / "turns.jsonl"
+    script.write_text('{"problem_id": "tiny-1", "turns": ["a"]}\n', encoding="utf-8")
+    args = ["--teacher", str(script), "--backend", "scripted", "--source", str(two_problem_benchmark)]
+    args += ["--decontam-data-dir", str(benchmark_dir)]  # the student tokenizer is the default Hub id
+    done, elapsed = run_cli(args, tmp_path, module="thinc_bench.build_sft", HF_ENDPOINT=silent_hub)
+    assert_one_line_error(done, "'Qwen/Qwen3-1.7B'", "cannot be reached", "pass a local folder")
+    assert elapsed < FAIL_FAST_S and not (tmp_path / "run" / "rollouts").exists()
+
+
+@pytest.mark.slow  # a CLI process
+def test_build_sft_without_local_decontamination_copies_fails_before_generating(
+    tmp_path: Path, silent_hub: str, two_problem_benchmark: Path, qwen3_tokenizer_dir: Path
+) -> None:
+    script = tmp_path / "turns.jsonl"
+    script.write_text('{"problem_id": "tiny-1", "turns": ["a"]}\n', encoding="utf-8")
+    args = ["--teacher", str(script), "--backend", "scripted", "--source", str(two_problem_benchmark)]
+    args += ["--student-tokenizer", str(qwen3_tokenizer_dir)]
+    done, elapsed = run_cli(args, tmp_path, module="thinc_bench.build_sft", HF_ENDPOINT=silent_hub)
+    assert_one_line_error(done, "cannot be reached", "--decontam-data-dir")
+    assert elapsed < FAIL_FAST_S and not (tmp_path / "run" / "rollouts").exists()

@@ -134,9 +134,11 @@ def load_tokenizer(model: str, revision: str | None = None) -> PreTrainedTokeniz
     Raises:
         ConfigError: a `.gguf` path that does not exist, or no tokenizer at `model`.
     """
+    source = resolve(
+        model, with_weights=False, revision=revision
+    )  # an unreachable Hub fails before the import
     from transformers import AutoTokenizer
 
-    source = resolve(model, with_weights=False, revision=revision)
     try:
         tokenizer: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(
             source.load_path, revision=revision
