@@ -153,6 +153,10 @@ def test_chat_template_kwargs_reach_the_prompt_and_the_run_config(
     assert config["settings"]["chat_template_kwargs"] == '{"enable_thinking": false}'
     prompts = [json.loads(line) for line in (out / "prompts.jsonl").read_text().splitlines()]
     assert all(p["text"].endswith("<think>\n\n</think>\n\n") and not p["opened_plan"] for p in prompts)
+    assert (
+        "chat_template_kwargs <code>{&#34;enable_thinking&#34;: false}</code>"
+        in (out / "report.html").read_text()
+    )
 
 
 def test_sft_examples_start_with_the_exact_prompt_ids_eval_gives_the_model(
