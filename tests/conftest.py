@@ -146,7 +146,7 @@ def _tiny_qwen3(folder: Path, template: str | None) -> None:
         head_dim=64,  # a head size vLLM's CPU attention supports
         max_position_embeddings=4096,
         tie_word_embeddings=True,
-        initializer_range=0.3,  # peaked next-token distributions, so logprob checks can tell kernels apart
+        initializer_range=0.15,  # peaked enough that a wrong layer moves logprobs by nats, flat enough for bf16
         bos_token_id=151643,
         eos_token_id=151645,
         pad_token_id=151643,

@@ -134,9 +134,8 @@ def load_tokenizer(model: str, revision: str | None = None) -> PreTrainedTokeniz
     Raises:
         ConfigError: a `.gguf` path that does not exist, or no tokenizer at `model`.
     """
-    source = resolve(
-        model, with_weights=False, revision=revision
-    )  # an unreachable Hub fails before the import
+    # resolved before importing transformers: an unreachable Hub fails in seconds
+    source = resolve(model, with_weights=False, revision=revision)
     from transformers import AutoTokenizer
 
     try:
