@@ -159,7 +159,9 @@ def policy_batching(n_problems: int = 4, generations: int = 2, budget: int = 128
         AutoTokenizer.from_pretrained(folder),
     )
     prompts = [f"Compute {i} * {i + 3} with Python." for i in range(n_problems) for _ in range(generations)]
-    print(f"4. GRPO rollout batch on the live policy: {len(prompts)} trajectories, {budget}-token completion budget")
+    print(
+        f"4. GRPO rollout batch on the live policy: {len(prompts)} trajectories, {budget}-token completion budget"
+    )
     rates = {}
     with Sandbox() as sandbox:
         for label, batch in (("one at a time", 1), ("batched", len(prompts))):

@@ -1,4 +1,6 @@
-"""Shared fixtures: the read-only benchmark data, a tiny two-problem benchmark, the real SmolLM2, vLLM.
+"""Shared fixtures: the read-only benchmark data, a tiny two-problem benchmark, the real SmolLM2, vLLM,
+and the paper's students offline: the real Qwen3 tokenizer with the hybrid (Qwen3-1.7B) and the
+Thinking-2507 chat templates, and a tiny random-weight Qwen3 model for each, built at test time.
 
 vLLM runs from its own interpreter (`THINC_VLLM_PYTHON`, default `/work/vllm-venv/bin/python`):
 its CPU build needs an older transformers than ours (see ../shared/NOTES.md).
@@ -148,3 +150,115 @@ def tiny_llama_folder(smollm2_folder: str, tmp_path_factory: pytest.TempPathFact
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return str(folder)
+
+
+QWEN3_TOKENIZER_DIR = REPO_ROOT.parent / "shared" / "models" / "qwen3-tokenizer"
+QWEN3_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+HYBRID_GENERATION_PROMPT = (
+    "{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n' }}\n"
+    "    {%- if enable_thinking is defined and enable_thinking is false %}\n"
+    "        {{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- endif %}\n{%- endif %}"
+)
+THINKING_2507_GENERATION_PROMPT = (
+    "{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n<think>\\n' }}\n{%- endif %}"
+)
+"""Qwen3-4B-Thinking-2507's generation prompt: the template itself opens the plan (PROVENANCE.md)."""
+
+
+def thinking_2507_template(hybrid: str) -> str:
+    """The Thinking-2507 chat template, derived from the hybrid one by its one difference."""
+    if hybrid.count(HYBRID_GENERATION_PROMPT) != 1:
+        raise AssertionError(
+            "the shared Qwen3 template's add_generation_prompt block is not the expected one"
+        )
+    return hybrid.replace(HYBRID_GENERATION_PROMPT, THINKING_2507_GENERATION_PROMPT)
+
+
+def _qwen3_tokenizer_folder(folder: Path, template: str | None) -> None:
+    """The real Qwen3 tokenizer files in `folder`, with `template` as the chat template if given."""
+    folder.mkdir(parents=True)
+    for name in QWEN3_TOKENIZER_FILES:
+        (folder / name).write_bytes((QWEN3_TOKENIZER_DIR / name).read_bytes())
+    if template is not None:
+        config_path = folder / "tokenizer_config.json"
+        tokenizer_config = json.loads(config_path.read_text(encoding="utf-8"))
+        tokenizer_config["chat_template"] = template
+        config_path.write_text(json.dumps(tokenizer_config, indent=2, ensure_ascii=False), encoding="utf-8")
+
+
+def _tiny_qwen3(folder: Path, template: str | None) -> None:
+    """Random-weight Qwen3 (real vocabulary, QK-norm, 2 layers) beside the real tokenizer files."""
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    _qwen3_tokenizer_folder(folder, template)
+    config = Qwen3Config(
+        vocab_size=151936,  # the real models' embedding rows (151,669 tokens, padded)
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=64,  # a head size vLLM's CPU attention supports
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        initializer_range=0.15,  # peaked enough that a wrong layer moves logprobs by nats, flat enough for bf16
+        bos_token_id=151643,
+        eos_token_id=151645,
+        pad_token_id=151643,
+        dtype="float32",
+    )
+    torch.manual_seed(0)
+    model = Qwen3ForCausalLM(config).to(torch.float32)
+    model.generation_config.eos_token_id = [151645, 151643]  # <|im_end|>, <|endoftext|> like the real ones
+    model.save_pretrained(folder)
+
+
+@pytest.fixture(scope="session")
+def qwen3_tokenizer_dir() -> Path:
+    """The real Qwen3 tokenizer and hybrid chat template (../shared/models/qwen3-tokenizer)."""
+    if not all((QWEN3_TOKENIZER_DIR / n).is_file() for n in QWEN3_TOKENIZER_FILES):
+        pytest.fail(f"the Qwen3 tokenizer is missing at {QWEN3_TOKENIZER_DIR}; the checkout needs ../shared")
+    return QWEN3_TOKENIZER_DIR
+
+
+def _hybrid_template() -> str:
+    config = json.loads((QWEN3_TOKENIZER_DIR / "tokenizer_config.json").read_text(encoding="utf-8"))
+    return str(config["chat_template"])
+
+
+@pytest.fixture(scope="session")
+def qwen3_tokenizer_folders(
+    qwen3_tokenizer_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, str]:
+    """Tokenizer-only Qwen3 folders by template, for paths that need no weights (scripted replays, masks):
+    `hybrid` (Qwen3-1.7B: the model writes <think>) and `thinking` (Qwen3-4B-Thinking-2507: the
+    generation prompt ends in <think>\\n)."""
+    root = tmp_path_factory.mktemp("qwen3-tokenizers")
+    _qwen3_tokenizer_folder(root / "hybrid", None)
+    _qwen3_tokenizer_folder(root / "thinking", thinking_2507_template(_hybrid_template()))
+    return {"hybrid": str(root / "hybrid"), "thinking": str(root / "thinking")}
+
+
+@pytest.fixture(scope="session")
+def qwen3_models(qwen3_tokenizer_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Tiny random Qwen3 model folders by template (`hybrid`, `thinking`), same weights: the real
+    architecture (QK-norm included) and vocabulary at 2 layers x 128 wide, built in a few seconds."""
+    root = tmp_path_factory.mktemp("qwen3")
+    _tiny_qwen3(root / "hybrid", None)
+    _tiny_qwen3(root / "thinking", thinking_2507_template(_hybrid_template()))
+    return {"hybrid": str(root / "hybrid"), "thinking": str(root / "thinking")}
+
+
+@pytest.fixture(scope="session", params=["hybrid", "thinking"])
+def qwen3_template(request: pytest.FixtureRequest) -> str:
+    """Each Qwen3 chat template in turn."""
+    return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def qwen3_tokenizers(qwen3_tokenizer_folders: dict[str, str]) -> dict[str, Any]:
+    """The Qwen3 tokenizers by template (fast tokenizers; offsets included)."""
+    from transformers import AutoTokenizer
+
+    return {name: AutoTokenizer.from_pretrained(folder) for name, folder in qwen3_tokenizer_folders.items()}

@@ -147,6 +147,7 @@ def test_the_top_level_holds_only_the_shared_vocabulary_and_the_folders() -> Non
         "errors.py",
         "eval",
         "grading",
+        "hub.py",
         "metrics",
         "prompts",
         "report",

@@ -276,6 +276,7 @@ def load(
     answer_column: str = "answer",
     id_column: str | None = "id",
     check_golds: bool = True,
+    local_flag: str = "--data-dir",
 ) -> list[Problem]:
     """Load a benchmark's problems, checking every gold answer.
 
@@ -287,6 +288,7 @@ def load(
         id_column: id column of a local file given by path; None numbers rows `<stem>-<row>`.
         check_golds: parse every gold with the grader (turn off only for training sources whose
             golds are checked later, never for evaluation).
+        local_flag: the caller's flag for a local copy, named when the Hub is out of reach.
 
     Returns:
         The problems in source order.
@@ -322,7 +324,7 @@ def load(
         problems = _to_problems(rows, name, str(path), "problem", "answer", _column_id("id"))
     else:
         spec = REGISTRY[name]
-        hub_rows: Sequence[Row] = _read_hub(spec)
+        hub_rows: Sequence[Row] = _read_hub(spec, local_flag)
         if spec.to_rows is not None:
             hub_rows = spec.to_rows(hub_rows, f"{spec.hub_id}:{spec.split}")
         problems = _to_problems(
@@ -367,8 +369,17 @@ def read_local(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _read_hub(spec: BenchmarkSpec) -> list[dict[str, Any]]:
+def _read_hub(spec: BenchmarkSpec, local_flag: str) -> list[dict[str, Any]]:
     """Read a registered benchmark from the Hub; any failure to reach it becomes one actionable line."""
+    from thinc_bench import hub
+
+    fix = f"pass {local_flag} with a local copy, e.g. {local_flag} ../shared/data/benchmarks"
+    reason = hub.probe_failure()
+    if reason is not None:
+        raise DatasetError(
+            f"benchmark {spec.name!r}: the Hugging Face Hub cannot be reached ({reason}); {fix} "
+            "(or set HF_HUB_OFFLINE=1 to read a cached copy)"
+        )
     import datasets
 
     try:
@@ -378,7 +389,7 @@ def _read_hub(spec: BenchmarkSpec) -> list[dict[str, Any]]:
     ) as exc:  # the Hub client raises many types (HTTP, offline, missing cache); all mean "not here"
         raise DatasetError(
             f"benchmark {spec.name!r}: cannot load {spec.hub_id} (split {spec.split}) from the Hugging Face Hub "
-            f"({type(exc).__name__}); pass --data-dir with a local copy, e.g. --data-dir ../shared/data/benchmarks"
+            f"({type(exc).__name__}); {fix}"
         ) from None
     return [dict(row) for row in dataset]
 

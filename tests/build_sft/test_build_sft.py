@@ -18,8 +18,8 @@ from thinc_bench.backends import smollm2_gguf
 from thinc_bench.backends._sources import load_tokenizer
 from thinc_bench.build_sft import __main__ as build_sft
 from thinc_bench.build_sft.config import BuildSFTConfig
-from thinc_bench.build_sft.masks import render_prompt_ids
 from thinc_bench.errors import ConfigError
+from thinc_bench.prompts import render_prompt_ids
 
 SFT_DATA = Path(__file__).resolve().parents[1] / "data" / "sft"
 STOP = "```output"

@@ -13,6 +13,8 @@ import importlib.util
 import inspect
 from typing import Literal, get_args
 
+from thinc_bench import hub
+from thinc_bench.backends import _sources
 from thinc_bench.backends._sources import smollm2_gguf
 from thinc_bench.backends.base import FinishReason, Generation, Generator, SamplingParams
 from thinc_bench.errors import BackendUnavailable, ConfigError, ContextExceeded, RequestRejected
@@ -79,6 +81,10 @@ def load_generator(backend: Backend, model: str, **options: object) -> Generator
         raise ConfigError(f"unknown backend {backend!r}; choose one of {', '.join(get_args(Backend))}")
     for module in _REQUIRES[backend]:
         require(module)
+    if backend in ("hf", "vllm") and hub.is_hub_id(model) and hub.unreachable():
+        # before importing torch or vLLM: an unreachable Hub fails (or finds its cache) in seconds
+        revision = options.get("revision")
+        hub.local_snapshot(model, None if revision is None else str(revision), _sources.OFFLINE_ALTERNATIVE)
     cls = getattr(importlib.import_module(f"thinc_bench.backends.{backend}"), _CLASSES[backend])
     accepted = [name for name, p in inspect.signature(cls).parameters.items() if p.kind is p.KEYWORD_ONLY]
     unknown = sorted(set(options) - set(accepted))

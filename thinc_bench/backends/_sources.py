@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from thinc_bench import hub
 from thinc_bench.backends.base import one_line
 from thinc_bench.errors import ConfigError
 
@@ -41,6 +42,12 @@ CACHE_FORMAT = 2
 
 SOURCE_META = "source.json"
 """File in a converted folder that records which `.gguf` it came from, and its sha256."""
+
+OFFLINE_ALTERNATIVE = (
+    "pass a local folder instead (a model folder with config.json, or a tokenizer folder such as "
+    "../shared/models/qwen3-tokenizer), or download it once and set HF_HUB_OFFLINE=1"
+)
+"""What to do when a Hub model is out of reach: the local alternatives, for the one-line error."""
 
 TOKENIZER_CACHE_SIZE = 8
 """Tokenizers kept loaded per process: one per model in use, loaded in 0.3-0.5 s each otherwise."""
@@ -81,17 +88,25 @@ def cache_root() -> Path:
     return Path(base) / "thinc_bench"
 
 
-def resolve(model: str, *, with_weights: bool = True) -> ModelSource:
+def resolve(model: str, *, with_weights: bool = True, revision: str | None = None) -> ModelSource:
     """Turn a folder, Hub id or `.gguf` path into something `from_pretrained` loads fast.
+
+    A Hub id while the Hub cannot be reached (`hub.unreachable`) resolves to its locally cached
+    snapshot, or fails at once, instead of after a minute of retries.
 
     Args:
         model: a local HF folder, a Hub id, or a `.gguf` file.
         with_weights: False converts only the tokenizer of a `.gguf` (11 s instead of 35 s cold).
+        revision: the Hub revision of a Hub id.
 
     Raises:
-        ConfigError: a `.gguf` path that does not exist.
+        ConfigError: a `.gguf` path that does not exist, or a Hub id that is neither reachable nor cached.
     """
     if not model.endswith(".gguf"):
+        if hub.is_hub_id(model) and hub.unreachable():
+            return ModelSource(
+                load_path=hub.local_snapshot(model, revision, OFFLINE_ALTERNATIVE), origin=model
+            )
         return ModelSource(load_path=model, origin=model)
     gguf = Path(model).expanduser().resolve()
     if not gguf.is_file():
@@ -119,9 +134,10 @@ def load_tokenizer(model: str, revision: str | None = None) -> PreTrainedTokeniz
     Raises:
         ConfigError: a `.gguf` path that does not exist, or no tokenizer at `model`.
     """
+    # resolved before importing transformers: an unreachable Hub fails in seconds
+    source = resolve(model, with_weights=False, revision=revision)
     from transformers import AutoTokenizer
 
-    source = resolve(model, with_weights=False)
     try:
         tokenizer: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(
             source.load_path, revision=revision

@@ -89,7 +89,7 @@ class HFGenerator(Generator):
             device = "cuda" if torch.cuda.is_available() else "cpu"
         if dtype == "auto":
             dtype = "bfloat16" if device == "cuda" else "float32"
-        self._source = _sources.resolve(model)
+        self._source = _sources.resolve(model, revision=revision)
         started = time.perf_counter()
         try:
             self._tokenizer: PreTrainedTokenizerBase = AutoTokenizer.from_pretrained(

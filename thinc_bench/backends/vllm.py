@@ -99,7 +99,7 @@ class VLLMGenerator(Generator):
         self._client_errors, self._server_errors = _error_classes()
         from transformers import AutoTokenizer
 
-        self._source = _sources.resolve(model)
+        self._source = _sources.resolve(model, revision=revision)
         args = vllm.AsyncEngineArgs(
             model=self._source.load_path,
             revision=revision,

@@ -9,7 +9,7 @@ and `decontam` against the evaluation benchmarks -> `masks` (student input_ids a
 from thinc_bench.build_sft.config import BuildSFTConfig
 from thinc_bench.build_sft.decontam import Decontaminator
 from thinc_bench.build_sft.filters import Candidate, Decision, FilterConfig, apply_filters, funnel
-from thinc_bench.build_sft.masks import Tokenized, render_prompt_ids, tokenize_example
+from thinc_bench.build_sft.masks import Tokenized, for_student, tokenize_example
 from thinc_bench.build_sft.sources import load_source
 
 __all__ = [
@@ -20,8 +20,8 @@ __all__ = [
     "FilterConfig",
     "Tokenized",
     "apply_filters",
+    "for_student",
     "funnel",
     "load_source",
-    "render_prompt_ids",
     "tokenize_example",
 ]

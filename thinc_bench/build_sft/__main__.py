@@ -105,6 +105,27 @@ def generate(config: BuildSFTConfig, out: Path) -> None:
     asyncio.run(run_eval(config.eval_config(), run, problems))
 
 
+def preflight(config: BuildSFTConfig) -> None:
+    """Check what the dataset step reads from outside before hours of generation: the student
+    tokenizer, and the Hub when decontamination has no local benchmark copies.
+
+    Raises:
+        ConfigError: the student tokenizer cannot be loaded (an unreachable Hub fails in seconds).
+        DatasetError: the Hub is out of reach and --decontam-data-dir is not given.
+    """
+    from thinc_bench import hub
+    from thinc_bench.backends._sources import load_tokenizer
+    from thinc_bench.errors import DatasetError
+
+    reason = None if config.decontam_data_dir else hub.probe_failure()
+    if reason is not None:
+        raise DatasetError(
+            f"decontamination reads the evaluation benchmarks from the Hugging Face Hub, which cannot be "
+            f"reached ({reason}); pass --decontam-data-dir with local copies, e.g. ../shared/data/benchmarks"
+        )
+    load_tokenizer(config.student_tokenizer_path())
+
+
 def regrade(out: Path) -> int:
     """Grade again the stored trajectories whose grading timed out or failed; return how many were.
 
@@ -156,6 +177,7 @@ def _main(config: BuildSFTConfig) -> int:
     started = time.perf_counter()
     out = Path(config.out) if config.out else _default_out(config.teacher)
     if not config.refilter:
+        preflight(config)
         generate(config, out)
     regrade(out)
     stats = finish(config, out)

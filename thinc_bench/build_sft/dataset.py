@@ -65,7 +65,12 @@ def finish(config: BuildSFTConfig, out: Path) -> dict[str, Any]:
         )
     names = [b.strip() for b in config.decontam_benchmarks.split(",") if b.strip()]
     index = Decontaminator(
-        {n: benchmarks.load(n, data_dir=config.decontam_data_dir, check_golds=False) for n in names},
+        {
+            n: benchmarks.load(
+                n, data_dir=config.decontam_data_dir, check_golds=False, local_flag="--decontam-data-dir"
+            )
+            for n in names
+        },
         n=config.decontam_ngram,
         threshold=config.decontam_threshold,
         maths_threshold=config.decontam_maths_threshold,

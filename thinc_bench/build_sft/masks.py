@@ -1,9 +1,11 @@
 """SFT token ids and loss masks for one trajectory, in a student tokenizer.
 
 The teacher wrote the trajectory in its own tokens; the student is trained in its own. So the chat
-prompt (system + user) is rendered with the student's chat template and generation header, and the
-trajectory text is tokenized once with offsets. Each token takes its kind from the segment holding its
-first character (`Trajectory.with_token_spans`). The mask is 1 on plan, code, answer and the closing
+prompt (system + user) is rendered with the student's chat template and generation header by
+`prompts.render_prompt_ids` (the same ids evaluation uses), the trajectory is adapted to who opens the
+plan (`for_student`), and its text is tokenized with offsets chunk by chunk, cut where the model and
+the harness took turns. Each token takes its kind from the segment holding its first character
+(`Trajectory.with_token_spans`). The mask is 1 on plan, code, answer and the closing
 EOS, and 0 on the prompt and on every interpreter-output token. An output block's opening string
 (```` ```output ````, the dialect's stop string) is the model's own (DESIGN.md: the model opens the
 block, the harness writes the rest), so its tokens are 1. Pure: no IO; the tokenizer is passed in.
@@ -11,10 +13,16 @@ block, the harness writes the rest), so its tokens are 1. Pure: no IO; the token
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from thinc_bench.trajectory import DIALECTS, Span, Trajectory
+from thinc_bench.prompts.chat import PLAN_OPEN, opened_plan, render_prompt_ids
+from thinc_bench.trajectory import DIALECTS, Span, Trajectory, parse
+
+_OPENER = re.compile(rf"\s*{PLAN_OPEN}(?:\r?\n)?")
+"""The plan's opening tag with the space before it and its line break, as a template writes it."""
 
 
 @dataclass(frozen=True)
@@ -25,8 +33,10 @@ class Tokenized:
         input_ids: prompt, trajectory and EOS token ids.
         assistant_masks: 1 where the student is trained (plan, code, answer, EOS), 0 elsewhere.
         prompt_tokens: how many leading ids are the prompt.
-        plan_tokens: tokens of the plan segment.
-        model_tokens: trajectory tokens with mask 1 (EOS excluded): what the model writes.
+        plan_tokens: tokens of the plan after its `<think>` opener (the same for a template that
+            opens the plan in the prompt and one that leaves it to the model).
+        model_tokens: trajectory tokens with mask 1, EOS and the `<think>` opener excluded: what the
+            model writes (so the plan share is the same under both kinds of template).
         trajectory: the parsed trajectory with token spans relative to the trajectory's first token.
     """
 
@@ -41,13 +51,6 @@ class Tokenized:
     def plan_share(self) -> float:
         """Plan tokens / model tokens (0 when the model wrote nothing)."""
         return self.plan_tokens / self.model_tokens if self.model_tokens else 0.0
-
-
-def render_prompt_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
-    """Token ids of the chat prompt with the assistant generation header, from the tokenizer's template."""
-    encoded: Any = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-    ids = encoded["input_ids"] if hasattr(encoded, "keys") else encoded
-    return [int(i) for i in ids]
 
 
 def completion_mask(trajectory: Trajectory, offsets: list[tuple[int, int]]) -> list[int]:
@@ -77,35 +80,69 @@ def completion_mask(trajectory: Trajectory, offsets: list[tuple[int, int]]) -> l
     return mask
 
 
+def for_student(text: str, *, opened: bool, dialect: str = "markdown") -> str:
+    """The trajectory as the student writes it after its own generation prompt: one `<think>` in all.
+
+    A student whose prompt already opened the plan (`opened_plan`, Qwen3-Thinking-2507) writes the
+    plan from its first word, so the teacher's `<think>` and its line break are dropped; a student
+    that opens the plan itself (Qwen3 hybrid) gets `<think>\\n` before a plan the teacher wrote
+    without one. A text without a plan is returned as is (the conformance filter rejects it).
+    """
+    opener = _OPENER.match(text)
+    if opened:
+        return text if opener is None else text[opener.end() :]
+    plan = next((s for s in parse(text, dialect).segments if s.kind == "plan"), None)
+    return f"{PLAN_OPEN}\n{text}" if opener is None and plan is not None else text
+
+
 def tokenize_example(
-    tokenizer: Any, prompt_messages: list[dict[str, str]], trajectory: Trajectory
+    tokenizer: Any,
+    prompt_messages: list[dict[str, str]],
+    trajectory: Trajectory,
+    template_kwargs: Mapping[str, Any] | None = None,
 ) -> Tokenized:
     """Token ids and assistant masks of prompt + trajectory + EOS in the student's tokenizer.
+
+    The prompt is `prompts.render_prompt_ids`, the very ids evaluation gives the model. The trajectory
+    is tokenized in the chunks inference produced them in (the model's text up to each output block's
+    opener, the harness's output block, the model's text after it), so no token straddles a
+    model/harness seam: a blank line the model writes after an output block stays the model's.
 
     Args:
         tokenizer: a fast (offset-reporting) Hugging Face tokenizer with a chat template.
         prompt_messages: the system and user turns, without the assistant turn.
-        trajectory: the parsed trajectory (canonical dialect).
+        trajectory: the parsed trajectory (canonical dialect), as the teacher wrote it.
+        template_kwargs: extra chat-template variables (e.g. `{"enable_thinking": False}`).
 
     Returns:
-        The tokenized example.
+        The tokenized example; its trajectory is the student's text (`for_student`).
 
     Raises:
         ValueError: the tokenizer cannot report character offsets (a slow tokenizer).
     """
-    prompt_ids = render_prompt_ids(tokenizer, prompt_messages)
-    text = trajectory.render()
     if not getattr(tokenizer, "is_fast", False):
         raise ValueError(
             f"tokenizer {getattr(tokenizer, 'name_or_path', tokenizer)!r} cannot report offsets; "
             "pass --student-tokenizer with a fast tokenizer (tokenizer.json)"
         )
-    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-    ids = [int(i) for i in encoded["input_ids"]]
-    offsets = [(int(a), int(b)) for a, b in encoded["offset_mapping"]]
-    spanned = trajectory.with_token_spans(offsets)
+    prompt_ids = render_prompt_ids(tokenizer, prompt_messages, template_kwargs)
+    opened = opened_plan(tokenizer, prompt_ids)
+    text = for_student(trajectory.render(), opened=opened, dialect=trajectory.dialect)
+    parsed = parse(text, trajectory.dialect)
+    opener = _OPENER.match(text)
+    ids: list[int] = []
+    offsets: list[tuple[int, int]] = []
+    opener_tokens = 0
+    for start, end in _chunks(parsed, 0 if opener is None else opener.end()):
+        encoded = tokenizer(text[start:end], add_special_tokens=False, return_offsets_mapping=True)
+        ids += [int(i) for i in encoded["input_ids"]]
+        offsets += [(start + int(a), start + int(b)) for a, b in encoded["offset_mapping"]]
+        if opener is not None and start == 0:
+            opener_tokens = len(ids)
+    spanned = parsed.with_token_spans(offsets)
     mask = completion_mask(spanned, offsets)
-    plan = sum(_length(s.token_span) for s in spanned.segments if s.kind == "plan")
+    plans = [s for s in spanned.segments if s.kind == "plan"]
+    plan = sum(_length(s.token_span) for s in plans) - (opener_tokens if plans else 0)
     eos = tokenizer.eos_token_id
     tail = [] if eos is None else [int(eos)]
     return Tokenized(
@@ -113,9 +150,25 @@ def tokenize_example(
         assistant_masks=[0] * len(prompt_ids) + mask + [1] * len(tail),
         prompt_tokens=len(prompt_ids),
         plan_tokens=plan,
-        model_tokens=sum(mask),
+        model_tokens=sum(mask) - opener_tokens,
         trajectory=spanned,
     )
+
+
+def _chunks(trajectory: Trajectory, opener_end: int) -> list[tuple[int, int]]:
+    """Character ranges in the order and cut inference wrote them: the plan opener alone (so both
+    templates tokenize what follows it alike), then model text and harness output blocks in turn."""
+    stop = DIALECTS[trajectory.dialect].stop
+    cuts = {0, opener_end}
+    for segment in trajectory.segments:
+        if segment.kind == "output":
+            cuts |= {
+                segment.span.start + (len(stop) if segment.raw.startswith(stop) else 0),
+                segment.span.end,
+            }
+    end = sum(len(s.raw) for s in trajectory.segments)
+    ordered = sorted(c for c in cuts | {end} if 0 <= c <= end)
+    return [(a, b) for a, b in zip(ordered, ordered[1:], strict=False) if b > a]
 
 
 def _length(span: Span | None) -> int:

@@ -245,6 +245,15 @@ def _read(path: Path) -> list[dict[str, Any]]:
 
 
 def _read_hub(hub_id: str, split: str) -> list[dict[str, Any]]:
+    from thinc_bench import hub
+
+    reason = hub.probe_failure()
+    if reason is not None:
+        raise DatasetError(
+            f"source {hub_id!r}: the Hugging Face Hub cannot be reached ({reason}); pass --data-dir with a "
+            "local copy (e.g. --data-dir ../shared/data/train) or a local .jsonl/.parquet path "
+            "(or set HF_HUB_OFFLINE=1 to read a cached copy)"
+        )
     import datasets
 
     try:

@@ -16,6 +16,7 @@ from typing import Any
 from thinc_bench.backends import SamplingParams
 from thinc_bench.benchmarks import PAPER_BENCHMARKS, REGISTRY
 from thinc_bench.errors import ConfigError
+from thinc_bench.prompts.chat import parse_template_kwargs
 
 DEMO_BENCHMARKS = "aime2025"
 """The embedded default runs one benchmark: enough to exercise every path, short enough for 2 cores."""
@@ -150,6 +151,13 @@ class EvalConfig:
     system_prompt: str = field(
         default="thinc", metadata={"help": "thinc | interleaved | none | path to a text file."}
     )
+    chat_template_kwargs: str | None = field(
+        default=None,
+        metadata={
+            "help": "JSON object of chat-template variables for the prompt, e.g. '{\"enable_thinking\": false}' "
+            "for Qwen3's hybrid models; the prompt is rendered here for every backend (openai included)."
+        },
+    )
     few_shot: int | None = field(
         default=None,
         metadata={
@@ -257,6 +265,7 @@ class EvalConfig:
         )
         _parse_shard(self.shard)
         _parse_ks(str(self.recovery_k))
+        parse_template_kwargs(self.chat_template_kwargs)
 
     @property
     def shard_index(self) -> int:

@@ -138,13 +138,9 @@ def turn_seed(seed: int | None, tokens_so_far: int) -> int | None:
 
 def render_prompt(generator: Generator, messages: list[dict[str, str]]) -> list[int]:
     """Token ids of the chat prompt with the generation header, from the model's own template."""
-    encoded: Any = generator.tokenizer.apply_chat_template(
-        messages, add_generation_prompt=True, tokenize=True
-    )
-    ids = (
-        encoded["input_ids"] if hasattr(encoded, "keys") else encoded
-    )  # transformers 5 returns a BatchEncoding
-    return [int(i) for i in ids]
+    from thinc_bench.prompts import render_prompt_ids
+
+    return render_prompt_ids(generator.tokenizer, messages)
 
 
 async def rollout(

@@ -77,15 +77,12 @@ async def _evaluate_one(
     generator: Generator,
     sandbox: Sandbox,
     grader: Grader,
-    system_prompt: str,
-    examples: list[Example],
+    prompt_ids: list[int],
 ) -> SampleRecord:
     from thinc_bench import trajectory
     from thinc_bench.eval import rollout
     from thinc_bench.eval.store import SampleRecord
-    from thinc_bench.prompts import build_messages
 
-    prompt_ids = rollout.render_prompt(generator, build_messages(problem.problem, system_prompt, examples))
     params = config.sampling_params(
         seed=sample_seed(config.seed, problem.benchmark, problem.id, sample_idx, k)
     )
@@ -184,6 +181,32 @@ def _measures(
     }
 
 
+def _render_prompts(
+    config: EvalConfig,
+    generator: Generator,
+    run: RunDir,
+    problems: Sequence[Problem],
+    system_prompt: str,
+    examples: list[Example],
+) -> dict[tuple[str, str], list[int]]:
+    """Each problem's prompt ids (`prompts.render_prompt_ids`, the renderer SFT examples use too),
+    recorded once in the run directory's prompts.jsonl so a reader sees exactly what the model saw."""
+    from thinc_bench.prompts import build_messages, opened_plan, parse_template_kwargs, render_prompt_ids
+
+    template_kwargs = parse_template_kwargs(config.chat_template_kwargs)
+    tokenizer = generator.tokenizer
+    prompts: dict[tuple[str, str], list[int]] = {}
+    for problem in problems:
+        key = (problem.benchmark, problem.id)
+        if key in prompts:
+            continue
+        messages = build_messages(problem.problem, system_prompt, examples)
+        ids = prompts[key] = render_prompt_ids(tokenizer, messages, template_kwargs)
+        text = str(tokenizer.decode(ids, skip_special_tokens=False))
+        run.record_prompt(*key, ids, text, opened_plan(tokenizer, ids))
+    return prompts
+
+
 async def run_eval(config: EvalConfig, run: RunDir, problems: Sequence[Problem]) -> None:
     """Run every (problem, sample, k) not yet in the run directory, appending each as it finishes."""
     from tqdm import tqdm
@@ -232,6 +255,9 @@ async def run_eval(config: EvalConfig, run: RunDir, problems: Sequence[Problem])
             run.annotate("resolved", resolved)
             bar.update(0)
             gate = asyncio.Semaphore(concurrency)
+            prompts = _render_prompts(
+                config, generator, run, [problem for problem, _, _ in todo], system_prompt, examples
+            )
 
             async def one(problem: Problem, sample_idx: int, k: int) -> None:
                 async with gate:
@@ -243,8 +269,7 @@ async def run_eval(config: EvalConfig, run: RunDir, problems: Sequence[Problem])
                         generator=generator,
                         sandbox=sandbox,
                         grader=grader,
-                        system_prompt=system_prompt,
-                        examples=examples,
+                        prompt_ids=prompts[problem.benchmark, problem.id],
                     )
                 run.append(record)
                 progress.done += 1

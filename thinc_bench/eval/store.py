@@ -46,6 +46,8 @@ INFRA_STATUS = "infra_error"
 CONFIG_FILE = "config.json"
 SAMPLES_FILE = "samples.jsonl"
 SUMMARY_FILE = "summary.json"
+PROMPTS_FILE = "prompts.jsonl"
+"""Each problem's chat prompt exactly as the model was given it, one line per problem, written once."""
 
 
 class SampleKey(NamedTuple):
@@ -183,6 +185,7 @@ class RunDir:
     def __init__(self, path: Path, config: dict[str, Any]) -> None:
         self.path = path
         self.config = config
+        self._prompted: set[tuple[str, str]] | None = None
 
     @classmethod
     def open(cls, path: str | Path, settings: Mapping[str, Any]) -> RunDir:
@@ -244,6 +247,39 @@ class RunDir:
             handle.write(line)
             handle.flush()
             os.fsync(handle.fileno())
+
+    def prompts(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """(benchmark, problem id) -> its line of prompts.jsonl (`text`, `prompt_ids`, `prompt_tokens`,
+        `opened_plan`: whether the prompt ended by opening the plan, as Qwen3-Thinking-2507's does)."""
+        path = self.path / PROMPTS_FILE
+        if not path.exists():
+            return {}
+        rows = [
+            json.loads(line)
+            for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
+            if line.endswith("\n")
+        ]
+        return {(row["benchmark"], row["problem_id"]): row for row in rows}
+
+    def record_prompt(
+        self, benchmark: str, problem_id: str, ids: list[int], text: str, opened_plan: bool
+    ) -> None:
+        """Write a problem's rendered prompt to prompts.jsonl, once per problem and run directory."""
+        if self._prompted is None:
+            self._prompted = set(self.prompts())
+        if (benchmark, problem_id) in self._prompted:
+            return
+        self._prompted.add((benchmark, problem_id))
+        row = {
+            "benchmark": benchmark,
+            "problem_id": problem_id,
+            "prompt_tokens": len(ids),
+            "opened_plan": opened_plan,
+            "text": text,
+            "prompt_ids": ids,
+        }
+        with (self.path / PROMPTS_FILE).open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
 
     def annotate(self, key: str, value: Any) -> None:
         """Record what was resolved at run time (backend, sandbox) in config.json; not hashed."""

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import get_args
 
 from thinc_bench.errors import ConfigError
+from thinc_bench.prompts.chat import opened_plan, parse_template_kwargs, render_prompt_ids
 from thinc_bench.trajectory import ExecOn, get_dialect
 
 __all__ = [
@@ -27,7 +28,10 @@ __all__ = [
     "check_settings",
     "load_examples",
     "load_system_prompt",
+    "opened_plan",
+    "parse_template_kwargs",
     "render_examples",
+    "render_prompt_ids",
 ]
 
 EXAMPLES_FILE = "examples.jsonl"

@@ -190,7 +190,10 @@ def header(run: Run) -> dict[str, Any]:
             "state": settings.get("sandbox_state"),
             **resolved.get("sandbox", {}),
         },
-        "prompt": {k: settings.get(k) for k in ("dialect", "system_prompt", "few_shot", "response_prefix")},
+        "prompt": {
+            k: settings.get(k)
+            for k in ("dialect", "system_prompt", "few_shot", "response_prefix", "chat_template_kwargs")
+        },
         "versions": {**env.get("versions", {}), "python": env.get("python")},
         "platform": env.get("platform"),
         "git": env.get("git"),

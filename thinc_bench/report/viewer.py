@@ -3,7 +3,8 @@
 `viewer_samples` splits each sample's text into plan / code / output / answer segments with
 `trajectory.parse` (the run's own dialect), pairs the i-th code block with the i-th execution status,
 marks the first k executions as injected failures, and precomputes the filter flags the page uses
-(execution error, ungrounded, non-conforming, gold in text). The browser renders a sample only when
+(execution error, ungrounded, non-conforming, gold in text), and carries each problem's chat
+prompt as the model saw it when the run directory recorded it (`prompts.jsonl`). The browser renders a sample only when
 it is opened, so 2,240 trajectories stay fast. `problem_texts` finds problem statements in local
 benchmark files named by a run's config, never the Hub: a missing file only leaves them out.
 """
@@ -90,7 +91,9 @@ def viewer_samples(runs: Sequence[Run], texts: dict[tuple[str, str], str]) -> li
     out: list[dict[str, Any]] = []
     for r, run in enumerate(runs):
         dialect = str(run.config.get("settings", {}).get("dialect") or "markdown")
+        prompts = _prompts(run)
         for s in run.samples:
+            prompt = prompts.get((s["benchmark"], s["problem_id"]), {})
             item = {
                 "id": len(out),
                 "run": r,
@@ -113,11 +116,23 @@ def viewer_samples(runs: Sequence[Run], texts: dict[tuple[str, str], str]) -> li
                 "nl_literals": s.get("nl_literals") or [],
                 "error": s["error"],
                 "problem": texts.get((s["benchmark"], s["problem_id"])),
+                "prompt": prompt.get("text"),
+                "prompt_tokens": prompt.get("prompt_tokens"),
                 "segments": _segments(s, dialect),
             }
             item["flags"] = flags(s, item["segments"])
             out.append(item)
     return out
+
+
+def _prompts(run: Run) -> dict[tuple[str, str], dict[str, Any]]:
+    """(benchmark, problem id) -> the rendered prompt its run directories recorded (prompts.jsonl)."""
+    from thinc_bench.eval.store import RunDir
+
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for folder in run.dirs:
+        found.update(RunDir(Path(folder), run.config).prompts())
+    return found
 
 
 def pack(samples: Sequence[dict[str, Any]], labels: Sequence[str]) -> str:
