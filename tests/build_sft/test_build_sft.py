@@ -342,7 +342,7 @@ def test_real_smollm2_teacher_on_dapo_problems_completes_and_explains_its_funnel
     records = [json.loads(line) for line in (out / "rollouts" / "samples.jsonl").read_text().splitlines()]
     for r in records:
         assert r["text"].startswith("```python\n")  # the demo prefill reached the teacher
-        assert 0 < r["gen_tokens"] <= r["completion_tokens"] <= 1000  # the budget excludes the prompt
+        assert 0 < r["gen_tokens"] <= r["response_tokens"] <= 1000  # the budget excludes the prompt
         assert r["n_tool_calls"] == len(r["exec_statuses"])
     assert sum(stats["generation"]["finish_reasons"].values()) == 2
     import datasets

@@ -276,8 +276,8 @@ def test_demo_run_with_the_real_smollm2_writes_complete_consistent_records(two_p
     statuses = {"correct", "incorrect", "no_answer", "unparseable_answer", "grader_timeout", "grader_error"}
     for r in records:
         assert r["status"] in statuses and r["correct"] == (r["status"] == "correct")
-        assert 0 < r["gen_tokens"] <= r["completion_tokens"] <= 900  # the budget excludes the prompt
-        assert r["total_tokens"] == r["prompt_tokens"] + r["completion_tokens"]
+        assert 0 < r["gen_tokens"] <= r["response_tokens"] <= 900  # the budget excludes the prompt
+        assert r["total_tokens"] == r["prompt_tokens"] + r["response_tokens"]
         assert r["n_tool_calls"] == len(r["exec_statuses"])
         assert r["n_exec_errors"] == sum(s != "ok" for s in r["exec_statuses"])
         assert r["text"].startswith("```python\n")  # the demo's prefill

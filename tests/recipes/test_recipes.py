@@ -90,7 +90,18 @@ def _eval_one(checkpoint: Path, benchmark: Path, out: Path, max_tokens: int = 30
         "--benchmarks",
         str(benchmark),
     ]
-    cmd += ["--limit", "1", "--samples", "1", "--max-tokens", str(max_tokens), "--out", str(out)]
+    cmd += [
+        "--limit",
+        "1",
+        "--samples",
+        "1",
+        "--recovery-k",
+        "0",
+        "--max-tokens",
+        str(max_tokens),
+        "--out",
+        str(out),
+    ]
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
     (record,) = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
