@@ -26,6 +26,7 @@ from typing import Any, Literal
 from thinc_bench.backends import BackendUnavailable, Generator, SamplingParams
 from thinc_bench.backends.base import MAX_SEED
 from thinc_bench.errors import ContextExceeded
+from thinc_bench.prompts import opened_plan
 from thinc_bench.sandbox import Session
 from thinc_bench.trajectory import (
     DIALECTS,
@@ -46,9 +47,6 @@ ExecTrigger = Literal["output_open", "code_close"]
 NO_CODE_OUTPUT = "Error: no code block to run before this output block."
 """What the interpreter 'says' when the model opens an output block without writing code first."""
 
-
-PROMPT_TAIL_TOKENS = 8
-"""Prompt tokens read to see whether the template opened `<think>` (it is the last tag written)."""
 
 OUTPUT_CUT_NOTE = "\n[output cut: the trajectory's token budget is spent]\n"
 """Ends interpreter output that was cut to fit the token budget, inside the (still closed) block."""
@@ -186,7 +184,7 @@ async def rollout(
     context = generator.context_length
     result = RolloutResult(list(prompt_ids), [], [], "", "eos", logprobs=[] if params.logprobs else None)
     stops = exec_stops(spec, exec_on)
-    plan_open = _prompt_opens_plan(tokenizer, prompt_ids)
+    plan_open = opened_plan(tokenizer, prompt_ids)  # R1 distills, Qwen3 2507 thinking
     text = ""
     if response_prefix:
         room, by_context = _room(result, limits, context)
@@ -329,12 +327,6 @@ def _drop_eos(result: RolloutResult, tokenizer: Any) -> None:
         del result.completion_ids[-1], result.env_mask[-1]
         if result.logprobs:
             del result.logprobs[-1]
-
-
-def _prompt_opens_plan(tokenizer: Any, prompt_ids: list[int]) -> bool:
-    """Whether the chat template ended the prompt inside `<think>` (R1 distills, Qwen3 2507 thinking)."""
-    tail = str(tokenizer.decode(prompt_ids[-PROMPT_TAIL_TOKENS:], skip_special_tokens=False))
-    return tail.rstrip().endswith("<think>")
 
 
 async def _execute(session: Session, codes: tuple[str, ...], result: RolloutResult) -> str:
