@@ -101,6 +101,12 @@ BOXED_PREFIX = "The answer is \\boxed{"
 
 
 @pytest.fixture(scope="session")
+def tiny_llama_prefix() -> str:
+    """`BOXED_PREFIX` as a fixture: `from conftest import` is ambiguous with several conftest.py files."""
+    return BOXED_PREFIX
+
+
+@pytest.fixture(scope="session")
 def tiny_llama_folder(smollm2_folder: str, tmp_path_factory: pytest.TempPathFactory) -> str:
     """A 2-layer Llama with SmolLM2's tokenizer, built at test time, that trains in milliseconds.
 

@@ -213,10 +213,9 @@ SUMS = [
 SUMS[-1] = ("What is 4 - 2?", "2")  # ids must differ by text too (deduplicated on load)
 
 
-def _tiny_grpo_args(tmp_path: Path, model: str, out: Path, stages: list[dict]) -> list[str]:
+def _tiny_grpo_args(tmp_path: Path, model: str, prefix: str, out: Path, stages: list[dict]) -> list[str]:
     """Recipe arguments for the tiny test model: 8 sums, a short system prompt, 2 prompts x 2 per step."""
     import yaml
-    from conftest import BOXED_PREFIX
 
     config = yaml.safe_load((REPO / "recipes" / "configs" / "grpo_smoke.yaml").read_text())
     config.update(curriculum=stages, limit=None, learning_rate=1e-2, lr_scheduler_type="linear")
@@ -241,7 +240,7 @@ def _tiny_grpo_args(tmp_path: Path, model: str, out: Path, stages: list[dict]) -
         "--system_prompt",
         str(system),
         "--response_prefix",
-        BOXED_PREFIX,
+        prefix,
     ]
 
 
@@ -267,14 +266,14 @@ TINY_STAGES = [
 
 @pytest.mark.slow
 def test_grpo_curriculum_is_one_run_with_disjoint_stages_and_resumes_exactly(
-    tmp_path, tiny_llama_folder
+    tmp_path, tiny_llama_folder, tiny_llama_prefix
 ) -> None:
     import torch
 
     os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
     grpo = _recipe("grpo")
     out = tmp_path / "grpo"
-    args = _tiny_grpo_args(tmp_path, tiny_llama_folder, out, TINY_STAGES)
+    args = _tiny_grpo_args(tmp_path, tiny_llama_folder, tiny_llama_prefix, out, TINY_STAGES)
     assert grpo.main(args) == 0
 
     # Stage lengths as written: 1 + 1 steps, then the 4 problems left at 2 per step.
@@ -379,12 +378,16 @@ def _launch_two(tmp_path: Path, recipe: str, argv: list[str]) -> dict[str, dict[
 
 @pytest.mark.slow
 def test_grpo_two_processes_keep_ranks_identical_and_stages_disjoint(
-    tmp_path, tiny_llama_folder, two_problem_benchmark
+    tmp_path, tiny_llama_folder, tiny_llama_prefix, two_problem_benchmark
 ) -> None:
     out = tmp_path / "grpo"
     stages = TINY_STAGES[:2]
     # 2 processes x 2 completions = 2 prompts x 2 generations per step, as the one-process smoke run.
-    args = [*_tiny_grpo_args(tmp_path, tiny_llama_folder, out, stages), "--per_device_train_batch_size", "2"]
+    args = [
+        *_tiny_grpo_args(tmp_path, tiny_llama_folder, tiny_llama_prefix, out, stages),
+        "--per_device_train_batch_size",
+        "2",
+    ]
     digests = _launch_two(tmp_path, "grpo", args)
 
     assert set(digests) == {"save-step1", "save-step2", "end-step2"}
