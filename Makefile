@@ -3,7 +3,7 @@ PY := $(shell [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)
 FAST := not slow and not gpu and not network
 SLOW := slow and not gpu and not network
 
-.PHONY: test test-fast test-slow check format perf
+.PHONY: test test-fast test-slow check format perf nano
 
 test: test-fast test-slow
 
@@ -26,3 +26,7 @@ format:
 perf:
 	$(PY) perf/grading.py
 	$(PY) perf/sandbox.py
+
+# ThinC-nano end to end on CPU (about 45 minutes on 2 cores; a rerun resumes): reports/nano.html
+nano:
+	$(PY) recipes/nano.py

@@ -22,10 +22,16 @@ Generation follows GRPOConfig: `use_vllm: false` decodes on the policy itself (h
 `use_vllm: true` with `vllm_mode: colocate` steps TRL's in-process vLLM engine, and with
 `vllm_mode: server` sends requests to `trl vllm-serve`, which TRL keeps in sync with the weights.
 
-Smallest CPU run (the bundled SmolLM2, 2 prompts x 2 generations, 2 stages of 1 step):
+With no arguments it runs ThinC-nano on CPU (recipes/configs/grpo_nano.yaml): a short curriculum on
+nano train problems from the SFT checkpoint runs/nano/sft (python recipes/sft.py first) into
+runs/nano/grpo, with the system prompt that checkpoint was trained on:
 
-    python recipes/grpo.py --config recipes/configs/grpo_smoke.yaml \
-        --model_name_or_path <SmolLM2 folder> --data_dir ../shared/data/train --output_dir runs/grpo-smoke
+    python recipes/grpo.py
+
+Smallest CPU run (the bundled SmolLM2 on 4 nano problems, 2 prompts x 2 generations, 2 stages of 1
+step; no paths needed):
+
+    python recipes/grpo.py --config recipes/configs/grpo_smoke.yaml
 
 Paper settings on 8 GPUs, vLLM colocated with training:
 
@@ -69,13 +75,29 @@ class ScriptArgs:
     limit: int | None = field(
         default=None, metadata={"help": "Keep the first N distinct problems (smoke runs)."}
     )
-    system_prompt: str = field(default="thinc", metadata={"help": "System prompt name or file, as in eval."})
+    system_prompt: str | None = field(
+        default=None,
+        metadata={
+            "help": "System prompt name or file, as in eval; default: the one the model was trained with "
+            "(recorded by recipes/sft.py), else thinc."
+        },
+    )
     response_prefix: str = field(
         default="",
         metadata={"help": "Harness-written start of every answer (prefill, env_mask 0), as in eval."},
     )
     start_stage: str | None = field(
         default=None, metadata={"help": "Resume at this curriculum stage from OUTPUT_DIR/<previous stage>."}
+    )
+    eval_samples: int | None = field(
+        default=None,
+        metadata={"help": "Recorded in the checkpoint: eval's --samples; default the input model's record."},
+    )
+    eval_recovery_k: str | None = field(
+        default=None,
+        metadata={
+            "help": "Recorded in the checkpoint: eval's --recovery-k; default the input model's record."
+        },
     )
     exec_on: Literal["output_open", "code_close"] = field(
         default="output_open",
@@ -124,6 +146,7 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
     from trl import GRPOConfig, GRPOTrainer, ModelConfig, TrlParser
 
+    from thinc_bench import checkpoint
     from thinc_bench.build_sft.sources import load_source
     from thinc_bench.eval.rollout import RolloutLimits
     from thinc_bench.prompts import load_system_prompt
@@ -131,18 +154,25 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     from thinc_bench.train import Curriculum, Stage
     from thinc_bench.train.common import attn_implementation, eval_command
     from thinc_bench.train.curriculum import ORDER_FILE, plan_stages, read_order, shuffled_order, write_order
+    from thinc_bench.train.launch import bare_argv, resolve_model
     from thinc_bench.train.rewards import LOGGED_STATS, grpo_reward_funcs
     from thinc_bench.train.rollout_func import ThincRollout, max_prompt_tokens
     from thinc_bench.train.stage_callback import CurriculumCallback
     from thinc_bench.train.vllm_sync import use_layerwise_reload
 
-    argv, curriculum = split_config(list(sys.argv[1:] if argv is None else argv))
+    argv = bare_argv(sys.argv[1:] if argv is None else argv, "grpo_nano.yaml", "ThinC-nano GRPO on CPU")
+    argv, curriculum = split_config(argv)
     parser = TrlParser((ScriptArgs, GRPOConfig, ModelConfig))
     script_args, training_args, model_args = parser.parse_args_and_config(argv)
     if curriculum is not None:
         Path(argv[argv.index("--config") + 1]).unlink()  # the temporary TrlParser copy of the YAML
     if not model_args.model_name_or_path:
-        raise SystemExit("pass --model_name_or_path (the SFT output folder, a Hub id, or the SmolLM2 folder)")
+        raise SystemExit("pass --model_name_or_path (the SFT output folder, a Hub id, or bundled-smollm2)")
+    model_path = resolve_model(model_args.model_name_or_path)
+    if not Path(model_path).exists() and model_path.startswith(("runs/", "./")):
+        raise SystemExit(
+            f"no model at {model_path}; train it first (python recipes/sft.py for runs/nano/sft)"
+        )
     if curriculum is None:  # no curriculum: one stage at the config's completion budget
         curriculum = Curriculum((Stage("stage1", None, training_args.max_completion_length, 32),))
     assert isinstance(curriculum, Curriculum)
@@ -204,14 +234,20 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
 
     dtype = model_args.dtype if model_args.dtype in ("auto", None) else getattr(torch, model_args.dtype)
     load = {"revision": model_args.model_revision}
-    tokenizer = AutoTokenizer.from_pretrained(model_args.model_name_or_path, **load)
+    tokenizer = AutoTokenizer.from_pretrained(model_path, **load)
     model = AutoModelForCausalLM.from_pretrained(
-        model_args.model_name_or_path,
+        model_path,
         dtype=dtype,
         attn_implementation=attn_implementation(model_args.attn_implementation),
         **load,
     )
-    system_prompt = load_system_prompt(script_args.system_prompt)
+    recorded = checkpoint.read(model_path) or {}
+    if script_args.system_prompt is None:
+        trained_on = checkpoint.system_prompt(model_path)
+        system_prompt = trained_on if trained_on is not None else load_system_prompt("thinc")
+        logger.info("system prompt: %s", "the model's recorded one" if trained_on is not None else "thinc")
+    else:
+        system_prompt = load_system_prompt(script_args.system_prompt)
     if args.use_vllm and args.vllm_max_model_length is None:
         # The rollout budget counts completion tokens only: the engine must hold the longest prompt too.
         longest = max_prompt_tokens(tokenizer, [p.problem for p in ordered], system_prompt)
@@ -246,8 +282,24 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
         trainer.train(resume_from_checkpoint=None if resume_from is None else str(resume_from))
         trainer.save_state()  # OUTPUT_DIR/trainer_state.json: every step's reward, tool calls, lengths
 
+        trainer.save_model(str(root))  # the final policy at OUTPUT_DIR too: `eval --model OUTPUT_DIR`
+        trainer.accelerator.wait_for_everyone()
+
     if process.is_main_process:
-        print(f"Evaluate this checkpoint:\n  {eval_command(str(root / plans[-1].stage.name))}")
+        last = plans[-1].stage
+        settings = dict(recorded.get("eval", {}))
+        settings |= {"max_tokens": last.max_tokens, "max_tool_calls": last.max_tool_calls}
+        settings |= {
+            k: v
+            for k, v in (("samples", script_args.eval_samples), ("recovery_k", script_args.eval_recovery_k))
+            if v is not None
+        }
+        for folder in (root, *(root / p.stage.name for p in plans if (root / p.stage.name).is_dir())):
+            checkpoint.write(
+                folder, system_prompt=system_prompt, eval_settings=settings, trained_by="recipes/grpo.py"
+            )
+        print(f"Checkpoint: {root} (stages: {', '.join(p.stage.name for p in plans)})")
+        print(f"Evaluate this checkpoint:\n  {eval_command(str(root))}")
     return 0
 
 

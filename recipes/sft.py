@@ -7,17 +7,23 @@ The loss covers plan, code and final-answer tokens only: labels are -100 on the 
 interpreter-output token (from the builder's masks, `thinc_bench.train.common.labels_from_mask`).
 `max_length` is set in every config because TRL's default (1024) would cut long trajectories.
 
-Smallest CPU run (the bundled SmolLM2 on a tiny build_sft output, 3 steps):
+With no arguments it runs ThinC-nano on CPU (recipes/configs/sft_nano.yaml): the bundled SmolLM2-135M
+on ThinC-SFT-nano (built first when missing) into runs/nano/sft, about ten minutes on 2 cores:
 
-    python recipes/sft.py --config recipes/configs/sft_smoke.yaml \
-        --model_name_or_path <SmolLM2 folder> --dataset_name <build_sft out>/dataset --output_dir runs/sft-smoke
+    python recipes/sft.py
+
+Smallest CPU run (the bundled SmolLM2 on 4 nano trajectories, 3 steps; no paths needed):
+
+    python recipes/sft.py --config recipes/configs/sft_smoke.yaml
 
 Paper settings on 8 GPUs (DeepSpeed ZeRO-3 through accelerate):
 
     accelerate launch --config_file recipes/configs/accelerate_zero3.yaml recipes/sft.py \
         --config recipes/configs/sft_qwen3_4b_thinking.yaml
 
-The output folder is a plain HF checkpoint: `python -m thinc_bench.eval --model OUTPUT_DIR` loads it.
+The output folder is a plain HF checkpoint that also records the system prompt it was trained with
+and the recipe's eval settings (`thinc_bench.checkpoint`): `python -m thinc_bench.eval --model
+OUTPUT_DIR` evaluates it as it was trained.
 """
 
 from __future__ import annotations
@@ -40,13 +46,44 @@ class ScriptArgs:
         metadata={"help": "build_sft output: its `dataset` folder (load_from_disk) or a Hub dataset id."},
     )
     dataset_split: str = field(default="train", metadata={"help": "Split of a Hub dataset id."})
+    build_data: str | None = field(
+        default=None,
+        metadata={
+            "help": "build_sft arguments to build DATASET_NAME (an OUT/dataset folder) when it does not "
+            "exist yet, e.g. '--source nano'."
+        },
+    )
+    eval_max_tokens: int | None = field(
+        default=None, metadata={"help": "Recorded in the checkpoint: eval's --max-tokens for it."}
+    )
+    eval_max_tool_calls: int | None = field(
+        default=None, metadata={"help": "Recorded in the checkpoint: eval's --max-tool-calls for it."}
+    )
+    eval_samples: int | None = field(
+        default=None, metadata={"help": "Recorded in the checkpoint: eval's --samples for it."}
+    )
+    eval_recovery_k: str | None = field(
+        default=None, metadata={"help": "Recorded in the checkpoint: eval's --recovery-k for it."}
+    )
+
+
+def eval_settings(args: ScriptArgs) -> dict[str, object]:
+    """The eval settings a recipe records in its checkpoint (None: eval's default)."""
+    return {
+        "max_tokens": args.eval_max_tokens,
+        "max_tool_calls": args.eval_max_tool_calls,
+        "samples": args.eval_samples,
+        "recovery_k": args.eval_recovery_k,
+    }
 
 
 def load_sft_dataset(name: str, split: str):  # noqa: ANN201 (datasets is imported lazily)
-    """The builder's dataset with `labels` from its masks, keeping only what the collator reads."""
+    """The builder's dataset with `labels` from its masks, keeping only what the collator reads, and
+    the system prompt its rows were built with (None when they differ or have none)."""
     import datasets
 
     from thinc_bench.train.common import labels_from_mask
+    from thinc_bench.train.launch import training_system_prompt
 
     path = Path(name)
     dataset = (
@@ -61,11 +98,12 @@ def load_sft_dataset(name: str, split: str):  # noqa: ANN201 (datasets is import
         )
     if len(dataset) == 0:
         raise SystemExit(f"dataset {name} is empty: the build kept no trajectory; rebuild with more problems")
+    system_prompt = training_system_prompt(dataset)
     dataset = dataset.map(
         lambda row: {"labels": labels_from_mask(row["input_ids"], row["assistant_masks"])},
         remove_columns=[c for c in dataset.column_names if c != "input_ids"],
     )
-    return dataset
+    return dataset, system_prompt
 
 
 def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int:
@@ -77,8 +115,11 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
     from trl import ModelConfig, SFTConfig, SFTTrainer, TrlParser
 
+    from thinc_bench import checkpoint
     from thinc_bench.train.common import attn_implementation, eval_command
+    from thinc_bench.train.launch import bare_argv, build_data_if_missing, resolve_model
 
+    argv = bare_argv(sys.argv[1:] if argv is None else argv, "sft_nano.yaml", "ThinC-nano SFT on CPU")
     parser = TrlParser((ScriptArgs, SFTConfig, ModelConfig))
     script_args, training_args, model_args = parser.parse_args_and_config(argv)
     if not script_args.dataset_name or not model_args.model_name_or_path:
@@ -93,17 +134,17 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     logger.info("model %s", model_args)
     logger.info("training %s", training_args.to_json_string())
 
-    dataset = load_sft_dataset(script_args.dataset_name, script_args.dataset_split)
+    build_data_if_missing(script_args.dataset_name, script_args.build_data)
+    dataset, system_prompt = load_sft_dataset(script_args.dataset_name, script_args.dataset_split)
     logger.info(
         "%d training sequences, longest %d tokens", len(dataset), max(len(r) for r in dataset["input_ids"])
     )
 
     dtype = model_args.dtype if model_args.dtype in ("auto", None) else getattr(torch, model_args.dtype)
-    tokenizer = AutoTokenizer.from_pretrained(
-        model_args.model_name_or_path, revision=model_args.model_revision
-    )
+    model_path = resolve_model(model_args.model_name_or_path)
+    tokenizer = AutoTokenizer.from_pretrained(model_path, revision=model_args.model_revision)
     model = AutoModelForCausalLM.from_pretrained(
-        model_args.model_name_or_path,
+        model_path,
         revision=model_args.model_revision,
         dtype=dtype,
         attn_implementation=attn_implementation(model_args.attn_implementation),
@@ -124,6 +165,13 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     trainer.accelerator.wait_for_everyone()  # tokenizer included, and nobody exits before it is done
 
     if trainer.accelerator.is_main_process:
+        checkpoint.write(
+            training_args.output_dir,
+            system_prompt=system_prompt,
+            eval_settings=eval_settings(script_args),
+            trained_by="recipes/sft.py",
+        )
+        print(f"Checkpoint: {training_args.output_dir}")
         print(f"Evaluate this checkpoint:\n  {eval_command(training_args.output_dir)}")
     return 0
 

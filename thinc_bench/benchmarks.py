@@ -267,6 +267,25 @@ REGISTRY: dict[str, BenchmarkSpec] = {
 PAPER_BENCHMARKS: tuple[str, ...] = ("aime2024", "aime2025", "aime2026", "hmmt_feb2025", "beyondaime")
 """The five benchmarks of the ThinC paper's headline table, in its order."""
 
+GENERATED: dict[str, tuple[str, str]] = {
+    "nano": ("test", "ThinC-nano test split (100): integer problems for Python, generated from a seed"),
+    "nano_train": (
+        "train",
+        "ThinC-nano train split (2000), disjoint from `nano`; what the nano recipes train on",
+    ),
+}
+"""Benchmarks generated here (`thinc_bench.nano`), by name: their split and description. No data dir."""
+
+
+def nano_problems(split: str, name: str, limit: int | None = None) -> list[Problem]:
+    """The nano task's problems of one split as `Problem`s (family and phrasing in `meta`)."""
+    from thinc_bench import nano
+
+    return [
+        Problem(p.id, p.problem, str(p.answer), name, dict(p.meta))
+        for p in nano.generate(split, limit)  # type: ignore[arg-type]
+    ]
+
 
 def load(
     name: str,
@@ -307,9 +326,12 @@ def load(
         problems = _to_problems(
             rows, benchmark, str(path), problem_column, answer_column, _id_maker(id_column, benchmark)
         )
+    elif name in GENERATED:
+        problems = nano_problems(GENERATED[name][0], name)
     elif name not in REGISTRY:
         raise DatasetError(
-            f"unknown benchmark {name!r}; choose one of {', '.join(REGISTRY)} or pass a .jsonl/.parquet path"
+            f"unknown benchmark {name!r}; choose one of {', '.join([*REGISTRY, *GENERATED])} or pass a "
+            ".jsonl/.parquet path"
         )
     elif data_dir is not None:
         path = Path(data_dir) / f"{name}.jsonl"

@@ -141,7 +141,7 @@ def test_sft_smoke_trains_masks_interpreter_tokens_and_evaluates(
     assert build_sft.main([*args, "--out", str(build)]) == 0
 
     sft = _recipe("sft")
-    dataset = sft.load_sft_dataset(str(build / "dataset"), "train")
+    dataset, _ = sft.load_sft_dataset(str(build / "dataset"), "train")
     tokenizer = AutoTokenizer.from_pretrained(smollm2_folder)
     batch = DataCollatorForLanguageModeling(pad_token_id=tokenizer.pad_token_id)([dataset[0]])
     ids, labels = batch["input_ids"][0].tolist(), batch["labels"][0].tolist()

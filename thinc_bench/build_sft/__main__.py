@@ -33,20 +33,30 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
-from thinc_bench.build_sft.config import REFILTER_FIELDS, BuildSFTConfig
+from thinc_bench.build_sft.config import REFILTER_FIELDS, TEMPLATE_TEACHERS, BuildSFTConfig, default_out
 from thinc_bench.errors import ConfigError, ThincError
 
 logger = logging.getLogger("thinc_bench.build_sft")
 
 
-def _parser() -> Any:
+def _parser(argv: Sequence[str] = ()) -> Any:
+    """The CLI's parser; with `--source nano` in argv, its defaults are the nano teacher's (`NANO_CLI`)."""
     from transformers import HfArgumentParser
 
-    return HfArgumentParser(
+    from thinc_bench.build_sft.config import NANO_CLI
+
+    parser = HfArgumentParser(
         BuildSFTConfig,  # type: ignore[arg-type]
         prog="python -m thinc_bench.build_sft",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
+    peek = argparse.ArgumentParser(add_help=False)
+    peek.add_argument("--source")
+    peek.add_argument("--teacher")
+    known, _ = peek.parse_known_args(list(argv))
+    if known.source == "nano":
+        parser.set_defaults(**NANO_CLI.get(known.teacher or "template", {}))
+    return parser
 
 
 def _given(argv: Sequence[str]) -> dict[str, Any]:
@@ -62,17 +72,13 @@ def _given(argv: Sequence[str]) -> dict[str, Any]:
     return given
 
 
-def _default_out(teacher: str | None) -> Path:
-    return Path(f"runs/sft-{Path(teacher).stem if teacher else 'smollm2-135m-demo'}")
-
-
 def _stored_config(given: dict[str, Any]) -> BuildSFTConfig:
     """For --refilter: the stored build's settings, overridden by the refilter flags given now.
 
     Raises:
         ConfigError: no stored build in --out, or a flag given that changes generation.
     """
-    out = Path(given["out"]) if given.get("out") else _default_out(given.get("teacher"))
+    out = Path(given["out"]) if given.get("out") else default_out(given.get("teacher"))
     path = out / "rollouts" / "config.json"
     if not path.is_file():
         raise ConfigError(f"--refilter: {path} does not exist; build into --out first, then refilter it")
@@ -99,6 +105,14 @@ def generate(config: BuildSFTConfig, out: Path) -> None:
     from thinc_bench.eval.store import RunDir
 
     problems = config.load_problems(limit=config.limit)
+    if config.teacher in TEMPLATE_TEACHERS:  # the script of these problems, written fresh each run
+        from thinc_bench import nano
+
+        by_id = {p.id: p for p in nano.generate("train")}
+        style = "nl" if config.teacher == "template-nl" else "thinc"
+        nano.write_script(
+            [by_id[p.id] for p in problems], Path(config.teacher_model()), style=style, seed=config.seed
+        )
     run = RunDir.open(out / "rollouts", config.generation_settings())
     run.annotate("build_sft", asdict(config))
     logger.info("%d problems x %s samples into %s", len(problems), config.samples_per_problem, run.path)
@@ -115,9 +129,12 @@ def preflight(config: BuildSFTConfig) -> None:
     """
     from thinc_bench import hub
     from thinc_bench.backends._sources import load_tokenizer
+    from thinc_bench.benchmarks import GENERATED
     from thinc_bench.errors import DatasetError
 
-    reason = None if config.decontam_data_dir else hub.probe_failure()
+    names = [b.strip() for b in config.decontam_benchmarks.split(",") if b.strip()]
+    from_hub = not config.decontam_data_dir and any(name not in GENERATED for name in names)
+    reason = hub.probe_failure() if from_hub else None
     if reason is not None:
         raise DatasetError(
             f"decontamination reads the evaluation benchmarks from the Hugging Face Hub, which cannot be "
@@ -161,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if given.get("refilter"):
             config = _stored_config(given)
         else:
-            (config,) = _parser().parse_args_into_dataclasses(args=args, return_remaining_strings=False)
+            (config,) = _parser(args).parse_args_into_dataclasses(args=args, return_remaining_strings=False)
         logging.basicConfig(
             level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
         )
@@ -175,7 +192,7 @@ def _main(config: BuildSFTConfig) -> int:
     from thinc_bench.build_sft.dataset import finish, format_funnel, push
 
     started = time.perf_counter()
-    out = Path(config.out) if config.out else _default_out(config.teacher)
+    out = config.out_dir()
     if not config.refilter:
         preflight(config)
         generate(config, out)

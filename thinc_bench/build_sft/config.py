@@ -51,6 +51,49 @@ PAPER = {
     "concurrency": 64,
 }
 """Defaults with a --teacher: 32K budget as in the paper, every bundled example (few_shot None = all)."""
+TEMPLATE_TEACHERS: dict[str, str] = {
+    "template": "the nano template teacher (thinc_bench.nano: plan, compute, check, print), replayed "
+    "through the scripted backend; every block ran in the sandbox",
+    "template-nl": "the nano template teacher's natural-language-only solutions (no code), replayed "
+    "through the scripted backend: the NL-only contrast",
+}
+"""Teachers of the generated `nano` source: scripts written per build from the problems, no model."""
+NANO = {
+    "backend": "scripted",
+    "limit": 256,
+    "samples_per_problem": 1,
+    "max_tokens": 1024,
+    "max_tool_calls": 4,
+    "few_shot": 0,
+    "exec_on": "output_open",
+    "response_prefix": "",
+    "concurrency": 4,
+}
+"""Settings of a `--source nano` build left as None: one scripted trajectory per problem, 320 problems
+(about 90K SmolLM2 training tokens: ten minutes an epoch on 2 CPU cores)."""
+NANO_CLI: dict[str, dict[str, object]] = {
+    "template": {
+        "system_prompt": "nano",
+        "student_system_prompt": "nano",
+        "student_tokenizer": "bundled-smollm2",
+        "decontam_benchmarks": "",
+        "out": "runs/nano/sft-data",
+    },
+    "template-nl": {
+        "system_prompt": "nano",
+        "student_system_prompt": "nano",
+        "student_tokenizer": "bundled-smollm2",
+        "decontam_benchmarks": "",
+        "min_code_blocks": 0,
+        "max_plan_share": 1.0,
+        "out": "runs/nano/sft-data-nl",
+    },
+}
+"""Command-line defaults of `--source nano` per teacher (flags given still win): the nano prompt for
+teacher and student, the bundled student, no n-gram decontamination (nano's splits are disjoint by
+construction, by a hash of family and numbers, while every problem of a family shares its wording
+with the test split, which n-gram overlap would call contamination), and for the
+NL-only contrast no code-block or plan-share filter (the other filters, correctness first, still run)."""
 DATA_DIR_CANDIDATES = ("shared/data", "../shared/data")
 """Where the demo looks for local copies (train/ and benchmarks/) beside the checkout."""
 REFILTER_FIELDS = frozenset(
@@ -96,13 +139,17 @@ class BuildSFTConfig:
         default=None,
         metadata={
             "help": "Teacher: folder, Hub id or .gguf (hf, vllm); served name (openai); turns .jsonl "
-            "(scripted). Omitted: the bundled SmolLM2-135M on a tiny offline demo."
+            "(scripted); template | template-nl with --source nano (ThinC code or NL-only solutions, "
+            "default template). Omitted: the bundled SmolLM2-135M on a tiny offline demo."
         },
     )
     backend: str = field(default="hf", metadata={"help": "hf | vllm | openai | scripted (as in eval)."})
     source: str = field(
         default="dapo_math_17k",
-        metadata={"help": "Registered source (dapo_math_17k), Hub dataset id, or local .jsonl/.parquet."},
+        metadata={
+            "help": "Registered source (dapo_math_17k; nano: the generated ThinC-nano train split), Hub "
+            "dataset id, or local .jsonl/.parquet."
+        },
     )
     data_dir: str | None = field(
         default=None,
@@ -237,8 +284,23 @@ class BuildSFTConfig:
     log_level: str = field(default="warning", metadata={"help": "debug | info | warning | error."})
 
     def __post_init__(self) -> None:
+        from thinc_bench.build_sft.sources import NANO_SOURCE
+
+        if self.source == NANO_SOURCE and self.teacher is None:
+            self.teacher = "template"
+        if self.teacher in TEMPLATE_TEACHERS:
+            if self.source != NANO_SOURCE:
+                raise ConfigError(
+                    f"--teacher {self.teacher} writes nano solutions; use it with --source nano"
+                )
+            if self.backend not in ("hf", "scripted"):
+                raise ConfigError(
+                    f"--teacher {self.teacher} is replayed by the scripted backend; drop --backend"
+                )
+            self.backend = "scripted"
         demo = self.teacher is None
-        for name, value in (DEMO if demo else PAPER).items():
+        preset = DEMO if demo else NANO if self.teacher in TEMPLATE_TEACHERS else PAPER
+        for name, value in preset.items():
             if getattr(self, name) is None:
                 setattr(self, name, value)
         if demo:
@@ -263,10 +325,22 @@ class BuildSFTConfig:
     def source_name(self) -> str:
         return Path(self.source).stem if self.source.endswith((".jsonl", ".parquet")) else self.source
 
+    def out_dir(self) -> Path:
+        return Path(self.out) if self.out else default_out(self.teacher)
+
     def teacher_model(self) -> str:
+        """What eval's engine loads: the teacher, the bundled model, or a template teacher's script."""
         from thinc_bench.backends import smollm2_gguf
 
+        if self.teacher in TEMPLATE_TEACHERS:
+            return str(self.out_dir() / "teacher_turns.jsonl")
         return self.teacher or str(smollm2_gguf())
+
+    def teacher_description(self) -> str:
+        """The teacher as the dataset card names it."""
+        if self.teacher in TEMPLATE_TEACHERS:
+            return TEMPLATE_TEACHERS[self.teacher]
+        return self.teacher or "bundled SmolLM2-135M-Instruct (GGUF Q4_1)"
 
     def student_tokenizer_path(self) -> str:
         from thinc_bench.backends import smollm2_gguf
@@ -337,6 +411,13 @@ class BuildSFTConfig:
             n: getattr(self, n) for n in ("source", "problem_column", "answer_column", "id_column", "split")
         }
         return settings
+
+
+def default_out(teacher: str | None) -> Path:
+    """The build folder without --out: runs/sft-<teacher>, runs/nano/sft-data[-nl] for the nano teachers."""
+    if teacher in NANO_CLI:
+        return Path(str(NANO_CLI[teacher]["out"]))
+    return Path(f"runs/sft-{Path(teacher).stem if teacher else 'smollm2-135m-demo'}")
 
 
 def _find_demo_data() -> str:

@@ -258,7 +258,7 @@ def build_stats(
         "teacher": {
             **generator,
             "resolved_model": generator.get("model"),
-            "model": config.teacher or "bundled SmolLM2-135M-Instruct (GGUF Q4_1)",
+            "model": config.teacher_description(),
             "backend": config.backend,
         },
         "source": config.source,

@@ -83,6 +83,8 @@ REGISTRY: dict[str, SourceSpec] = {
     ),
 }
 """Registered training sources by name."""
+NANO_SOURCE = "nano"
+"""The generated ThinC-nano task as a training source: its train split (`thinc_bench.nano`)."""
 
 
 def normalize_problem(text: str) -> str:
@@ -192,6 +194,10 @@ def load_deduplicated(
     Raises:
         DatasetError: missing file, column or local copy, empty problem or answer, or an unreachable Hub.
     """
+    if name == NANO_SOURCE:  # generated, train split only: `nano` as a benchmark is the test split
+        from thinc_bench.benchmarks import nano_problems
+
+        return dedupe(nano_problems("train", NANO_SOURCE))
     if name in REGISTRY:
         spec = REGISTRY[name]
         if data_dir is not None:

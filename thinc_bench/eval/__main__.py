@@ -56,7 +56,28 @@ def format_table(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _checkpoint_defaults(argv: Sequence[str] | None) -> dict[str, Any]:
+    """What the --model checkpoint recorded about how it was trained to run (`thinc_bench.checkpoint`):
+    eval's defaults for it, below every flag given."""
+    import argparse
+
+    from thinc_bench import checkpoint
+
+    peek = argparse.ArgumentParser(add_help=False)
+    peek.add_argument("--model")
+    known, _ = peek.parse_known_args(list(sys.argv[1:] if argv is None else argv))
+    defaults = checkpoint.eval_defaults(known.model)
+    if defaults:
+        logger.info("defaults recorded by %s: %s", known.model, defaults)
+    return defaults
+
+
+def parse_config(argv: Sequence[str] | None = None) -> EvalConfig:
+    """The run's config from the command line, over the --model checkpoint's recorded defaults.
+
+    Raises:
+        ThincError: a setting is invalid (see `EvalConfig`), or the checkpoint's record is unreadable.
+    """
     from transformers import HfArgumentParser
 
     parser = HfArgumentParser(
@@ -64,8 +85,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m thinc_bench.eval",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
+    parser.set_defaults(**_checkpoint_defaults(argv))
+    (config,) = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=False)
+    return config
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     try:
-        (config,) = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=False)
+        config = parse_config(argv)
         logging.basicConfig(
             level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
         )

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from thinc_bench.backends import SamplingParams
-from thinc_bench.benchmarks import PAPER_BENCHMARKS, REGISTRY
+from thinc_bench.benchmarks import GENERATED, PAPER_BENCHMARKS, REGISTRY
 from thinc_bench.errors import ConfigError
 from thinc_bench.prompts.chat import parse_template_kwargs
 
@@ -83,7 +83,7 @@ class EvalConfig:
     benchmarks: str | None = field(
         default=None,
         metadata={
-            "help": f"Comma list of {', '.join(REGISTRY)} or .jsonl/.parquet paths. "
+            "help": f"Comma list of {', '.join([*REGISTRY, *GENERATED])} or .jsonl/.parquet paths. "
             f"Default: the paper's five ({DEMO_BENCHMARKS} for the demo)."
         },
     )

@@ -36,8 +36,9 @@ __all__ = [
 
 EXAMPLES_FILE = "examples.jsonl"
 
-SYSTEM_PROMPTS: dict[str, str] = {"thinc": "thinc.txt", "interleaved": "interleaved.txt"}
-"""Named system prompts: `thinc` (plan, then code blocks only) and `interleaved` (TIR baselines)."""
+SYSTEM_PROMPTS: dict[str, str] = {"thinc": "thinc.txt", "interleaved": "interleaved.txt", "nano": "nano.txt"}
+"""Named system prompts: `thinc` (plan, then code blocks only), `interleaved` (TIR baselines) and
+`nano` (ThinC in two lines: the nano recipes train on it, so every training token counts)."""
 
 
 def load_system_prompt(name_or_path: str) -> str:

@@ -51,26 +51,59 @@ def environment() -> jinja2.Environment:
 
 
 def build_data(
-    run_dirs: str | Path | Sequence[str | Path], *, title: str | None = None, problem_text: bool = True
+    run_dirs: str | Path | Sequence[str | Path],
+    *,
+    title: str | None = None,
+    problem_text: bool = True,
+    training_logs: Sequence[str | Path] = (),
 ) -> dict[str, Any]:
     """The report template's data for one run directory or several (shards of one run are merged).
 
     Args:
-        run_dirs: a run directory, or several to compare.
+        run_dirs: a run directory, or several to compare; `LABEL=DIR` names a column.
         title: page title; default from the run labels.
         problem_text: include problem statements found in local benchmark files (see
             `viewer.problem_texts`); False for reports kept in the repository.
+        training_logs: GRPO runs' `trainer_state.json` files (or their output folders): reward per step.
 
     Raises:
-        FileNotFoundError: a directory is not a run directory.
+        FileNotFoundError: a directory is not a run directory, or a training log is missing.
         ValueError: no run directories.
     """
     from thinc_bench.report.data import build_report_data
-    from thinc_bench.report.runs import load_run, merge_shards
+    from thinc_bench.report.runs import merge_shards
 
     dirs = [run_dirs] if isinstance(run_dirs, str | Path) else list(run_dirs)
-    runs = merge_shards([load_run(d) for d in dirs])
-    return build_report_data(runs, title=title, problem_text=problem_text)
+    runs = merge_shards([_labelled_run(d) for d in dirs])
+    logs = [_training_log(path) for path in training_logs]
+    return build_report_data(runs, title=title, problem_text=problem_text, training_logs=logs)
+
+
+def _labelled_run(entry: str | Path) -> Any:
+    """A run directory, or `LABEL=DIR` to name its column (default: the model's name)."""
+    from thinc_bench.report.runs import load_run
+
+    label, sep, path = str(entry).partition("=")
+    if not sep or Path(entry).exists():
+        return load_run(entry)
+    run = load_run(path)
+    run.label = label
+    return run
+
+
+def _training_log(path: str | Path) -> tuple[str, list[dict[str, Any]]]:
+    """(label, log history) of a trainer_state.json, or of the one in a training output folder."""
+    import json
+
+    file = Path(path)
+    if file.is_dir():
+        file = file / "trainer_state.json"
+    if not file.is_file():
+        raise FileNotFoundError(
+            f"training log {file} does not exist; pass a GRPO output folder or its trainer_state.json"
+        )
+    history = json.loads(file.read_text(encoding="utf-8")).get("log_history", [])
+    return file.parent.name, history
 
 
 def render(data: dict[str, Any]) -> str:
@@ -90,7 +123,12 @@ def write_report(run_dir: str | Path) -> Path:
 
 
 def write_comparison(
-    run_dirs: Sequence[str | Path], out: str | Path, *, title: str | None = None, problem_text: bool = True
+    run_dirs: Sequence[str | Path],
+    out: str | Path,
+    *,
+    title: str | None = None,
+    problem_text: bool = True,
+    training_logs: Sequence[str | Path] = (),
 ) -> Path:
     """Render several runs (or shards of one run, merged) into one page at `out`.
 
@@ -100,5 +138,6 @@ def write_comparison(
     """
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(build_data(run_dirs, title=title, problem_text=problem_text)), encoding="utf-8")
+    data = build_data(run_dirs, title=title, problem_text=problem_text, training_logs=training_logs)
+    path.write_text(render(data), encoding="utf-8")
     return path

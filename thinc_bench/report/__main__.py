@@ -29,7 +29,10 @@ class ReportConfig:
 
     run_dirs: list[str] = field(
         default_factory=list,
-        metadata={"help": "Run directories, also accepted as leading positional arguments; several compare."},
+        metadata={
+            "help": "Run directories, also accepted as leading positional arguments; several compare. "
+            "LABEL=DIR names a column."
+        },
     )
     out: str | None = field(
         default=None, metadata={"help": "Output HTML file; default RUN_DIR/report.html for a single run."}
@@ -40,6 +43,10 @@ class ReportConfig:
         metadata={
             "help": "Leave problem statements out (for reports kept in a repository: no benchmark texts)."
         },
+    )
+    training_log: list[str] = field(
+        default_factory=list,
+        metadata={"help": "GRPO output folders or trainer_state.json files: reward per step as a figure."},
     )
     log_level: str = field(default="warning", metadata={"help": "debug | info | warning | error."})
 
@@ -70,7 +77,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(config.out) if config.out else Path(config.run_dirs[0]) / REPORT_FILE
     try:
         path = write_comparison(
-            config.run_dirs, out, title=config.title, problem_text=not config.no_problem_text
+            config.run_dirs,
+            out,
+            title=config.title,
+            problem_text=not config.no_problem_text,
+            training_logs=config.training_log,
         )
     except (ThincError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)  # noqa: T201 - the CLI owns the terminal

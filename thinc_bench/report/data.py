@@ -22,7 +22,11 @@ logger = logging.getLogger(__name__)
 
 
 def build_report_data(
-    runs: Sequence[Run], *, title: str | None = None, problem_text: bool = True
+    runs: Sequence[Run],
+    *,
+    title: str | None = None,
+    problem_text: bool = True,
+    training_logs: Sequence[tuple[str, Sequence[dict[str, Any]]]] = (),
 ) -> dict[str, Any]:
     """Everything the report template shows, as plain JSON-ready values plus the figures' SVG.
 
@@ -31,6 +35,7 @@ def build_report_data(
         title: the page title; default from the run labels.
         problem_text: look problem statements up in the local benchmark files named in each run's
             config (never the Hub); False leaves them out, e.g. for reports kept in the repository.
+        training_logs: (label, trainer_state.json log history) of GRPO runs, drawn as reward per step.
 
     Raises:
         ValueError: no runs.
@@ -54,7 +59,16 @@ def build_report_data(
         "reference": reference,
         "published": published(runs, reference),
         "warnings": _warnings.collect(runs, samples),
-        "figures": figures.all_figures(runs, benchmarks, reference),
+        "figures": [
+            *figures.all_figures(runs, benchmarks, reference),
+            {
+                "key": "training_reward",
+                "title": "GRPO reward per step",
+                "caption": "mean exact-match reward of each step's rollouts (training problems); dashed: "
+                "least-squares trend",
+                "svg": figures.training_reward_figure(training_logs) if training_logs else None,
+            },
+        ],
         "samples": samples,
         "viewer_blob": pack(samples, [run.label for run in runs]),
         "problems": _problem_rows(samples),

@@ -391,3 +391,38 @@ def all_figures(
             }
         )
     return figures
+
+
+REWARD_KEY = "rewards/exact_match_reward/mean"
+"""The GRPO recipe's reward column in trainer_state.json's log history (TRL's rewards/<func>/mean)."""
+
+
+def training_reward_figure(logs: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> Markup | None:
+    """Mean exact-match reward per GRPO step (one line per run), with a least-squares trend line.
+
+    Args:
+        logs: (label, trainer_state.json `log_history`) pairs; entries without the reward are skipped.
+    """
+    series = [
+        (label, [(int(h["step"]), float(h[REWARD_KEY])) for h in history if REWARD_KEY in h and "step" in h])
+        for label, history in logs
+    ]
+    series = [(label, points) for label, points in series if points]
+    if not series:
+        return None
+    fig, ax = new_figure(2.6)
+    for r, (label, points) in enumerate(series):
+        steps, rewards = zip(*points, strict=True)
+        colour = PALETTE[r % len(PALETTE)]
+        ax.plot(steps, [100 * v for v in rewards], marker="o", color=colour, label=label)
+        if len(points) > 1:
+            mx, my = sum(steps) / len(steps), sum(rewards) / len(rewards)
+            sxx = sum((x - mx) ** 2 for x in steps)
+            slope = sum((x - mx) * (y - my) for x, y in points) / sxx if sxx else 0.0
+            ends = (steps[0], steps[-1])
+            ax.plot(ends, [100 * (my + slope * (x - mx)) for x in ends], linestyle="--", color=colour, lw=0.8)
+    ax.set_xlabel("GRPO step")
+    ax.set_ylabel("mean reward (%)")
+    ax.set_ylim(0, 105)
+    ax.legend(loc="lower right")
+    return svg_figure(fig)

@@ -1,0 +1,193 @@
+"""ThinC-nano end to end on a CPU: `make nano` (or `python recipes/nano.py`).
+
+The paper's claim in miniature, with the project's real commands: build ThinC-SFT-nano and its
+natural-language-only twin (template teacher, real sandbox, build_sft's filters), evaluate the bundled
+SmolLM2-135M on the nano test split, fine-tune it on each dataset (recipes/sft.py), run a short GRPO
+curriculum from the ThinC checkpoint (recipes/grpo.py), evaluate every checkpoint the same way, and
+compare all four on one page (reports/nano.html). Every stage is a subprocess running the command a
+user would type; a stage whose output is complete is skipped, so a rerun resumes where a stop left
+off. Each stage's wall time goes to OUT/timings.json.
+
+    python recipes/nano.py                       # the whole chain, about 45 minutes on 2 cores
+    python recipes/nano.py --sft-examples 96 --test-problems 40 --stages data,base,sft --out runs/nano-short
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = REPO / "recipes" / "configs"
+STAGES = ("data", "base", "sft", "eval-sft", "sft-nl", "eval-sft-nl", "grpo", "eval-grpo", "report")
+"""The chain in order; --stages picks some (their inputs must exist)."""
+COLUMNS = (("base", "base"), ("NL-only SFT", "sft-nl"), ("ThinC SFT", "sft"), ("ThinC SFT + GRPO", "grpo"))
+"""The report's columns: label and evaluation folder under OUT/eval."""
+
+
+@dataclass
+class NanoArgs:
+    """What to run and where; the defaults are the documented `make nano` run."""
+
+    out: str = field(default="runs/nano", metadata={"help": "Folder of every stage's output."})
+    report: str = field(default="reports/nano.html", metadata={"help": "The comparison page."})
+    stages: str = field(default=",".join(STAGES), metadata={"help": f"Comma list of {', '.join(STAGES)}."})
+    sft_examples: int | None = field(
+        default=None,
+        metadata={"help": "Train problems in each SFT dataset; default the build_sft nano preset (256)."},
+    )
+    test_problems: int | None = field(
+        default=None, metadata={"help": "Nano test problems evaluated; default all 100."}
+    )
+    grpo_steps: int | None = field(
+        default=None, metadata={"help": "Steps per GRPO stage; default the grpo_nano.yaml curriculum."}
+    )
+
+
+def _eval_settings() -> list[str]:
+    """The base model's eval flags: what recipes/sft.py records in its checkpoints (sft_nano.yaml)."""
+    import yaml
+
+    config = yaml.safe_load((CONFIGS / "sft_nano.yaml").read_text())
+    flags = {
+        "max_tokens": "eval_max_tokens",
+        "max_tool_calls": "eval_max_tool_calls",
+        "samples": "eval_samples",
+    }
+    args = [f"--{flag.replace('_', '-')}={config[key]}" for flag, key in flags.items()]
+    return [*args, f"--recovery-k={config['eval_recovery_k']}", "--system-prompt=nano"]
+
+
+def _commands(args: NanoArgs) -> dict[str, tuple[list[list[str]], Path]]:
+    """Each stage's commands and the file whose existence says the stage is complete."""
+    out = Path(args.out)
+    py = sys.executable
+    limit = [f"--limit={args.test_problems}"] if args.test_problems else []
+    examples = [f"--limit={args.sft_examples}"] if args.sft_examples else []
+
+    def build(teacher: str, folder: str) -> list[str]:
+        return [
+            py,
+            "-m",
+            "thinc_bench.build_sft",
+            "--source=nano",
+            f"--teacher={teacher}",
+            *examples,
+            f"--out={out / folder}",
+        ]
+
+    def evaluate(name: str, model: str, *extra: str) -> list[str]:
+        return [
+            py,
+            "-m",
+            "thinc_bench.eval",
+            f"--model={model}",
+            "--benchmarks=nano",
+            *limit,
+            *extra,
+            f"--out={out / 'eval' / name}",
+        ]
+
+    def sft(config: str, data: str, folder: str) -> list[str]:
+        return [
+            py,
+            str(REPO / "recipes" / "sft.py"),
+            "--config",
+            str(CONFIGS / config),
+            "--dataset_name",
+            str(out / data / "dataset"),
+            "--output_dir",
+            str(out / folder),
+        ]
+
+    grpo_config = CONFIGS / "grpo_nano.yaml"
+    if args.grpo_steps:  # the same curriculum with fewer steps per stage, as a YAML beside the outputs
+        import yaml
+
+        config = yaml.safe_load(grpo_config.read_text())
+        config["curriculum"] = [stage | {"max_steps": args.grpo_steps} for stage in config["curriculum"]]
+        grpo_config = out / "grpo_nano.yaml"
+        grpo_config.write_text(yaml.safe_dump(config, sort_keys=False))
+    grpo = [
+        py,
+        str(REPO / "recipes" / "grpo.py"),
+        "--config",
+        str(grpo_config),
+        "--model_name_or_path",
+        str(out / "sft"),
+        "--output_dir",
+        str(out / "grpo"),
+    ]
+    from thinc_bench.backends import smollm2_gguf
+
+    report = [
+        py,
+        "-m",
+        "thinc_bench.report",
+        *(f"{label}={out / 'eval' / name}" for label, name in COLUMNS),
+        "--training_log",
+        str(out / "grpo"),
+        "--title",
+        "ThinC-nano: SmolLM2-135M taught to think in code (CPU)",
+        "--out",
+        args.report,
+    ]
+    done = "summary.json"
+    return {
+        "data": (
+            [build("template", "sft-data"), build("template-nl", "sft-data-nl")],
+            out / "sft-data-nl" / "stats.json",
+        ),
+        "base": ([evaluate("base", str(smollm2_gguf()), *_eval_settings())], out / "eval" / "base" / done),
+        "sft": ([sft("sft_nano.yaml", "sft-data", "sft")], out / "sft" / "thinc_bench.json"),
+        "eval-sft": ([evaluate("sft", str(out / "sft"))], out / "eval" / "sft" / done),
+        "sft-nl": ([sft("sft_nano_nl.yaml", "sft-data-nl", "sft-nl")], out / "sft-nl" / "thinc_bench.json"),
+        "eval-sft-nl": ([evaluate("sft-nl", str(out / "sft-nl"))], out / "eval" / "sft-nl" / done),
+        "grpo": ([grpo], out / "grpo" / "thinc_bench.json"),
+        "eval-grpo": ([evaluate("grpo", str(out / "grpo"))], out / "eval" / "grpo" / done),
+        "report": ([report], Path(args.report + ".never")),  # cheap: always rendered again
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    from transformers import HfArgumentParser
+
+    (args,) = HfArgumentParser(NanoArgs).parse_args_into_dataclasses(args=argv)  # type: ignore[arg-type]
+    wanted = [s.strip() for s in args.stages.split(",") if s.strip()]
+    unknown = [s for s in wanted if s not in STAGES]
+    if unknown:
+        raise SystemExit(f"--stages: unknown {unknown}; choose from {', '.join(STAGES)}")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    timings_file = out / "timings.json"
+    timings = json.loads(timings_file.read_text()) if timings_file.is_file() else {}
+    commands = _commands(args)
+    started = time.perf_counter()
+    for stage in (s for s in STAGES if s in wanted):
+        steps, marker = commands[stage]
+        if marker.exists():
+            print(f"[nano] {stage}: done ({marker}), skipped", flush=True)
+            continue
+        print(f"[nano] {stage}", flush=True)
+        t0 = time.perf_counter()
+        for command in steps:
+            print(f"[nano] $ {shlex.join(command)}", flush=True)
+            if subprocess.run(command).returncode != 0:
+                print(f"[nano] {stage} failed; fix it and rerun (finished stages are kept)", file=sys.stderr)
+                return 1
+        timings[stage] = round(time.perf_counter() - t0, 1)
+        timings_file.write_text(json.dumps(timings, indent=2) + "\n")
+        print(f"[nano] {stage}: {timings[stage]:.0f} s", flush=True)
+    print(f"[nano] total this run {time.perf_counter() - started:.0f} s; stage times in {timings_file}")
+    if "report" in wanted:
+        print(f"[nano] report: {args.report}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,245 @@
+"""The nano task: integer problems a 135M model cannot do in its head and can do in a few lines of Python.
+
+Seven families (products of 4-6-digit numbers, modular powers with large exponents, digit sums of
+large powers, counts and sums of primes in a range, gcd and lcm of large numbers, divisor counts),
+each with several phrasings, so a model learns the skill rather than one sentence. Problems come
+from a seeded stream; each is assigned to `train` or `test` by a hash of its family and numbers
+(never of its wording or position), so the two splits are disjoint in substance, not only in text,
+and a split's first N problems are the same whatever N a caller asks for. Nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Split = Literal["train", "test"]
+
+DEFAULT_SEED = 0
+"""The seed of the registered `nano` benchmark and training source."""
+SPLIT_SIZES: Mapping[str, int] = {"train": 2000, "test": 100}
+"""Problems per split of the registered task: 100 test problems (a standard error near 5 points)."""
+TEST_SHARE = 0.2
+"""Share of the problem space (by hash) that belongs to the test split."""
+
+
+@dataclass(frozen=True)
+class NanoProblem:
+    """One nano problem: its family, its numbers, its wording and the integer answer."""
+
+    id: str
+    family: str
+    params: Mapping[str, int]
+    problem: str
+    answer: int
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _primes_between(lo: int, hi: int) -> list[int]:
+    sieve = bytearray([1]) * (hi + 1)
+    sieve[:2] = b"\x00\x00"
+    for p in range(2, math.isqrt(hi) + 1):
+        if sieve[p]:
+            sieve[p * p :: p] = bytearray(len(range(p * p, hi + 1, p)))
+    return [n for n in range(max(lo, 2), hi + 1) if sieve[n]]
+
+
+def _n_divisors(n: int) -> int:
+    count, d = 1, 2
+    while d * d <= n:
+        e = 0
+        while n % d == 0:
+            n //= d
+            e += 1
+        count *= e + 1
+        d += 1
+    return count * (2 if n > 1 else 1)
+
+
+def _digits(rng: random.Random, lo: int, hi: int) -> int:
+    """A number with between `lo` and `hi` digits, the digit count drawn first (small ones are not rarer)."""
+    k = rng.randint(lo, hi)
+    return rng.randint(10 ** (k - 1), 10**k - 1)
+
+
+@dataclass(frozen=True)
+class Family:
+    """A problem family: how to draw its numbers, its answer, and its phrasings (str.format templates)."""
+
+    name: str
+    draw: Callable[[random.Random], dict[str, int]]
+    answer: Callable[[Mapping[str, int]], int]
+    phrasings: tuple[str, ...]
+
+
+def _draw_gcd(rng: random.Random) -> dict[str, int]:
+    g = _digits(rng, 2, 4)
+    x, y = _digits(rng, 2, 4), _digits(rng, 2, 4)
+    return {"a": g * x, "b": g * y}
+
+
+def _draw_lcm(rng: random.Random) -> dict[str, int]:
+    g = rng.randint(2, 99)
+    return {"a": g * _digits(rng, 2, 4), "b": g * _digits(rng, 2, 4)}
+
+
+def _draw_divisors(rng: random.Random) -> dict[str, int]:
+    """Smooth numbers (products of small prime powers) so the count is interesting, 5-9 digits."""
+    while True:
+        n = 1
+        for p in (2, 3, 5, 7, 11, 13):
+            n *= p ** rng.choice((0, 0, 1, 1, 2, 3, 4))
+        n *= rng.choice((1, 1, 17, 19, 23, 29, 31, 37, 41, 43))
+        if 10**4 <= n < 10**9:
+            return {"n": n}
+
+
+def _draw_range(width: tuple[int, int]) -> Callable[[random.Random], dict[str, int]]:
+    def draw(rng: random.Random) -> dict[str, int]:
+        lo = rng.randint(1, 20000)
+        return {"lo": lo, "hi": lo + rng.randint(*width)}
+
+    return draw
+
+
+FAMILIES: tuple[Family, ...] = (
+    Family(
+        "product",
+        lambda rng: {"a": _digits(rng, 4, 6), "b": _digits(rng, 4, 6)},
+        lambda p: p["a"] * p["b"],
+        (
+            "What is {a} \\times {b}?",
+            "Compute the product of {a} and {b}.",
+            "Multiply {a} by {b}. What do you get?",
+            "Find {a} \\cdot {b}.",
+            "A crate holds {a} boxes of {b} screws each. How many screws are in the crate?",
+        ),
+    ),
+    Family(
+        "modpow",
+        lambda rng: {
+            "a": rng.randint(2, 999),
+            "b": rng.randint(10**3, 10**7),
+            "m": rng.randint(7, 99999),
+        },
+        lambda p: pow(p["a"], p["b"], p["m"]),
+        (
+            "What is the remainder when ${a}^{{{b}}}$ is divided by {m}?",
+            "Compute ${a}^{{{b}}} \\bmod {m}$.",
+            "Find {a} to the power {b}, modulo {m}.",
+            "What is ${a}^{{{b}}} \\pmod{{{m}}}$, as a number from 0 to {m_minus_1}?",
+        ),
+    ),
+    Family(
+        "digit_sum_power",
+        lambda rng: {"a": rng.randint(2, 99), "e": rng.randint(20, 300)},
+        lambda p: sum(map(int, str(p["a"] ** p["e"]))),
+        (
+            "What is the sum of the digits of ${a}^{{{e}}}$?",
+            "Find the digit sum of {a} raised to the power {e}.",
+            "Write ${a}^{{{e}}}$ in decimal and add up its digits. What is the total?",
+        ),
+    ),
+    Family(
+        "prime_count",
+        _draw_range((200, 20000)),
+        lambda p: len(_primes_between(p["lo"], p["hi"])),
+        (
+            "How many primes are there between {lo} and {hi}, inclusive?",
+            "Count the prime numbers $p$ with ${lo} \\le p \\le {hi}$.",
+            "How many of the integers from {lo} to {hi} are prime?",
+        ),
+    ),
+    Family(
+        "prime_sum",
+        _draw_range((50, 3000)),
+        lambda p: sum(_primes_between(p["lo"], p["hi"])),
+        (
+            "What is the sum of all primes between {lo} and {hi}, inclusive?",
+            "Add up every prime $p$ with ${lo} \\le p \\le {hi}$.",
+            "Find the sum of the prime numbers from {lo} to {hi}.",
+        ),
+    ),
+    Family(
+        "gcd",
+        _draw_gcd,
+        lambda p: math.gcd(p["a"], p["b"]),
+        (
+            "What is the greatest common divisor of {a} and {b}?",
+            "Compute $\\gcd({a}, {b})$.",
+            "Find the largest integer that divides both {a} and {b}.",
+        ),
+    ),
+    Family(
+        "lcm",
+        _draw_lcm,
+        lambda p: math.lcm(p["a"], p["b"]),
+        (
+            "What is the least common multiple of {a} and {b}?",
+            "Compute $\\operatorname{{lcm}}({a}, {b})$.",
+            "Find the smallest positive integer divisible by both {a} and {b}.",
+        ),
+    ),
+    Family(
+        "divisor_count",
+        _draw_divisors,
+        lambda p: _n_divisors(p["n"]),
+        (
+            "How many positive divisors does {n} have?",
+            "Find the number of positive integers that divide {n}.",
+            "Count the divisors of {n}, including 1 and {n} itself.",
+        ),
+    ),
+)
+FAMILY_NAMES: tuple[str, ...] = tuple(f.name for f in FAMILIES)
+_BY_NAME = {f.name: f for f in FAMILIES}
+
+
+def family(name: str) -> Family:
+    return _BY_NAME[name]
+
+
+def split_of(family_name: str, params: Mapping[str, int], seed: int = DEFAULT_SEED) -> Split:
+    """Which split a problem's substance (family and numbers) belongs to: a hash, so never both."""
+    key = f"{seed}/{family_name}/" + ",".join(f"{k}={params[k]}" for k in sorted(params))
+    draw = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") / 2**64
+    return "test" if draw < TEST_SHARE else "train"
+
+
+def generate(split: Split, n: int | None = None, seed: int = DEFAULT_SEED) -> list[NanoProblem]:
+    """The first `n` problems of a split (default: the registered size), families in turn.
+
+    The stream is the same for both splits; each drawn problem goes to the split its hash names, so
+    `generate("train", 50)` is a prefix of `generate("train", 500)` and shares nothing with any test
+    problem of the same seed.
+    """
+    if split not in SPLIT_SIZES:
+        raise ValueError(f"nano split {split!r}; use train or test")
+    n = SPLIT_SIZES[split] if n is None else n
+    rng = random.Random(f"thinc-nano/{seed}")
+    out: list[NanoProblem] = []
+    seen: set[tuple[str, tuple[tuple[str, int], ...]]] = set()
+    while len(out) < n:
+        fam = FAMILIES[len(out) % len(FAMILIES)]  # balanced: each family's turn lasts until it lands here
+        params = fam.draw(rng)
+        phrasing = rng.randrange(len(fam.phrasings))
+        key = (fam.name, tuple(sorted(params.items())))
+        if key in seen or split_of(fam.name, params, seed) != split:
+            continue
+        seen.add(key)
+        text = fam.phrasings[phrasing].format(**params, m_minus_1=params.get("m", 1) - 1)
+        out.append(
+            NanoProblem(
+                id=f"nano-{split}-{len(out):04d}",
+                family=fam.name,
+                params=params,
+                problem=text,
+                answer=fam.answer(params),
+                meta={"family": fam.name, "phrasing": phrasing, "seed": seed},
+            )
+        )
+    return out

@@ -1,0 +1,180 @@
+"""The nano template teacher: ThinC trajectories (a plan, then code blocks only) and, for the
+contrast, natural-language-only solutions of the same problems.
+
+A ThinC script has three blocks: compute, check another way, print the answer; each family has
+several wordings of its plan and two ways to write each block, drawn per problem, so the student
+sees varied code. The script holds the model's turns only: every turn ends where the model opens an
+output block, and the harness runs the code for real and writes the output (`backends.scripted`),
+so no output here is made up and the final `\\boxed{}` copies what the interpreter printed (the
+answer is computed by the same code the problem generator used; the filters keep only what the
+sandbox confirms). The NL-only solution says the same plan and states the result in words: a
+model taught on it must do the arithmetic in its head, which is the paper's point.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from thinc_bench.nano.problems import NanoProblem
+
+OUTPUT_OPEN = "```output"
+"""Where each ThinC turn stops: the model opens the output block, the harness writes the rest."""
+
+_PLANS: Mapping[str, tuple[str, ...]] = {
+    "product": (
+        "Multiply the two numbers in Python, check the product another way, then print it.",
+        "Compute the product exactly with integers, confirm it by long multiplication, and print it.",
+    ),
+    "modpow": (
+        "Use three-argument pow for the modular power, check it by repeated squaring, then print it.",
+        "Compute the power modulo m with pow, confirm with a square-and-multiply loop, and print it.",
+    ),
+    "digit_sum_power": (
+        "Compute the power exactly, sum its decimal digits, check the sum another way, then print it.",
+        "Build the big integer, add its digits, confirm with divmod, and print the total.",
+    ),
+    "prime_count": (
+        "Sieve the primes up to the upper end, count those in the range, check by trial division, then print.",
+        "Count the primes in the range with a sieve, confirm with a primality test, and print the count.",
+    ),
+    "prime_sum": (
+        "Sieve the primes up to the upper end, add those in the range, check by trial division, then print.",
+        "Sum the primes in the range with a sieve, confirm with a primality test, and print the sum.",
+    ),
+    "gcd": (
+        "Use math.gcd, check it with the Euclidean algorithm, then print it.",
+        "Compute the gcd with the library, confirm it with Euclid's loop, and print it.",
+    ),
+    "lcm": (
+        "Compute the lcm as a*b//gcd, check it with math.lcm, then print it.",
+        "Use math.lcm, confirm that it equals a*b divided by the gcd, and print it.",
+    ),
+    "divisor_count": (
+        "Count the divisors by trial division up to the square root, check with the prime factorisation, then print.",
+        "Count the divisors in pairs up to sqrt(n), confirm from the exponents of n, and print the count.",
+    ),
+}
+
+_TRIAL = "is_p = lambda k: k > 1 and all(k % d for d in range(2, int(k ** 0.5) + 1))\n"
+
+_COMPUTE: Mapping[str, tuple[str, ...]] = {
+    "product": (
+        "# exact product\nans = {a} * {b}\nprint(ans)",
+        "# multiply\nx, y = {a}, {b}\nans = x * y\nprint(ans)",
+    ),
+    "modpow": (
+        "# modular power\nans = pow({a}, {b}, {m})\nprint(ans)",
+        "# power modulo m\nbase, e, m = {a}, {b}, {m}\nans = pow(base, e, m)\nprint(ans)",
+    ),
+    "digit_sum_power": (
+        "# digit sum\nans = sum(int(c) for c in str({a} ** {e}))\nprint(ans)",
+        "# sum the digits\nn = {a} ** {e}\nans = sum(map(int, str(n)))\nprint(ans)",
+    ),
+    "prime_count": (
+        "# count primes\nfrom sympy import primerange\nans = len(list(primerange({lo}, {hi} + 1)))\nprint(ans)",
+        "# prime counting function\nfrom sympy import primepi\nans = primepi({hi}) - primepi({lo} - 1)\nprint(ans)",
+    ),
+    "prime_sum": (
+        "# sum primes\nfrom sympy import primerange\nans = sum(primerange({lo}, {hi} + 1))\nprint(ans)",
+        "# add the primes\nfrom sympy import isprime\nans = sum(k for k in range({lo}, {hi} + 1) if isprime(k))\nprint(ans)",
+    ),
+    "gcd": (
+        "# gcd\nimport math\nans = math.gcd({a}, {b})\nprint(ans)",
+        "# library gcd\nfrom math import gcd\nans = gcd({a}, {b})\nprint(ans)",
+    ),
+    "lcm": (
+        "# lcm from the gcd\nimport math\nans = {a} * {b} // math.gcd({a}, {b})\nprint(ans)",
+        "# library lcm\nimport math\nans = math.lcm({a}, {b})\nprint(ans)",
+    ),
+    "divisor_count": (
+        "# count divisors\nfrom sympy import divisor_count\nans = divisor_count({n})\nprint(ans)",
+        "# number of divisors\nfrom sympy import divisors\nans = len(divisors({n}))\nprint(ans)",
+    ),
+}
+
+_CHECK: Mapping[str, tuple[str, ...]] = {
+    "product": (
+        "# check by division\nprint(ans // {b} == {a} and ans % {b} == 0)",
+        "# check by long multiplication\nprint(sum({a} * int(c) * 10 ** i for i, c in enumerate(str({b})[::-1])) == ans)",
+    ),
+    "modpow": (
+        "# check by square-and-multiply\nr = 1\nfor bit in bin({b})[2:]:\n    r = r * r * ({a} if bit == '1' else 1) % {m}\nprint(r == ans)",
+        "# check right to left over the bits\nr, s, k = 1, {a}, {b}\nwhile k:\n    if k & 1:\n        r = r * s % {m}\n    s = s * s % {m}\n    k >>= 1\nprint(r == ans)",
+    ),
+    "digit_sum_power": (
+        "# check by divmod\nt, k = 0, {a} ** {e}\nwhile k:\n    k, d = divmod(k, 10)\n    t += d\nprint(t == ans)",
+        "# check digit by digit\nprint(sum(int(c) * str({a} ** {e}).count(c) for c in '123456789') == ans)",
+    ),
+    "prime_count": (
+        "# check by trial division\n" + _TRIAL + "print(sum(map(is_p, range({lo}, {hi} + 1))) == ans)",
+        "# check by trial division\n"
+        + _TRIAL
+        + "print(len([k for k in range({lo}, {hi} + 1) if is_p(k)]) == ans)",
+    ),
+    "prime_sum": (
+        "# check by trial division\n" + _TRIAL + "print(sum(filter(is_p, range({lo}, {hi} + 1))) == ans)",
+        "# check by trial division\n"
+        + _TRIAL
+        + "print(sum(k for k in range({lo}, {hi} + 1) if is_p(k)) == ans)",
+    ),
+    "gcd": (
+        "# check with Euclid\na, b = {a}, {b}\nwhile b:\n    a, b = b, a % b\nprint(a == ans)",
+        "# check: divides both, cofactors coprime\nimport math\nprint({a} % ans == 0 and {b} % ans == 0 and math.gcd({a} // ans, {b} // ans) == 1)",
+    ),
+    "lcm": (
+        "# check with math.lcm\nprint(math.lcm({a}, {b}) == ans)",
+        "# check: a multiple of both\nprint(ans % {a} == 0 and ans % {b} == 0 and ans == {a} * {b} // math.gcd({a}, {b}))",
+    ),
+    "divisor_count": (
+        "# check from the factorisation\nfrom sympy import factorint\nk = 1\nfor e in factorint({n}).values():\n    k *= e + 1\nprint(k == ans)",
+        "# check by pairs up to the square root\nr = int({n} ** 0.5)\nprint(sum(2 for d in range(1, r + 1) if {n} % d == 0) - (r * r == {n}) == ans)",
+    ),
+}
+_PRINT = ("# the answer\nprint(ans)", "print(ans)")
+
+_NL: Mapping[str, str] = {
+    "product": "Multiplying {a} by {b} digit by digit and adding the partial products gives {answer}.",
+    "modpow": "Reducing {a} modulo {m} and squaring repeatedly over the bits of {b} leaves the remainder {answer}.",
+    "digit_sum_power": "Expanding {a}^{e} in decimal and adding its digits gives {answer}.",
+    "prime_count": "Going through the integers from {lo} to {hi} and keeping the primes, there are {answer} of them.",
+    "prime_sum": "Listing the primes from {lo} to {hi} and adding them gives {answer}.",
+    "gcd": "Running the Euclidean algorithm on {a} and {b}, the last nonzero remainder is {answer}.",
+    "lcm": "The gcd of {a} and {b} divides their product; the product over the gcd is {answer}.",
+    "divisor_count": "Factoring {n} into primes and multiplying one more than each exponent gives {answer}.",
+}
+
+
+def _block(code: str) -> str:
+    return f"```python\n{code}\n```\n{OUTPUT_OPEN}"
+
+
+def thinc_turns(problem: NanoProblem, seed: int = 0) -> list[str]:
+    """The model's turns of one ThinC trajectory: plan + block 1, block 2, block 3, the boxed answer."""
+    rng = random.Random(f"thinc-nano-teacher/{seed}/{problem.id}")
+    fam = problem.family
+    values = dict(problem.params)
+    plan = rng.choice(_PLANS[fam])
+    blocks = [rng.choice(_COMPUTE[fam]), rng.choice(_CHECK[fam]), rng.choice(_PRINT)]
+    first = f"<think>\n{plan}\n</think>\n" + _block(blocks[0].format(**values))
+    return [first, *(_block(b.format(**values)) for b in blocks[1:]), f"\\boxed{{{problem.answer}}}"]
+
+
+def nl_turns(problem: NanoProblem) -> list[str]:
+    """One natural-language-only turn: the same kind of plan, the result in words, the boxed answer."""
+    reasoning = _NL[problem.family].format(**problem.params, answer=problem.answer)
+    return [f"<think>\n{reasoning}\n</think>\n\\boxed{{{problem.answer}}}"]
+
+
+def write_script(problems: Iterable[NanoProblem], path: Path, *, style: str = "thinc", seed: int = 0) -> Path:
+    """Write the scripted backend's turns file (`{"problem_id", "turns"}` per line) for these problems."""
+    if style not in ("thinc", "nl"):
+        raise ValueError(f"nano teacher style {style!r}; use thinc or nl")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as handle:
+        for p in problems:
+            turns = thinc_turns(p, seed) if style == "thinc" else nl_turns(p)
+            handle.write(json.dumps({"problem_id": p.id, "turns": turns}) + "\n")
+    return path

