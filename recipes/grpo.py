@@ -169,9 +169,11 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     if not model_args.model_name_or_path:
         raise SystemExit("pass --model_name_or_path (the SFT output folder, a Hub id, or bundled-smollm2)")
     model_path = resolve_model(model_args.model_name_or_path)
-    if not Path(model_path).exists() and model_path.startswith(("runs/", "./")):
-        raise SystemExit(
-            f"no model at {model_path}; train it first (python recipes/sft.py for runs/nano/sft)"
+    if not Path(model_path).exists() and (
+        model_path.startswith((".", "/", "runs/")) or model_path.count("/") > 1
+    ):
+        raise SystemExit(  # a local path (a Hub id is org/name): say what makes it
+            f"no model at {model_path}; train it first (python recipes/sft.py writes runs/nano/sft)"
         )
     if curriculum is None:  # no curriculum: one stage at the config's completion budget
         curriculum = Curriculum((Stage("stage1", None, training_args.max_completion_length, 32),))

@@ -53,6 +53,9 @@ class ScriptArgs:
             "exist yet, e.g. '--source nano'."
         },
     )
+    eval_benchmarks: str | None = field(
+        default=None, metadata={"help": "Recorded in the checkpoint: eval's --benchmarks for it."}
+    )
     eval_max_tokens: int | None = field(
         default=None, metadata={"help": "Recorded in the checkpoint: eval's --max-tokens for it."}
     )
@@ -70,6 +73,7 @@ class ScriptArgs:
 def eval_settings(args: ScriptArgs) -> dict[str, object]:
     """The eval settings a recipe records in its checkpoint (None: eval's default)."""
     return {
+        "benchmarks": args.eval_benchmarks,
         "max_tokens": args.eval_max_tokens,
         "max_tool_calls": args.eval_max_tool_calls,
         "samples": args.eval_samples,
@@ -173,6 +177,10 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
         )
         print(f"Checkpoint: {training_args.output_dir}")
         print(f"Evaluate this checkpoint:\n  {eval_command(training_args.output_dir)}")
+        grpo = ["python", "recipes/grpo.py"]
+        if Path(training_args.output_dir) != Path("runs/nano/sft"):  # the bare GRPO run's default input
+            grpo += ["--model_name_or_path", training_args.output_dir]
+        print(f"Then reinforce it:\n  {' '.join(grpo)}")
     return 0
 
 

@@ -20,7 +20,13 @@ def trained(tmp_path):
     checkpoint.write(
         folder,
         system_prompt=PROMPT,
-        eval_settings={"max_tokens": 384, "max_tool_calls": 6, "samples": 1, "recovery_k": "0,1", "few_shot": None},
+        eval_settings={
+            "max_tokens": 384,
+            "max_tool_calls": 6,
+            "samples": 1,
+            "recovery_k": "0,1",
+            "few_shot": None,
+        },
         trained_by="test",
     )
     return folder
@@ -35,7 +41,9 @@ def test_eval_takes_the_recorded_prompt_and_settings(trained) -> None:
 
 
 def test_a_flag_given_wins_over_the_record_in_either_spelling(trained) -> None:
-    config = parse_config([f"--model={trained}", "--max-tokens", "100", "--system-prompt", "thinc", "--samples=3"])
+    config = parse_config(
+        [f"--model={trained}", "--max-tokens", "100", "--system-prompt", "thinc", "--samples=3"]
+    )
     assert (config.max_tokens, config.samples) == (100, 3)
     assert load_system_prompt(config.system_prompt) == load_system_prompt("thinc")
     assert config.max_tool_calls == 6

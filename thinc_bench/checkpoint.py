@@ -22,6 +22,7 @@ PROMPT_FILE = "system_prompt.txt"
 SCHEMA_VERSION = 1
 EVAL_FIELDS = frozenset(
     {
+        "benchmarks",
         "max_tokens",
         "max_tool_calls",
         "exec_on",

@@ -11,8 +11,8 @@ import pytest
 
 from thinc_bench import nano, trajectory
 from thinc_bench.build_sft.__main__ import main as build_sft
-from thinc_bench.errors import ConfigError
 from thinc_bench.build_sft.config import BuildSFTConfig
+from thinc_bench.errors import ConfigError
 
 N = 24
 """Three problems of each of the 8 families: with 2 variants per block, most combinations run."""
@@ -24,7 +24,12 @@ def builds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = {}
     for teacher in ("template", "template-nl"):
         out[teacher] = root / teacher
-        assert build_sft(["--source", "nano", "--teacher", teacher, "--limit", str(N), "--out", str(out[teacher])]) == 0
+        assert (
+            build_sft(
+                ["--source", "nano", "--teacher", teacher, "--limit", str(N), "--out", str(out[teacher])]
+            )
+            == 0
+        )
     return out
 
 
@@ -41,7 +46,10 @@ def test_every_thinc_trajectory_runs_clean_and_is_kept(builds) -> None:
         assert outputs == [gold[row["id"]], "True", gold[row["id"]]], text
         assert text.rstrip().endswith(f"\\boxed{{{gold[row['id']]}}}")
         assert row["n_code_blocks"] == 3 and row["plan_share"] < 0.5
-        assert row["messages"][0] == {"role": "system", "content": (Path(nano.__file__).parents[1] / "prompts" / "nano.txt").read_text().strip()}
+        assert row["messages"][0] == {
+            "role": "system",
+            "content": (Path(nano.__file__).parents[1] / "prompts" / "nano.txt").read_text().strip(),
+        }
 
 
 def test_the_scripts_vary_their_code(builds) -> None:

@@ -101,3 +101,24 @@ def test_recovery_cells_match_summary_json(scripted_run: Path) -> None:
     shown = dict(re.findall(r'data-metric="recovery" data-k="(\d+)" data-value="([^"]*)"', html))
     assert shown.keys() == recovery.keys() == {"1"}
     assert float(shown["1"]) == pytest.approx(recovery["1"]["accuracy"])
+
+
+def test_a_training_log_adds_the_reward_figure_and_labels_name_columns(scripted_run: Path, tmp_path: Path) -> None:
+    from thinc_bench.report import write_comparison
+
+    grpo = tmp_path / "grpo"
+    grpo.mkdir()
+    history = [
+        {"step": 1, "loss": 0.1, "rewards/exact_match_reward/mean": 0.25},
+        {"step": 2, "loss": 0.1, "rewards/exact_match_reward/mean": 0.5},
+        {"step": 3, "loss": 0.1, "rewards/exact_match_reward/mean": 0.75},
+        {"train_runtime": 9.0},  # the end-of-training entry has no reward: skipped
+    ]
+    (grpo / "trainer_state.json").write_text(json.dumps({"log_history": history}))
+    out = tmp_path / "page.html"
+    write_comparison([f"ThinC SFT={scripted_run}", f"again={scripted_run}"], out, training_logs=[grpo])
+    page = parse_page(out.read_text())
+    assert page.figures[-1] == "fig-training_reward" and page.svgs == len(page.figures)
+    assert "ThinC SFT" in out.read_text() and "again" in out.read_text()
+    with pytest.raises(FileNotFoundError, match="trainer_state.json"):
+        write_comparison([str(scripted_run)], out, training_logs=[tmp_path / "nowhere"])
