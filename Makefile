@@ -27,6 +27,6 @@ perf:
 	$(PY) perf/grading.py
 	$(PY) perf/sandbox.py
 
-# ThinC-nano end to end on CPU (about 45 minutes on 2 cores; a rerun resumes): reports/nano.html
+# ThinC-nano end to end on CPU (62 minutes measured on 2 cores; a rerun resumes): reports/nano.html
 nano:
 	$(PY) recipes/nano.py

@@ -8,7 +8,7 @@ compare all four on one page (reports/nano.html). Every stage is a subprocess ru
 user would type; a stage whose output is complete is skipped, so a rerun resumes where a stop left
 off. Each stage's wall time goes to OUT/timings.json.
 
-    python recipes/nano.py                       # the whole chain, about 45 minutes on 2 cores
+    python recipes/nano.py                       # the whole chain, about an hour on 2 cores (62 min measured)
     python recipes/nano.py --sft-examples 96 --test-problems 40 --stages data,base,sft --out runs/nano-short
 """
 
@@ -47,6 +47,12 @@ class NanoArgs:
     test_problems: int | None = field(
         default=None, metadata={"help": "Nano test problems evaluated; default all 100."}
     )
+    sft_epochs: float | None = field(
+        default=None, metadata={"help": "Epochs of each SFT run; default the configs' (1)."}
+    )
+    eval_args: str = field(
+        default="", metadata={"help": "Extra flags for every evaluation, e.g. --eval-args=--recovery-k=0."}
+    )
     grpo_steps: int | None = field(
         default=None, metadata={"help": "Steps per GRPO stage; default the grpo_nano.yaml curriculum."}
     )
@@ -74,6 +80,7 @@ def _commands(args: NanoArgs) -> dict[str, tuple[list[list[str]], Path]]:
     py = sys.executable
     limit = [f"--limit={args.test_problems}"] if args.test_problems else []
     examples = [f"--limit={args.sft_examples}"] if args.sft_examples else []
+    epochs = ["--num_train_epochs", str(args.sft_epochs)] if args.sft_epochs else []
 
     def build(teacher: str, folder: str) -> list[str]:
         return [
@@ -96,6 +103,7 @@ def _commands(args: NanoArgs) -> dict[str, tuple[list[list[str]], Path]]:
             *limit,
             *CPU_EVAL,
             *extra,
+            *shlex.split(args.eval_args),
             f"--out={out / 'eval' / name}",
         ]
 
@@ -109,6 +117,7 @@ def _commands(args: NanoArgs) -> dict[str, tuple[list[list[str]], Path]]:
             str(out / data / "dataset"),
             "--output_dir",
             str(out / folder),
+            *epochs,
         ]
 
     grpo_config = CONFIGS / "grpo_nano.yaml"

@@ -144,11 +144,13 @@ def test_the_top_level_holds_only_the_shared_vocabulary_and_the_folders() -> Non
         "backends",
         "benchmarks.py",
         "build_sft",
+        "checkpoint.py",  # what a trained checkpoint records: written by the recipes, read by eval
         "errors.py",
         "eval",
         "grading",
         "hub.py",
         "metrics",
+        "nano",  # the generated ThinC-nano task and its template teacher
         "prompts",
         "report",
         "sandbox",

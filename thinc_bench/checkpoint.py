@@ -101,4 +101,5 @@ def system_prompt(model: str | Path | None) -> str | None:
     record = read(model)
     if record is None or not record.get("system_prompt"):
         return None
-    return (Path(str(model)) / record["system_prompt"]).read_text(encoding="utf-8").strip()
+    text: str = (Path(str(model)) / str(record["system_prompt"])).read_text(encoding="utf-8")
+    return text.strip()

@@ -103,7 +103,9 @@ def test_recovery_cells_match_summary_json(scripted_run: Path) -> None:
     assert float(shown["1"]) == pytest.approx(recovery["1"]["accuracy"])
 
 
-def test_a_training_log_adds_the_reward_figure_and_labels_name_columns(scripted_run: Path, tmp_path: Path) -> None:
+def test_a_training_log_adds_the_reward_figure_and_labels_name_columns(
+    scripted_run: Path, tmp_path: Path
+) -> None:
     from thinc_bench.report import write_comparison
 
     grpo = tmp_path / "grpo"
