@@ -139,7 +139,7 @@ def test_named_file_and_none_system_prompts(tmp_path: Path) -> None:
 
 
 def test_unknown_prompt_and_too_many_examples_are_config_errors() -> None:
-    with pytest.raises(ConfigError, match="neither one of thinc, interleaved, none"):
+    with pytest.raises(ConfigError, match="neither one of thinc, interleaved, nano, none"):
         load_system_prompt("thinc2")
     with pytest.raises(ConfigError, match=f"only {len(EXAMPLES)} bundled examples"):
         load_examples(len(EXAMPLES) + 1)

@@ -63,6 +63,10 @@ def finish(config: BuildSFTConfig, out: Path) -> dict[str, Any]:
             f"{len(missing)} stored rollouts' problems (first {missing[0]!r}) are not in source "
             f"{config.source!r} (or are now dropped as duplicates); refilter with the source the build used"
         )
+    # source order, then sample: not the order rollouts finished in, so the same build writes the same
+    # dataset rows and shows the same rejected examples whatever the concurrency did
+    position = {pid: i for i, pid in enumerate(problems)}
+    records = sorted(records, key=lambda r: (position[r.problem_id], r.sample_idx))
     names = [b.strip() for b in config.decontam_benchmarks.split(",") if b.strip()]
     index = Decontaminator(
         {
