@@ -63,3 +63,11 @@ def test_bare_grpo_without_the_sft_checkpoint_says_what_to_run_first(tmp_path) -
     )
     assert result.returncode != 0
     assert "python recipes/sft.py" in result.stderr.splitlines()[-1]
+
+
+def test_a_missing_dataset_is_built_with_the_given_arguments(tmp_path) -> None:
+    target = tmp_path / "data" / "dataset"
+    build_data_if_missing(str(target), "--source nano --limit 4")
+    rows = datasets.load_from_disk(str(target))
+    assert len(rows) == 4 and rows[0]["id"] == "nano-train-0000" and rows[0]["n_code_blocks"] == 3
+    assert training_system_prompt(rows) == (REPO / "thinc_bench" / "prompts" / "nano.txt").read_text().strip()
