@@ -44,6 +44,7 @@ def _parser(argv: Sequence[str] = ()) -> Any:
     from transformers import HfArgumentParser
 
     from thinc_bench.build_sft.config import NANO_CLI
+    from thinc_bench.build_sft.sources import NANO_SOURCE
 
     parser = HfArgumentParser(
         BuildSFTConfig,  # type: ignore[arg-type]
@@ -54,7 +55,7 @@ def _parser(argv: Sequence[str] = ()) -> Any:
     peek.add_argument("--source")
     peek.add_argument("--teacher")
     known, _ = peek.parse_known_args(list(argv))
-    if known.source == "nano":
+    if known.source == NANO_SOURCE:
         parser.set_defaults(**NANO_CLI.get(known.teacher or "template", {}))
     return parser
 

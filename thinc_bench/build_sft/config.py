@@ -69,8 +69,8 @@ NANO = {
     "response_prefix": "",
     "concurrency": 4,
 }
-"""Settings of a `--source nano` build left as None: one scripted trajectory per problem, 320 problems
-(about 90K SmolLM2 training tokens: ten minutes an epoch on 2 CPU cores)."""
+"""Settings of a `--source nano` build left as None: one scripted trajectory per problem, 256 problems
+(about 62K SmolLM2 training tokens: eight minutes an epoch on 2 CPU cores)."""
 NANO_CLI: dict[str, dict[str, object]] = {
     "template": {
         "system_prompt": "nano",
