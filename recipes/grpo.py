@@ -154,13 +154,14 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     from thinc_bench.train import Curriculum, Stage
     from thinc_bench.train.common import attn_implementation, eval_command
     from thinc_bench.train.curriculum import ORDER_FILE, plan_stages, read_order, shuffled_order, write_order
-    from thinc_bench.train.launch import bare_argv, resolve_model
+    from thinc_bench.train.launch import bare_argv, resolve_auto_bf16, resolve_model
     from thinc_bench.train.rewards import LOGGED_STATS, grpo_reward_funcs
     from thinc_bench.train.rollout_func import ThincRollout, max_prompt_tokens
     from thinc_bench.train.stage_callback import CurriculumCallback
     from thinc_bench.train.vllm_sync import use_layerwise_reload
 
     argv = bare_argv(sys.argv[1:] if argv is None else argv, "grpo_nano.yaml", "ThinC-nano GRPO on CPU")
+    argv, precision = resolve_auto_bf16(argv)
     argv, curriculum = split_config(argv)
     parser = TrlParser((ScriptArgs, GRPOConfig, ModelConfig))
     script_args, training_args, model_args = parser.parse_args_and_config(argv)
@@ -182,6 +183,7 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     set_seed(training_args.seed)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     transformers.utils.logging.set_verbosity_warning()
+    logger.info("%s", precision)
     logger.info("script %s", script_args)
     logger.info("model %s", model_args)
     logger.info("curriculum %s", curriculum)
@@ -298,7 +300,11 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
         }
         for folder in (root, *(root / p.stage.name for p in plans if (root / p.stage.name).is_dir())):
             checkpoint.write(
-                folder, system_prompt=system_prompt, eval_settings=settings, trained_by="recipes/grpo.py"
+                folder,
+                system_prompt=system_prompt,
+                eval_settings=settings,
+                trained_by="recipes/grpo.py",
+                training={"bf16": training_args.bf16, "dtype": model_args.dtype, "precision": precision},
             )
         print(f"Checkpoint: {root} (stages: {', '.join(p.stage.name for p in plans)})")
         print(f"Evaluate this checkpoint:\n  {eval_command(str(root))}")

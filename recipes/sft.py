@@ -121,9 +121,10 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
 
     from thinc_bench import checkpoint
     from thinc_bench.train.common import attn_implementation, eval_command
-    from thinc_bench.train.launch import bare_argv, build_data_if_missing, resolve_model
+    from thinc_bench.train.launch import bare_argv, build_data_if_missing, resolve_auto_bf16, resolve_model
 
     argv = bare_argv(sys.argv[1:] if argv is None else argv, "sft_nano.yaml", "ThinC-nano SFT on CPU")
+    argv, precision = resolve_auto_bf16(argv)
     parser = TrlParser((ScriptArgs, SFTConfig, ModelConfig))
     script_args, training_args, model_args = parser.parse_args_and_config(argv)
     if not script_args.dataset_name or not model_args.model_name_or_path:
@@ -134,6 +135,7 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     set_seed(training_args.seed)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
     transformers.utils.logging.set_verbosity_warning()
+    logger.info("%s", precision)
     logger.info("script %s", script_args)
     logger.info("model %s", model_args)
     logger.info("training %s", training_args.to_json_string())
@@ -174,6 +176,7 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
             system_prompt=system_prompt,
             eval_settings=eval_settings(script_args),
             trained_by="recipes/sft.py",
+            training={"bf16": training_args.bf16, "dtype": model_args.dtype, "precision": precision},
         )
         print(f"Checkpoint: {training_args.output_dir}")
         print(f"Evaluate this checkpoint:\n  {eval_command(training_args.output_dir)}")

@@ -67,3 +67,19 @@ def test_a_broken_record_is_a_one_line_error_naming_the_file(trained) -> None:
 def test_only_eval_settings_can_be_recorded(tmp_path) -> None:
     with pytest.raises(ConfigError, match="learning_rate"):
         checkpoint.write(tmp_path, system_prompt=None, eval_settings={"learning_rate": 1.0}, trained_by="t")
+
+
+def test_the_training_precision_is_recorded_and_eval_ignores_it(tmp_path) -> None:
+    said = "bf16: auto -> false on cpu (CPU (AVX2) lacks AVX512-BF16 and AMX)"
+    folder = tmp_path / "ckpt"
+    checkpoint.write(
+        folder,
+        system_prompt=None,
+        eval_settings={"samples": 2},
+        trained_by="test",
+        training={"bf16": False, "dtype": "float32", "precision": said},
+    )
+    record = checkpoint.read(folder)
+    assert record is not None
+    assert record["training"] == {"bf16": False, "dtype": "float32", "precision": said}
+    assert checkpoint.eval_defaults(folder) == {"samples": 2}

@@ -39,9 +39,17 @@ EVAL_FIELDS = frozenset(
 
 
 def write(
-    folder: str | Path, *, system_prompt: str | None, eval_settings: Mapping[str, Any], trained_by: str
+    folder: str | Path,
+    *,
+    system_prompt: str | None,
+    eval_settings: Mapping[str, Any],
+    trained_by: str,
+    training: Mapping[str, Any] | None = None,
 ) -> Path:
     """Record how to run the checkpoint in `folder`; None settings are left to eval's defaults.
+
+    `training` keeps facts of the run a reader needs to compare checkpoints (the precision chosen
+    for this machine, `train.launch.resolve_auto_bf16`); eval does not read it.
 
     Raises:
         ConfigError: a setting eval does not know.
@@ -59,6 +67,8 @@ def write(
         "system_prompt": None,
         "eval": {k: v for k, v in sorted(eval_settings.items()) if v is not None},
     }
+    if training:
+        record["training"] = dict(training)
     if system_prompt is not None:
         (folder / PROMPT_FILE).write_text(system_prompt + "\n", encoding="utf-8")
         record["system_prompt"] = PROMPT_FILE

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from thinc_bench import precision
 from thinc_bench.backends import BackendUnavailable, Generation, SamplingParams, load_generator
 from thinc_bench.backends.hf import HFGenerator
 from thinc_bench.errors import ContextExceeded
@@ -141,12 +142,14 @@ def test_prompt_that_fills_the_context_is_context_exceeded(hf: HFGenerator) -> N
 
 def test_describe_names_the_file_hash_dtype_and_device(hf: HFGenerator, smollm2_path: str) -> None:
     info: dict[str, Any] = hf.describe()
+    native = precision.bf16_support("cpu").native  # dtype auto follows the CPU
     assert (info["backend"], info["model"], info["dtype"], info["device"]) == (
         "hf",
         smollm2_path,
-        "float32",
+        "bfloat16" if native else "float32",
         "cpu",
     )
+    assert info["dtype_reason"].startswith("auto: CPU")
     assert len(info["file_sha256"]) == 64
 
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
+from thinc_bench import precision
 from thinc_bench.backends import _sources
 from thinc_bench.backends._hf_batch import Row, decode_batch
 from thinc_bench.backends.base import Generation, Generator, SamplingParams, fit_context, one_line
@@ -62,7 +63,8 @@ class HFGenerator(Generator):
     Args:
         model: a local HF folder, a Hub id, or a `.gguf` file (tokenizer and chat template from the file).
         revision: Hub revision (branch, tag or commit) for a Hub id.
-        dtype: "auto" is bfloat16 on CUDA and float32 on CPU.
+        dtype: "auto" is bfloat16 where the device computes it natively (CUDA, CPUs with AVX512-BF16,
+            AMX or Arm BF16) and float32 elsewhere (`thinc_bench.precision`).
         device: "auto" is CUDA when available, else CPU.
         max_batch_size: most requests decoded together.
         seed: seeds the generator shared by requests without their own seed; None seeds from the OS.
@@ -87,8 +89,11 @@ class HFGenerator(Generator):
             raise ConfigError(f"hf backend: max_batch_size={max_batch_size}; use at least 1")
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
+        dtype_reason = "given"
         if dtype == "auto":
-            dtype = "bfloat16" if device == "cuda" else "float32"
+            support = precision.bf16_support(device)
+            dtype, dtype_reason = ("bfloat16" if support.native else "float32"), f"auto: {support.reason}"
+            logger.info("hf backend: dtype %s (%s)", dtype, dtype_reason)
         self._source = _sources.resolve(model, revision=revision)
         started = time.perf_counter()
         try:
@@ -109,7 +114,13 @@ class HFGenerator(Generator):
         )
         self._start(
             {"model": self._source.origin, "file_sha256": self._source.sha256},
-            {"revision": revision, "dtype": dtype, "device": device, "max_batch_size": max_batch_size},
+            {
+                "revision": revision,
+                "dtype": dtype,
+                "dtype_reason": dtype_reason,
+                "device": device,
+                "max_batch_size": max_batch_size,
+            },
             max_batch_size,
             seed,
         )

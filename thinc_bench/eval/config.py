@@ -195,7 +195,13 @@ class EvalConfig:
         default="persistent", metadata={"help": "persistent (notebook) | fresh per block."}
     )
     revision: str | None = field(default=None, metadata={"help": "Hub revision of the model (hf, vllm)."})
-    dtype: str | None = field(default=None, metadata={"help": "Model dtype (hf, vllm); default per backend."})
+    dtype: str | None = field(
+        default=None,
+        metadata={
+            "help": "Model dtype (hf, vllm): auto (the default) is bfloat16 on CUDA and on CPUs with native "
+            "bf16 (AVX512-BF16, AMX, Arm BF16), float32 on other CPUs; recorded in config.json."
+        },
+    )
     max_batch_size: int | None = field(
         default=None, metadata={"help": "hf: most sequences decoded together."}
     )

@@ -61,3 +61,36 @@ def training_system_prompt(dataset: Any) -> str | None:
         return None
     prompts = {m[0]["content"] if m and m[0]["role"] == "system" else "" for m in dataset["messages"]}
     return prompts.pop() if len(prompts) == 1 else None
+
+
+def resolve_auto_bf16(argv: Sequence[str]) -> tuple[list[str], str]:
+    """The arguments with `bf16: auto` (in the `--config` YAML, or `--bf16 auto`) made true or false
+    for this machine, and a line saying what was chosen and why (for the log and the checkpoint).
+
+    TRL's parser takes `bf16` as a bool, and bf16 autocast on a CPU without native bf16 makes a
+    nano SFT step 13-16x slower (`thinc_bench.precision`), so the choice is made here, before parsing.
+    """
+    from thinc_bench import precision
+
+    args = list(argv)
+    value: object = None
+    at = None
+    for i, arg in enumerate(args):
+        if arg == "--bf16":
+            nxt = args[i + 1] if i + 1 < len(args) else None
+            value, at = (nxt, (i, 2)) if nxt is not None and not nxt.startswith("--") else (True, None)
+        elif arg.startswith("--bf16="):
+            value, at = arg.partition("=")[2], (i, 1)
+    if value is None and "--config" in args:
+        import yaml
+
+        with open(args[args.index("--config") + 1], encoding="utf-8") as f:
+            config = yaml.safe_load(f) or {}
+        value = config.get("bf16") if isinstance(config, dict) else None
+    if not (isinstance(value, str) and value.strip().lower() == "auto"):
+        return args, f"bf16: {value if value is not None else 'TRL default'} (as configured)"
+    support = precision.bf16_support("auto")
+    if at is not None:
+        del args[at[0] : at[0] + at[1]]
+    args += ["--bf16", "true" if support.native else "false"]
+    return args, f"bf16: auto -> {str(support.native).lower()} on {support.device} ({support.reason})"
