@@ -18,7 +18,7 @@ import pytest
 import sympy
 
 from thinc_bench.grading import final_answer, normalize_answer
-from thinc_bench.grading._direct import direct_parse
+from thinc_bench.grading._direct import direct_parse, direct_verdict
 from thinc_bench.grading._messages import Task
 from thinc_bench.grading._printed import grounding_candidates
 from thinc_bench.grading._text import align_to_gold
@@ -198,6 +198,38 @@ def test_direct_covers_most_benchmark_golds_with_math_verifys_trees() -> None:
         if _math_verify_parse(g) != [sympy.srepr(d[0]), d[1]]
     ] == []
     assert len(accepted) >= 0.75 * len(golds)  # 364 of 463 distinct golds when written
+
+
+def test_direct_verdicts_are_math_verifys_on_hostile_pairs() -> None:
+    """Both sides direct: the verdict skips verify's simplify, and must still be verify's own."""
+    values = [
+        "\\frac{1}{2}",
+        "0.500001",
+        "\\sqrt{8}",
+        "2\\sqrt{2}",
+        "2.828427",
+        "\\frac{\\pi}{2}",
+        "1.570796",
+    ]
+    values += ["-0", "0\\pi", "\\sqrt{1}", "1.0", "\\frac{\\sqrt{12}}{4}", "0.866025", "-3\\pi", "0.0000672"]
+    pairs = []
+    for gold, answer, roundings in [(g, a, (6, 7)) for g, a in _hostile_pairs()] + [
+        (x, y, (6,)) for x in values for y in values
+    ]:
+        g = normalize_answer(gold)
+        a = align_to_gold(normalize_answer(answer), g)
+        dg, da = direct_parse(g), direct_parse(a)
+        if dg is not None and da is not None:
+            pairs.append((g, a, dg, da, roundings))
+    assert len(pairs) >= 250
+    differ = []
+    for g, a, dg, da, roundings in pairs:
+        for rounding in roundings:
+            ours = direct_verdict(dg, da, rounding)
+            theirs = math_verify.verify(list(dg), list(da), float_rounding=rounding, timeout_seconds=None)
+            if ours != theirs:
+                differ.append((g, a, rounding, ours, theirs))
+    assert differ == []
 
 
 @pytest.mark.slow  # ~20 s of CPU: math-verify parses ~1,800 checks from scratch (no model is loaded)

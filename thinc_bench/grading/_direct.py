@@ -19,6 +19,7 @@ from typing import Any
 
 import sympy
 from latex2sympy2_extended.latex2sympy2 import normalize_latex
+from math_verify.grader import sympy_numeric_eq, sympy_str_eq
 from math_verify.parser import LatexExtractionConfig
 
 # What math-verify applies to the content of a `\boxed{}` it extracts (its boxed pattern's config).
@@ -32,6 +33,9 @@ _CANDIDATE = re.compile(r"[-0-9.\\{}a-z ]{1,200}")
 _NUMBER = re.compile(r"(?:(-) *)?(?:(\d+)|(\d+\.\d+)|\\frac\{ *(\d+) *\}\{ *(\d+) *\})")
 _TERM = r"(?:(\d+) *)?(?:\\sqrt\{ *(\d+) *\}|(\\pi))"
 _SYMBOLIC = re.compile(rf"(?:(-) *)?(?:{_TERM}|\\frac\{{ *{_TERM} *\}}\{{ *(\d+) *\}})")
+
+NUMERIC_PRECISION = 15
+"""math-verify's default `numeric_precision` (digits of the evalf in its numeric comparison)."""
 
 _HALF = sympy.Rational(1, 2)
 _MINUS_ONE = sympy.Integer(-1)
@@ -98,3 +102,30 @@ def direct_parse(answer: str) -> tuple[Any, str] | None:
     if value is None:
         return None
     return value, s
+
+
+def direct_verdict(gold: tuple[Any, str], target: tuple[Any, str], float_rounding: int) -> bool:
+    """`math_verify.verify(list(gold), list(target), float_rounding=...)` for two `direct_parse` values.
+
+    verify compares every (gold, target) pair: the two strings (equal and non-empty), and the two
+    values by its `sympy_expr_eq`, which for these numbers is its structural and numeric
+    comparisons (called here as they are) and then `simplify(gold - target).is_zero`. That last
+    step is what makes a wrong answer slow (0.1-0.5 s for `\\frac{8\\sqrt{23}}{23}` against
+    `\\frac{9\\sqrt{23}}{23}`), and it can only say "equal" when the two values are exactly equal:
+    rationals, floats and rational multiples of square roots of integers and of pi are compared
+    exactly by evaluating both trees and subtracting (sympy takes square factors out of roots).
+    As in verify, an exception in a comparison means "not equal".
+    """
+    (g, gs), (t, ts) = gold, target
+    gs, ts = gs.strip(), ts.strip()
+    if gs and gs == ts:
+        return True
+    try:
+        if sympy_str_eq(g, t) or sympy_numeric_eq(g, t, float_rounding, NUMERIC_PRECISION):
+            return True
+    except Exception:  # noqa: BLE001 - verify's own rule: a failing comparison is "not equal"
+        return False
+    try:
+        return bool((g.doit() - t.doit()).is_zero)
+    except Exception:  # noqa: BLE001 - as sympy_symbolic_eq: a failing simplification is "not equal"
+        return False

@@ -20,7 +20,7 @@ import math_verify.parser
 import sympy
 from sympy.parsing.sympy_parser import convert_xor, parse_expr, standard_transformations
 
-from thinc_bench.grading._direct import direct_parse
+from thinc_bench.grading._direct import direct_parse, direct_verdict
 from thinc_bench.grading._messages import Result, Task
 
 # The warning says "you must provide the timeout yourself": the pool does, by killing the process.
@@ -50,9 +50,14 @@ _TRANSFORMS = (*standard_transformations, convert_xor)
 
 
 @lru_cache(maxsize=PARSE_CACHE_SIZE)
+def _direct(answer: str) -> tuple[Any, str] | None:
+    return direct_parse(answer)
+
+
+@lru_cache(maxsize=PARSE_CACHE_SIZE)
 def _parse_latex(answer: str, direct: bool = True) -> tuple[Any, ...]:
     # The common forms are read directly into the very tree math-verify would build (`_direct`).
-    parsed = direct_parse(answer) if direct else None
+    parsed = _direct(answer) if direct else None
     if parsed is not None:
         return parsed
     # `$\boxed{..}$` is math-verify's strongest anchor and applies its answer normalisation
@@ -118,6 +123,10 @@ def run_task(task: Task, *, direct: bool = True) -> Result:
         target = list(parsed)
     places = max((len(m.group(1)) for m in _DECIMALS.finditer(task.a)), default=0)
     rounding = max(FLOAT_ROUNDING, places)
+    if direct and task.kind == "verify":
+        gold_d, target_d = _direct(task.a), _direct(task.b)
+        if gold_d is not None and target_d is not None:  # verify's verdict without its simplify
+            return Result("correct" if direct_verdict(gold_d, target_d, rounding) else "incorrect")
     ok = math_verify.verify(list(gold), target, float_rounding=rounding, timeout_seconds=None)
     return Result("correct" if ok else "incorrect")
 
