@@ -68,26 +68,30 @@ def _pool(reqs: list[GradeRequest], workers: int | None) -> tuple[float, float, 
         return time.perf_counter() - start, startup, sum(g.correct for g in grades)
 
 
-def _pool_rate_in(checkout: Path, workers: int | None) -> tuple[float, int]:
-    """Checks/s and correct count of the pool of `checkout`, measured in a fresh interpreter."""
+def _pool_rate_in(checkout: Path, workers: int | None) -> tuple[float, int, float]:
+    """Checks/s, correct count and start-up seconds of the pool of `checkout`, in a fresh interpreter."""
     args = [sys.executable, __file__, "--pool-only"] + ([f"--workers={workers}"] if workers else [])
     env = {**os.environ, "PYTHONPATH": str(checkout)}
     # cwd too: a `python -c` child (multiprocessing's forkserver) imports from its working directory first
     out = subprocess.run(args, env=env, cwd=checkout, check=True, capture_output=True, text=True).stdout
-    rate, correct = out.split()[-2:]
-    return float(rate), int(correct)
+    rate, correct, startup = out.split()[-3:]
+    return float(rate), int(correct), float(startup)
 
 
 def _compare(baseline: Path, workers: int | None, repeat: int) -> None:
     this = Path(__file__).resolve().parents[1]
-    best: dict[str, tuple[float, int]] = {}
+    best: dict[str, tuple[float, int, float]] = {}
     for _ in range(repeat):
         for name, tree in (("baseline", baseline), ("this", this)):
-            rate, correct = _pool_rate_in(tree, workers)
+            rate, correct, startup = _pool_rate_in(tree, workers)
+            print(f"  {name}: {rate:.0f} checks/s ({correct} correct), start-up {startup:.2f} s", flush=True)
             if name not in best or rate > best[name][0]:
-                best[name] = (rate, correct)
-    (b, bc), (t, tc) = best["baseline"], best["this"]
-    print(f"pool checks/s, best of {repeat}: baseline {b:.0f} ({bc} correct), this {t:.0f} ({tc} correct)")
+                best[name] = (rate, correct, startup)
+    (b, bc, bs), (t, tc, ts) = best["baseline"], best["this"]
+    print(
+        f"pool checks/s, best of {repeat}: baseline {b:.0f} ({bc} correct, start-up {bs:.2f} s), "
+        f"this {t:.0f} ({tc} correct, start-up {ts:.2f} s)"
+    )
     print(f"ratio this/baseline: {t / b:.2f}")
 
 
@@ -107,8 +111,8 @@ def main() -> None:
         return
     reqs = _requests()
     if args.pool_only:
-        t_pool, _, c_pool = _pool(reqs, args.workers)
-        print(f"{len(reqs) / t_pool:.1f} {c_pool}")
+        t_pool, t_start, c_pool = _pool(reqs, args.workers)
+        print(f"{len(reqs) / t_pool:.1f} {c_pool} {t_start:.3f}")
         return
     latex = [r for r in reqs if not re.fullmatch(r"-?\d+", r.gold)]
 
