@@ -98,27 +98,6 @@ def _parse_printed(value: str, direct: bool = True) -> Any:
     return list(parsed) if _has_math(parsed) else None
 
 
-# One of each form that still goes to latex2sympy (tuples, intervals, sets, equations, polynomials,
-# matrices, degrees, text, bases, complex numbers, sums of radicals). Written for the forms, not
-# taken from any benchmark.
-WARM_UP_FORMS = (
-    *("(1,2)", "(-3, 4]", "(2, \\infty)", "(-\\infty, 1] \\cup [3, 5)", "\\{1, 2\\}", "1, 2"),
-    *("y = 2x + 1", "x^2 - 3x + 2", "\\begin{pmatrix} 1 \\\\ -2 \\end{pmatrix}", "45^\\circ", "\\text{yes}"),
-    *("101_2", "3 + 4i", "\\frac{1+\\sqrt{5}}{2}", "\\left( 1, \\frac{\\pi}{3} \\right)", "2^{10}"),
-)
-
-
-def warm_up() -> None:
-    """Parse one of each form once, in the zygote, so every worker forks with a trained parser.
-
-    latex2sympy's ANTLR parser caches its prediction DFA per process, and a cold one is several
-    times slower on the first tuple, interval or equation it meets (0.2-0.6 s against 0.05-0.15 s
-    under load). Forked workers share the zygote's trained DFA instead of each training its own.
-    """
-    for form in WARM_UP_FORMS:
-        math_verify.parse("$\\boxed{" + form + "}$", parsing_timeout=None)
-
-
 def run_task(task: Task, *, direct: bool = True) -> Result:
     """Run one check in this process; math-verify errors become outcomes, not exceptions.
 

@@ -150,9 +150,7 @@ def _worker_child(conn: Connection) -> None:
 def main(fd: int) -> None:
     """Zygote entry point: warm up, then fork one worker per request byte until the socket closes."""
     sock = socket.socket(fileno=fd)
-    from thinc_bench.grading._worker import warm_up  # the imports every worker inherits
-
-    warm_up()  # and a trained LaTeX parser
+    import thinc_bench.grading._worker  # noqa: F401 - the warm-up every worker inherits
 
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps workers the parent kills
     sock.sendall(b"R")
