@@ -8,12 +8,15 @@ fresh Grader (empty verdict cache); its worker start-up is timed separately and 
 
 `--baseline DIR` also times the pool of another checkout (e.g. `git archive main | tar -x -C DIR`)
 on the same checks, alternating runs (best of `--repeat`) so that load on a shared machine hits
-both alike, and prints the throughput ratio this/baseline.
+both alike, and prints the throughput ratio this/baseline, in checks/s and in checks per CPU-second
+(this process plus the workers): on a shared machine the load moves wall time far more than CPU
+time, and on idle cores the pool's rate approaches workers x checks per CPU-second.
 
     python perf/grading.py [--workers N] [--baseline DIR [--repeat 3]]
 """
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -57,38 +60,66 @@ def _naive(reqs: list[GradeRequest]) -> tuple[float, int]:
     return time.perf_counter() - start, correct
 
 
-def _pool(reqs: list[GradeRequest], workers: int | None) -> tuple[float, float, int]:
+def _cpu_s(pids: list[int]) -> float:
+    """User + system CPU seconds of live processes (/proc/PID/stat fields 14 and 15)."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            total += sum(
+                int(f) for f in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[11:13]
+            )
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _pool(reqs: list[GradeRequest], workers: int | None) -> tuple[float, float, int, float]:
+    """Wall seconds, start-up seconds, correct count and CPU seconds (this process + workers).
+
+    CPU per check is what a shared machine's load hardly moves; wall time it moves a lot."""
     with Grader(workers=workers) as grader:
         start = time.perf_counter()
         # Warm every worker on an item outside the measured set, so start-up is not counted.
         grader.grade_many([GradeRequest(f"\\frac{{1}}{{{k}}}", f"\\boxed{{{k}}}") for k in range(2, 40)])
         startup = time.perf_counter() - start
+        pids = grader._pool.pids() if grader._pool is not None else []  # noqa: SLF001 - measuring the pool
+        cpu0 = time.process_time() + _cpu_s(pids)
         start = time.perf_counter()
         grades = grader.grade_many(reqs)
-        return time.perf_counter() - start, startup, sum(g.correct for g in grades)
+        wall = time.perf_counter() - start
+        cpu = time.process_time() + _cpu_s(pids) - cpu0  # a worker replaced after a timeout is not counted
+        return wall, startup, sum(g.correct for g in grades), cpu
 
 
-def _pool_rate_in(checkout: Path, workers: int | None) -> tuple[float, int]:
-    """Checks/s and correct count of the pool of `checkout`, measured in a fresh interpreter."""
+def _pool_rate_in(checkout: Path, workers: int | None) -> tuple[float, int, float, float]:
+    """Checks/s, correct count, start-up s and checks per CPU-second of `checkout`'s pool, in a fresh
+    interpreter."""
     args = [sys.executable, __file__, "--pool-only"] + ([f"--workers={workers}"] if workers else [])
     env = {**os.environ, "PYTHONPATH": str(checkout)}
     # cwd too: a `python -c` child (multiprocessing's forkserver) imports from its working directory first
     out = subprocess.run(args, env=env, cwd=checkout, check=True, capture_output=True, text=True).stdout
-    rate, correct = out.split()[-2:]
-    return float(rate), int(correct)
+    rate, correct, startup, per_cpu = out.split()[-4:]
+    return float(rate), int(correct), float(startup), float(per_cpu)
 
 
 def _compare(baseline: Path, workers: int | None, repeat: int) -> None:
     this = Path(__file__).resolve().parents[1]
-    best: dict[str, tuple[float, int]] = {}
+    runs: dict[str, list[tuple[float, int, float, float]]] = {"baseline": [], "this": []}
     for _ in range(repeat):
         for name, tree in (("baseline", baseline), ("this", this)):
-            rate, correct = _pool_rate_in(tree, workers)
-            if name not in best or rate > best[name][0]:
-                best[name] = (rate, correct)
-    (b, bc), (t, tc) = best["baseline"], best["this"]
-    print(f"pool checks/s, best of {repeat}: baseline {b:.0f} ({bc} correct), this {t:.0f} ({tc} correct)")
-    print(f"ratio this/baseline: {t / b:.2f}")
+            rate, correct, startup, per_cpu = _pool_rate_in(tree, workers)
+            runs[name].append((rate, correct, startup, per_cpu))
+            print(
+                f"  {name}: {rate:.0f} checks/s ({correct} correct), {per_cpu:.0f} checks per CPU-second, "
+                f"start-up {startup:.2f} s (load {os.getloadavg()[0]:.1f})",
+                flush=True,
+            )
+    (b, bc, bs, _), (t, tc, ts, _) = (max(runs[n]) for n in ("baseline", "this"))
+    bp, tp = (max(r[3] for r in runs[n]) for n in ("baseline", "this"))
+    print(
+        f"pool checks/s, best of {repeat}: baseline {b:.0f} ({bc} correct, start-up {bs:.2f} s), "
+        f"this {t:.0f} ({tc} correct, start-up {ts:.2f} s)"
+    )
+    print(f"checks per CPU-second, best of {repeat}: baseline {bp:.0f}, this {tp:.0f}")
+    print(f"ratio this/baseline: {t / b:.2f} in checks/s, {tp / bp:.2f} in checks per CPU-second")
 
 
 def main() -> None:
@@ -107,15 +138,15 @@ def main() -> None:
         return
     reqs = _requests()
     if args.pool_only:
-        t_pool, _, c_pool = _pool(reqs, args.workers)
-        print(f"{len(reqs) / t_pool:.1f} {c_pool}")
+        t_pool, t_start, c_pool, cpu = _pool(reqs, args.workers)
+        print(f"{len(reqs) / t_pool:.1f} {c_pool} {t_start:.3f} {len(reqs) / cpu:.1f}")
         return
     latex = [r for r in reqs if not re.fullmatch(r"-?\d+", r.gold)]
 
     rows = []
     for name, subset in (("all 720 golds", reqs), ("LaTeX golds only", latex)):
         t_naive, c_naive = _naive(subset)
-        t_pool, t_start, c_pool = _pool(subset, args.workers)
+        t_pool, t_start, c_pool, _ = _pool(subset, args.workers)
         rows.append(
             (name, len(subset), len(subset) / t_naive, len(subset) / t_pool, t_start, c_naive, c_pool)
         )

@@ -161,9 +161,22 @@ def test_every_benchmark_gold_grades_correct_against_its_own_box(grader: Grader)
     assert [(n, g.status) for (n, _), g in zip(golds, grades, strict=True) if not g.correct] == []
 
 
+def _grade_many_past_load(grader: Grader, reqs: list[GradeRequest]) -> list[Grade]:
+    """`grade_many`, with a timeout retried once on a patient grader: the load's, not a verdict.
+
+    (`\\left[ \\frac{\\pi^3}{8}, ...\\right]` against its gold took 1.7 s in-process at load 10.)"""
+    grades = grader.grade_many(reqs)
+    late = [i for i, r in enumerate(grades) if r.status == "grader_timeout"]
+    if late:
+        with Grader(workers=2, timeout_s=30.0) as patient:
+            for i, r in zip(late, patient.grade_many([reqs[i] for i in late]), strict=True):
+                grades[i] = r
+    return grades
+
+
 def test_every_benchmark_gold_grades_incorrect_against_a_changed_value(grader: Grader) -> None:
     golds = _benchmark_golds()
-    grades = grader.grade_many([GradeRequest(g, f"\\boxed{{{_changed(g)}}}") for _, g in golds])
+    grades = _grade_many_past_load(grader, [GradeRequest(g, f"\\boxed{{{_changed(g)}}}") for _, g in golds])
     wrong = [(n, _changed(gold), g.status) for (n, gold), g in zip(golds, grades, strict=True)]
     assert [w for w, g in zip(wrong, grades, strict=True) if g.status != "incorrect"] == []
 

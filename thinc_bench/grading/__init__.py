@@ -8,7 +8,8 @@ consumer (eval, maj@k through the recorded answer, the SFT filter, the GRPO rewa
 so a pathological answer is `grader_timeout`, never a hang; a crashed worker is `grader_error`,
 never a wrong answer. Grounding reads only what the code printed (`code_printed`). Golds keep their
 source form ("025", "33,124,147", LaTeX). Exact fast paths (identical text, plain integers,
-integer grounding by token match) skip math-verify. Verdicts are cached per (gold, answer) in this
+integer grounding by token match) skip math-verify; the common number forms skip its ANTLR parse
+(`_direct`: math-verify's own trees, so no verdict changes). Verdicts are cached per (gold, answer) in this
 process. Works in any process: a forked child gets its own workers. It does no IO, logging setup
 or retries of model errors; timeouts and kills live in `_pool`.
 """

@@ -20,6 +20,7 @@ import math_verify.parser
 import sympy
 from sympy.parsing.sympy_parser import convert_xor, parse_expr, standard_transformations
 
+from thinc_bench.grading._direct import direct_parse, direct_verdict
 from thinc_bench.grading._messages import Result, Task
 
 # The warning says "you must provide the timeout yourself": the pool does, by killing the process.
@@ -49,18 +50,26 @@ _TRANSFORMS = (*standard_transformations, convert_xor)
 
 
 @lru_cache(maxsize=PARSE_CACHE_SIZE)
-def _parse_latex(answer: str) -> tuple[Any, ...]:
+def _direct(answer: str) -> tuple[Any, str] | None:
+    return direct_parse(answer)
+
+
+@lru_cache(maxsize=PARSE_CACHE_SIZE)
+def _parse_latex(answer: str, direct: bool = True) -> tuple[Any, ...]:
+    # The common forms are read directly into the very tree math-verify would build (`_direct`).
+    parsed = _direct(answer) if direct else None
+    if parsed is not None:
+        return parsed
     # `$\boxed{..}$` is math-verify's strongest anchor and applies its answer normalisation
     # (units, \text, degrees); bare LaTeX would parse to nothing (NOTES.md).
-    parsed = math_verify.parse("$\\boxed{" + answer + "}$", parsing_timeout=None)
-    return tuple(parsed)
+    return tuple(math_verify.parse("$\\boxed{" + answer + "}$", parsing_timeout=None))
 
 
 def _has_math(parsed: tuple[Any, ...]) -> bool:
     return any(not isinstance(p, str) for p in parsed)
 
 
-def _parse_printed(value: str) -> Any:
+def _parse_printed(value: str, direct: bool = True) -> Any:
     """Parse a sympy/Python print (`sqrt(2)/2`, `3*pi/4`, `(1, 2)`) or fall back to LaTeX."""
     tokens = _PY_TOKEN.findall(value)
     words_ok = all(not (t[0].isalpha() or t[0] == "_") or t in _PY_NAMES or len(t) == 1 for t in tokens)
@@ -85,25 +94,28 @@ def _parse_printed(value: str) -> Any:
             return sympy.FiniteSet(*expr)
         if isinstance(expr, sympy.Basic):
             return expr
-    parsed = _parse_latex(value)
+    parsed = _parse_latex(value, direct)
     return list(parsed) if _has_math(parsed) else None
 
 
-def run_task(task: Task) -> Result:
-    """Run one check in this process; math-verify errors become outcomes, not exceptions."""
+def run_task(task: Task, *, direct: bool = True) -> Result:
+    """Run one check in this process; math-verify errors become outcomes, not exceptions.
+
+    `direct=False` parses everything with math-verify (tests compare the two: no verdict may change).
+    """
     if task.kind == "check_gold":
-        gold = _parse_latex(task.a)
+        gold = _parse_latex(task.a, direct)
         ok = _has_math(gold) and math_verify.verify(list(gold), list(gold), timeout_seconds=None)
         return Result("correct" if ok else "gold_error")
-    gold = _parse_latex(task.a)
+    gold = _parse_latex(task.a, direct)
     if not _has_math(gold):
         return Result("gold_error")
     if task.kind == "ground":
-        target = _parse_printed(task.b)
+        target = _parse_printed(task.b, direct)
         if target is None:
             return Result("unparseable_answer")
     else:
-        parsed = _parse_latex(task.b)
+        parsed = _parse_latex(task.b, direct)
         if not _has_math(parsed):
             # Only math-verify's raw-string fallback is left: an exact string match still counts.
             same = bool(parsed) and math_verify.verify(list(gold), list(parsed), timeout_seconds=None)
@@ -111,6 +123,10 @@ def run_task(task: Task) -> Result:
         target = list(parsed)
     places = max((len(m.group(1)) for m in _DECIMALS.finditer(task.a)), default=0)
     rounding = max(FLOAT_ROUNDING, places)
+    if direct and task.kind == "verify":
+        gold_d, target_d = _direct(task.a), _direct(task.b)
+        if gold_d is not None and target_d is not None:  # verify's verdict without its simplify
+            return Result("correct" if direct_verdict(gold_d, target_d, rounding) else "incorrect")
     ok = math_verify.verify(list(gold), target, float_rounding=rounding, timeout_seconds=None)
     return Result("correct" if ok else "incorrect")
 
