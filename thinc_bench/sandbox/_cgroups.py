@@ -1,12 +1,15 @@
 """cgroup-v1 groups of one Sandbox (made by the harness) and of each session (made by the server).
 
 Layout, each nested in the harness's own group of that controller so a container's limits still
-bind: `pids/thinc-sandbox-PID-N/sSID` (process count), `cpu/thinc-sandbox-PID-N/sSID` (an equal
-share and a quota per session) and `memory/thinc-sandbox-PID-N/{server, sessions/sSID}`: the
+bind: `pids/thinc-sandbox-PID-N/sSID` (process count; also how every process of a session is found),
+`freezer/thinc-sandbox-PID-N/sSID` (so that none forks while the session is swept),
+`cpu/thinc-sandbox-PID-N/sSID` (an equal share and a quota per session) and `memory/thinc-sandbox-PID-N/{server, sessions/sSID}`: the
 total cap sits on `sessions`, the fork-server lives in `server`, so an OOM kill at either level
 only ever picks a session process. Creating groups needs root; without it (or on a cgroup-v2
 host) each controller is None with the reason. Standard library only: the server imports it.
-It does not decide limits (the config does) and never kills anything.
+It does not decide limits (the config does); it kills only in `sweep` (every process of one
+session's group, when the server ends that session) and `remove_sandbox_groups` (what is left when
+a Sandbox closes).
 """
 
 from __future__ import annotations
@@ -15,12 +18,13 @@ import contextlib
 import errno
 import itertools
 import os
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path("/sys/fs/cgroup")
-CONTROLLERS = ("pids", "memory", "cpu")
+CONTROLLERS = ("pids", "memory", "cpu", "freezer")
 GROUP_PREFIX = "thinc-sandbox-"
 SERVER_GROUP = "server"
 SESSIONS_GROUP = "sessions"
@@ -29,6 +33,10 @@ SHARES_PER_CPU = 1024
 CFS_PERIOD_US = 100_000
 # Processes leave a cgroup a few milliseconds after they are reaped; a second covers a loaded box.
 DRAIN_S = 1.0
+# A freezer group goes FREEZING -> FROZEN in microseconds; a task in uninterruptible sleep may hold
+# it longer, and the sweep then goes on unfrozen (it repeats until the group is empty).
+FREEZE_WAIT_S = 0.1
+SWEEP_POLL_S = 0.001
 _counter = itertools.count()
 
 
@@ -168,6 +176,73 @@ def memory_events(path: str) -> dict[str, int]:
     return {"oom_kill": int(fields.get("oom_kill", 0)), "failcnt": failcnt}
 
 
+def procs(path: str) -> list[int]:
+    """Processes (thread-group ids) in a group, as this process's PID namespace numbers them."""
+    try:
+        with open(os.path.join(path, "cgroup.procs")) as fh:
+            return [int(line) for line in fh if line.strip()]
+    except (OSError, ValueError):
+        return []
+
+
+def _set_frozen(path: str, frozen: bool) -> bool:
+    """Freeze or thaw a freezer group; whether it reached the state (within FREEZE_WAIT_S)."""
+    want = "FROZEN" if frozen else "THAWED"
+    try:
+        write(path, "freezer.state", want)
+        deadline = time.monotonic() + FREEZE_WAIT_S
+        while True:
+            with open(os.path.join(path, "freezer.state")) as fh:
+                if fh.read().strip() == want:
+                    return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(SWEEP_POLL_S)
+    except OSError:
+        return False
+
+
+def sweep(pids_group: str | None, freezer_group: str | None, known: set[int]) -> tuple[int, int]:
+    """Kill every process of one session's group and wait until the group is empty.
+
+    The group is frozen first (no process can fork or exit while it is listed), every member gets
+    SIGKILL, then it is thawed so that they die. Returns (processes killed that are not in `known`,
+    processes still in the group after DRAIN_S); `known` holds the session's own parent and
+    interpreter, so the first number counts what the session's code left running.
+    """
+    group = pids_group or freezer_group
+    if group is None:
+        return 0, 0
+    frozen = freezer_group is not None and _set_frozen(freezer_group, True)
+    seen: set[int] = set()
+    deadline = time.monotonic() + DRAIN_S
+    while members := procs(group):
+        for pid in members:
+            if pid not in known:
+                seen.add(pid)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        if frozen and freezer_group is not None:
+            _set_frozen(freezer_group, False)  # a frozen task dies only once thawed
+            frozen = False
+        if time.monotonic() > deadline:
+            break
+        time.sleep(SWEEP_POLL_S)
+    if frozen and freezer_group is not None:
+        _set_frozen(freezer_group, False)
+    return len(seen), len(procs(group))
+
+
+def kill_tree(path: Path) -> None:
+    """SIGKILL every process in a group and its subgroups (what a dead server left behind)."""
+    if not path.is_dir():
+        return
+    for group in [path, *(p for p in path.rglob("*") if p.is_dir())]:
+        for pid in procs(str(group)):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+
 def remove_tree(path: Path) -> OSError | None:
     """Remove a group after its subgroups, deepest first; the error if one is still populated."""
     error = None
@@ -189,6 +264,13 @@ def remove_tree(path: Path) -> OSError | None:
 def remove_sandbox_groups(groups: SandboxGroups) -> str | None:
     """Remove a Sandbox's groups, retrying while its processes drain; the last problem, if any."""
     problem = None
+    for controller in ("pids", "freezer"):  # kill, then thaw: a frozen task dies once thawed
+        if controller in groups.paths:
+            kill_tree(Path(groups.paths[controller]))
+    if "freezer" in groups.paths:
+        for group in Path(groups.paths["freezer"]).rglob("*"):
+            if group.is_dir():
+                _set_frozen(str(group), False)
     for path in groups.paths.values():
         deadline = time.monotonic() + DRAIN_S
         while (exc := remove_tree(Path(path))) is not None:

@@ -1,8 +1,8 @@
 """What runs in the fork-server's children: a session's parent A, the session process B, the probe.
 
 Contract: A joins the session's cgroups, raises its OOM bias, becomes the session's own host uid,
-enters new namespaces and forks B; when B ends, A writes B's fate (wait status, CPU seconds) on
-its fate pipe and ends the same way, so the server's waitpid and the fate tell how the session
+enters new namespaces and forks B; it writes B's pid on its fate pipe at once, and when B ends,
+B's fate (wait status, CPU seconds) after it, then ends the same way, so the server's waitpid and the fate tell how the session
 died. B (PID 1 of its PID namespace) confines itself and runs the notebook loop. Any setup failure
 is reported on the session socket and ends the process with SETUP_FAILED_EXIT. `probe` runs the
 same steps once, in a throwaway child, to learn what this kernel and jail allow. Standard library
@@ -100,6 +100,7 @@ def session_parent(setup: Setup, ctrl_fd: int, live_r: int, live_w: int) -> NoRe
         if child == 0:
             os.close(setup.fate_fd)
             session_process(setup, live_r, live_w)
+        os.write(setup.fate_fd, f"{child}\n".encode())  # the server kills B by this pid if need be
         for fd in (setup.sock_fd, setup.out_fd, live_r):
             os.close(fd)
         if not setup.namespaces:

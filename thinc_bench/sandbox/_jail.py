@@ -266,6 +266,12 @@ def describe_protections(launch: Launch, hello: dict[str, Any]) -> list[Protecti
         Protection("rlimits: cpu, address space, file size, open files", True),
         Protection("untrusted control channel: no descriptors accepted, bounded frames, per-run nonce", True),
         line("per-session PID namespace (all session processes die with it)", ns, probe),
+        line(
+            "nothing outlives its session: every process of it is killed before its slot is reused "
+            "(frozen and swept through its pids/freezer cgroups, else its PID namespace's PID 1)",
+            "pids" in launch.groups.paths or ns,
+            groups.get("pids", probe),
+        ),
         line("no network, loopback included (per-session net namespace)", ns, probe),
         line("private size-limited scratch tmpfs; /proc hidden", ns, probe),
         line("read-only filesystem outside scratch", bool(hello.get("ro_root")), probe),

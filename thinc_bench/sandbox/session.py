@@ -189,6 +189,9 @@ class Session:
         self._lock = threading.Lock()
         self._closed = False
         self._holds_slot = True  # False in a forked child: the slot is the parent's
+        # Processes this session's code left running when one of its processes ended; the server
+        # killed each of them before the session (or its slot) went on.
+        self.survivors = 0
 
     # ---- public ------------------------------------------------------------------------------
     def run(self, code: str, timeout: float | None = None) -> ExecResult:
@@ -317,7 +320,18 @@ class Session:
         finally:
             live.sock.close()
             os.close(live.out_r)
+        self._count_survivors(info)
         return info
+
+    def _count_survivors(self, info: dict[str, Any]) -> None:
+        """Processes the session's code left running when its process ended (all killed by the
+        server's sweep), and any the sweep could not remove."""
+        survivors, left = int(info.get("survivors") or 0), int(info.get("survivors_left") or 0)
+        self.survivors += survivors
+        if survivors:
+            self._sandbox._count("survivors", survivors)
+        if left:
+            self._sandbox._count("survivors_left", left)
 
     def _reap_dead(self, live: _Live) -> dict[str, Any]:
         """The session socket closed: wait briefly for the process to finish dying, then collect it."""
@@ -328,6 +342,7 @@ class Session:
                 self._live = None
                 live.sock.close()
                 os.close(live.out_r)
+                self._count_survivors(reply)
                 return reply
             time.sleep(DEATH_POLL_S)
         return self._discard()
