@@ -8,7 +8,11 @@ against a sandbox without the protection.
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
+import platform
+import struct
 import threading
 import time
 import uuid
@@ -19,7 +23,7 @@ import psutil
 import pytest
 
 from thinc_bench.eval import __main__ as thinc_eval
-from thinc_bench.sandbox import Sandbox, SandboxConfig, _jail
+from thinc_bench.sandbox import Sandbox, SandboxConfig, Session, _jail, _seccomp
 
 CLEAR_PDEATHSIG = "import ctypes\nctypes.CDLL(None).prctl(1, 0, 0, 0, 0)\n"
 
@@ -158,3 +162,150 @@ def test_a_trajectory_process_is_gone_when_the_next_trajectory_runs(
     assert seen["alive"] > 0 and seen["after"] == 0
     config = json.loads((out / "config.json").read_text())
     assert config["resolved"]["sandbox"]["survivors"] >= 1
+
+
+# 4 ---------------------------------------------------------------------------------------------
+def test_printing_out_of_memory_then_exiting_is_not_a_memory_status(session: Session) -> None:
+    r = session.run("print('MemoryError: out of memory; Cannot allocate memory')\nimport os\nos._exit(1)")
+    assert r.status == "killed"
+
+
+@pytest.mark.parametrize(
+    "patch",
+    [
+        "import sys\nsys.modules['thinc_bench.sandbox._repl'].run_cell = lambda *a, **k: 'ok'",
+        "import sys\nw = sys.modules['thinc_bench.sandbox._wire']\n"
+        "w.send_frame = lambda sock, obj, fds=None: sock.sendall(w.encode({**obj, 'status': 'ok'}))",
+        "import builtins\nreal = builtins.exec\n"
+        "def quiet(*a, **k):\n    try:\n        real(*a, **k)\n    except BaseException:\n        pass\n"
+        "builtins.exec = quiet",
+        "import os\nreal = os.write\nos.write = lambda fd, b: real(fd, b.replace(b'error', b'ok\"   '))",
+    ],
+    ids=["run_cell", "send_frame", "builtins.exec", "os.write"],
+)
+def test_replacing_the_loops_functions_cannot_make_the_next_cell_report_ok(
+    session: Session, patch: str
+) -> None:
+    assert session.run(patch).status == "ok"
+    r = session.run("x = 1/0")
+    assert r.status == "error" and "ZeroDivisionError" in r.output
+
+
+# 2, 3 -------------------------------------------------------------------------------------------
+def _syscall(name: str, *args: int) -> str:
+    """Python source calling one system call by this machine's number and printing errno's name."""
+    number = _seccomp.ARCHES[platform.machine()].numbers[name]
+    return (
+        "import ctypes, errno\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        f"r = libc.syscall({number}, {', '.join(map(str, args)) or '0'})\n"
+        "print(r, errno.errorcode.get(ctypes.get_errno()) if r < 0 else 'allowed')"
+    )
+
+
+def _needs_filter(sandbox: Sandbox) -> None:
+    if platform.machine() not in _seccomp.ARCHES:
+        pytest.skip(f"no seccomp table for {platform.machine()}")
+    assert any(name.startswith("seccomp filter") for name in sandbox.protections[0]), sandbox.protections
+
+
+@pytest.mark.parametrize(
+    ("family", "expected"),
+    [("AF_VSOCK", "EAFNOSUPPORT"), ("AF_NETLINK", "EAFNOSUPPORT"), ("AF_PACKET", "EAFNOSUPPORT"),
+     ("AF_INET", "allowed"), ("AF_INET6", "allowed"), ("AF_UNIX", "allowed")],
+)  # fmt: skip
+def test_socket_families_outside_the_namespaces_are_refused(
+    sandbox: Sandbox, session: Session, family: str, expected: str
+) -> None:
+    _needs_filter(sandbox)
+    kind = "SOCK_RAW" if family in ("AF_NETLINK", "AF_PACKET") else "SOCK_STREAM"
+    code = (
+        f"import socket, errno\ntry:\n    socket.socket(socket.{family}, socket.{kind}).close()\n    print('allowed')\n"
+        "except OSError as e:\n    print(errno.errorcode[e.errno])"
+    )
+    assert session.run(code).output.strip() == expected
+
+
+def test_a_key_in_the_harness_keyring_cannot_be_read(sandbox: Sandbox, session: Session, token: str) -> None:
+    _needs_filter(sandbox)
+    libc = ctypes.CDLL(None, use_errno=True)
+    numbers = _seccomp.ARCHES[platform.machine()].numbers
+    secret = token.encode()
+    key = libc.syscall(numbers["add_key"], b"user", b"thinc-test", secret, len(secret), -3)  # session keyring
+    if key < 0:
+        pytest.skip(f"no keyrings on this host: errno {ctypes.get_errno()}")
+    try:
+        search = "r = libc.syscall({nr}, 10, -3, b'user', b'thinc-test', 0)\n".format(nr=numbers["keyctl"])
+        code = (
+            "import ctypes, errno\nlibc = ctypes.CDLL(None, use_errno=True)\n" + search +
+            "buf = ctypes.create_string_buffer(256)\n"
+            f"n = libc.syscall({numbers['keyctl']}, 11, r, buf, 256) if r > 0 else -1\n"
+            "print(r, errno.errorcode.get(ctypes.get_errno()), buf.value)"
+        )  # fmt: skip
+        r = session.run(code)
+        assert token not in r.output and "EPERM" in r.output
+    finally:
+        libc.syscall(numbers["keyctl"], 3, key)  # KEYCTL_REVOKE
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "keyctl",
+        "add_key",
+        "ptrace",
+        "process_vm_readv",
+        "bpf",
+        "perf_event_open",
+        "userfaultfd",
+        "io_uring_setup",
+    ],
+)
+def test_kernel_interfaces_the_namespaces_do_not_cover_are_eperm(
+    sandbox: Sandbox, session: Session, name: str
+) -> None:
+    _needs_filter(sandbox)
+    assert session.run(_syscall(name)).output.strip() == "-1 EPERM"
+
+
+def _run_bpf(prog: bytes, nr: int, arch: int, arg0: int) -> int:
+    """A classic-BPF interpreter for the few opcodes a seccomp filter uses (for the other arch)."""
+    data = struct.pack("<iIQ6Q", nr, arch, 0, arg0, 0, 0, 0, 0, 0)
+    ins = [struct.unpack("HBBI", prog[i : i + 8]) for i in range(0, len(prog), 8)]
+    pc, acc = 0, 0
+    while True:
+        code, jt, jf, k = ins[pc]
+        if code == 0x20:
+            acc = struct.unpack_from("<I", data, k)[0]
+        elif code in (0x15, 0x35):
+            taken = acc == k if code == 0x15 else acc >= k
+            pc += jt if taken else jf
+        elif code == 0x06:
+            return int(k)
+        else:
+            raise AssertionError(f"unknown opcode {code:#x}")
+        pc += 1
+
+
+@pytest.mark.parametrize("machine", sorted(_seccomp.ARCHES))
+def test_the_filter_program_decides_right_on_every_architecture(machine: str) -> None:
+    arch = _seccomp.ARCHES[machine]
+    prog = _seccomp.program(arch)
+    allow, eperm = _seccomp.SECCOMP_RET_ALLOW, _seccomp.SECCOMP_RET_ERRNO | errno.EPERM
+    noaf = _seccomp.SECCOMP_RET_ERRNO | errno.EAFNOSUPPORT
+    for name in _seccomp.REFUSED:
+        assert _run_bpf(prog, arch.numbers[name], arch.audit, 0) == eperm, name
+    for call in ("socket", "socketpair"):
+        for family, want in [
+            (1, allow),
+            (2, allow),
+            (10, allow),
+            (40, noaf),
+            (16, noaf),
+            (17, noaf),
+            (1 << 32 | 40, noaf),
+        ]:
+            assert _run_bpf(prog, arch.numbers[call], arch.audit, family) == want, (call, family)
+    assert _run_bpf(prog, 0, arch.audit, 0) == allow  # read / io_setup: everything else passes
+    assert _run_bpf(prog, 1, 0x40000003, 0) == eperm  # another ABI (i386) is refused whole
+    if arch.x32:
+        assert _run_bpf(prog, 0x40000000 + 41, arch.audit, 40) == eperm

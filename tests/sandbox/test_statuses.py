@@ -32,9 +32,11 @@ def _openblas() -> tuple[str, str]:
     pytest.skip(f"numpy here bundles no scipy-openblas library ({libs})")
 
 
-def test_death_by_the_address_space_limit_is_memory(session: Session) -> None:
+def test_death_by_the_address_space_limit_is_killed_and_says_the_limit(session: Session) -> None:
     """With a second BLAS thread, OpenBLAS maps a buffer on the next product; once the address
-    space is reserved (not touched) to the limit, it gives up and exits: no MemoryError at all."""
+    space is reserved (not touched) to the limit, it gives up and exits: no MemoryError at all.
+    Only its output says why, and output never decides a status (a cell can print anything), so
+    it is `killed`, with the limit named."""
     lib, set_threads = _openblas()
     code = (
         f"import ctypes, mmap, numpy as np\nctypes.CDLL({lib!r}).{set_threads}(2)\nheld = []\n"
@@ -42,7 +44,7 @@ def test_death_by_the_address_space_limit_is_memory(session: Session) -> None:
         "held.pop().close()\na = np.ones((300, 300))\nprint((a @ a).sum())"
     )
     r = session.run(code, timeout=20.0)
-    assert r.status == "memory" and "allocation failed" in r.output and "memory_mb=2048" in r.output
+    assert r.status == "killed" and "memory_mb=2048" in r.output
     assert session.run("print('fresh')").output.endswith("fresh\n")
 
 

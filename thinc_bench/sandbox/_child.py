@@ -23,7 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from thinc_bench.sandbox import _cgroups, _isolate, _repl, _wire
+from thinc_bench.sandbox import _cgroups, _isolate, _repl, _seccomp, _wire
 
 # Distinct exit code of a session whose setup (not user code) failed; also sent as a frame.
 SETUP_FAILED_EXIT = 125
@@ -47,6 +47,7 @@ class Setup:
     ro_root: bool
     devpts: bool
     limits: dict[str, Any]
+    seccomp: bool = False
 
 
 def _log(message: str) -> None:
@@ -151,6 +152,8 @@ def session_process(setup: Setup, live_r: int, live_w: int) -> NoReturn:
         os.closerange(4, resource.getrlimit(resource.RLIMIT_NOFILE)[0] + 1)
         _isolate.set_limits(setup.limits)
         _isolate.drop_capabilities()
+        if setup.seccomp:
+            _seccomp.install()
         sock = socket.socket(fileno=3)
     except Exception as exc:  # process boundary: report setup failure to the harness
         _report_setup_failure(report_fd, exc)
@@ -227,3 +230,9 @@ def _probe_mounts(report: dict[str, Any]) -> None:
         report["namespaces"] = True
     except OSError as exc:
         report["error"] = f"capabilities: {exc}"
+        return
+    try:
+        _seccomp.install()
+        report["seccomp"] = True
+    except OSError as exc:
+        report["seccomp_error"] = f"seccomp: {exc}"

@@ -273,6 +273,12 @@ def describe_protections(launch: Launch, hello: dict[str, Any]) -> list[Protecti
             groups.get("pids", probe),
         ),
         line("no network, loopback included (per-session net namespace)", ns, probe),
+        line(
+            "seccomp filter: only AF_UNIX/AF_INET/AF_INET6 sockets (no AF_VSOCK, AF_NETLINK); keyrings, "
+            "ptrace, process_vm_*, bpf, perf_event_open, userfaultfd, io_uring refused; own session keyring",
+            bool(hello.get("seccomp")),
+            str(hello.get("seccomp_error") or probe),
+        ),
         line("private size-limited scratch tmpfs; /proc hidden", ns, probe),
         line("read-only filesystem outside scratch", bool(hello.get("ro_root")), probe),
         line("private /dev/pts per session (max_ptys)", bool(hello.get("devpts")), probe),

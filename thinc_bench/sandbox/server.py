@@ -74,6 +74,7 @@ class Server:
         self.ro_root = False
         self.devpts = False
         self.uid_drop = False
+        self.seccomp = False
         self.pending_rmdirs: list[str] = []
         self._random = random.Random()
 
@@ -99,6 +100,7 @@ class Server:
         self.namespaces = bool(result.get("namespaces"))
         self.ro_root = bool(result.get("ro_root")) and self.namespaces
         self.devpts = bool(result.get("devpts")) and self.namespaces
+        self.seccomp = bool(result.get("seccomp")) and self.namespaces
         return result
 
     # ---- spawn -------------------------------------------------------------------------------
@@ -122,7 +124,7 @@ class Server:
             opened.append(fate_w)
             setup = _child.Setup(
                 sock_fd, out_fd, fate_w, list(groups.values()), uid, scratch, self.namespaces,
-                self.ro_root, self.devpts, self.limits,
+                self.ro_root, self.devpts, self.limits, self.seccomp,
             )  # fmt: skip
             pid = os.fork()
             if pid == 0:
@@ -310,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
         "ro_root": server.ro_root,
         "devpts": server.devpts,
         "uid_drop": server.uid_drop,
+        "seccomp": server.seccomp,
+        "seccomp_error": probe.get("seccomp_error", ""),
         "uid_error": probe.get("uid_error", ""),
         "probe_error": probe.get("error", ""),
         "oom_protected": oom_protected,

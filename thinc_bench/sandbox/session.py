@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import os
-import re
 import selectors
 import signal
 import socket
@@ -48,14 +47,6 @@ CELL_STATUSES = frozenset({"ok", "error", "memory"})
 # against tick-sampled time, which runs ahead of the precise time wait4 reports (0.95 s measured for
 # a 1 s limit on a busy 2-core VM).
 CPU_LIMIT_SHARE = 0.9
-# How much of the end of a dead run's output is searched for an allocation failure.
-ALLOCATION_TAIL_CHARS = 2000
-# What a process prints when an allocation fails and it dies of it (CPython, glibc, C++, OpenBLAS).
-ALLOCATION_FAILURE = re.compile(
-    r"MemoryError|Cannot allocate memory|out of memory|std::bad_alloc|memory allocation (still )?failed"
-    r"|failed to allocate|unable to allocate",
-    re.IGNORECASE,
-)
 FORK_NOTICE = (
     "[sandbox] session restarted: this process was forked, and the session's interpreter stays with "
     "the parent process; earlier state is gone.\n"
@@ -113,15 +104,10 @@ def _signal_name(sig: int) -> str:
     return signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
 
 
-def _allocation_failure(output: str) -> str | None:
-    """The last line of `output`'s tail that reports a failed allocation, if any."""
-    lines = [line for line in output[-ALLOCATION_TAIL_CHARS:].splitlines() if ALLOCATION_FAILURE.search(line)]
-    return lines[-1].strip()[:160] if lines else None
-
-
-def _death_message(info: dict[str, Any], config: SandboxConfig, output: str = "") -> tuple[Status, str]:
+def _death_message(info: dict[str, Any], config: SandboxConfig) -> tuple[Status, str]:
     """Status and explanation of a session process that died, from the server's report of its end
-    (signal or exit code, B's CPU seconds, OOM kills its memory group counted) and its last output."""
+    (signal or exit code, B's CPU seconds, OOM kills its memory group counted): evidence the
+    session's code cannot write. Its output is never read for this (a cell can print anything)."""
     how, code = info.get("how"), int(info.get("code", 0))
     if how == "signal":
         name = _signal_name(code)
@@ -139,13 +125,9 @@ def _death_message(info: dict[str, Any], config: SandboxConfig, output: str = ""
             return "timeout", f"its CPU-time limit (cpu_time_s={config.cpu_time_s}) was reached ({name})"
         cause = f"it was killed by signal {name}"
     else:
-        cause = f"it exited with code {code} (os._exit or a fatal error)"
-    failed = _allocation_failure(output)
-    if failed and (how == "exit" or code in (signal.SIGABRT, signal.SIGBUS)):  # a segfault stays killed
-        return (
-            "memory",
-            f"an allocation failed ({failed!r}; the address space is limited to memory_mb="
-            f"{config.memory_mb} per process) and {cause}",
+        cause = (
+            f"it exited with code {code} (os._exit or a fatal error, such as an allocation refused by "
+            f"the address-space limit memory_mb={config.memory_mb})"
         )
     return "killed", cause
 
@@ -405,10 +387,23 @@ class Session:
                     except _wire.WireError as exc:
                         return self._violated(live, output, notice, start, str(exc))
                     if status is not None:
+                        if surplus := self._surplus(live):  # a frame behind the result: forged
+                            return self._violated(live, output, notice, start, surplus)
                         self._drain(live.out_r, output, 0)
                         return self._result(status, output, notice, start)  # type: ignore[arg-type]
                     if live.reader.eof:
                         return self._died(live, output, notice, start)
+
+    def _surplus(self, live: _Live) -> str:
+        """Bytes already behind the run's "done" (one non-blocking look): the loop sends nothing
+        after it, so they mean that code of this session forged one of the two frames."""
+        try:
+            live.reader.feed_from_socket(socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return ""
+        if live.reader.buffered:
+            return "a frame after the run's result"
+        return ""
 
     def _send_run(self, live: _Live, code: str, nonce: str, deadline: float) -> None:
         """Send the run request; a process that stops reading cannot block us past the deadline.
@@ -492,7 +487,7 @@ class Session:
         self._drain(live.out_r, output, DRAIN_S)
         info = self._reap_dead(live)
         self._sandbox._count("sessions_died")
-        status, why = _death_message(info, self._config, output.render()[0])
+        status, why = _death_message(info, self._config)
         self._notice = (
             f"[sandbox] session restarted: the previous process died ({why}); earlier state is gone.\n"
         )
