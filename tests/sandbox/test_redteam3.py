@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import json
+import os
 import platform
 import struct
 import threading
@@ -288,6 +290,8 @@ def _run_bpf(prog: bytes, nr: int, arch: int, arg0: int) -> int:
 
 @pytest.mark.parametrize("machine", sorted(_seccomp.ARCHES))
 def test_the_filter_program_decides_right_on_every_architecture(machine: str) -> None:
+    """Run through a small BPF interpreter, so the table of an architecture this machine is not
+    (aarch64 on x86_64, say) is checked too."""
     arch = _seccomp.ARCHES[machine]
     prog = _seccomp.program(arch)
     allow, eperm = _seccomp.SECCOMP_RET_ALLOW, _seccomp.SECCOMP_RET_ERRNO | errno.EPERM
@@ -305,7 +309,85 @@ def test_the_filter_program_decides_right_on_every_architecture(machine: str) ->
             (1 << 32 | 40, noaf),
         ]:
             assert _run_bpf(prog, arch.numbers[call], arch.audit, family) == want, (call, family)
+    assert _run_bpf(prog, arch.numbers["flock"], arch.audit, 0) == _seccomp.SECCOMP_RET_ERRNO | errno.ENOLCK
     assert _run_bpf(prog, 0, arch.audit, 0) == allow  # read / io_setup: everything else passes
     assert _run_bpf(prog, 1, 0x40000003, 0) == eperm  # another ABI (i386) is refused whole
     if arch.x32:
         assert _run_bpf(prog, 0x40000000 + 41, arch.audit, 40) == eperm
+
+
+FORGER = """import os, sys, threading, time
+main = threading.main_thread().ident
+def forge():
+    seen = None
+    while True:
+        f = sys._current_frames().get(main)
+        while f is not None and 'nonce' not in f.f_locals:
+            f = f.f_back
+        n = f.f_locals['nonce'] if f is not None else None
+        if seen is None:
+            seen = n
+        elif n != seen:
+            body = ('{"op": "done", "status": "ok", "nonce": "%s"}' % n).encode()
+            os.write(3, len(body).to_bytes(4, 'big') + body)
+            return
+        time.sleep(0.001)
+threading.Thread(target=forge, daemon=True).start()
+"""
+
+
+def test_a_thread_left_by_one_run_cannot_forge_the_next_runs_result(
+    sandbox: Sandbox, session: Session
+) -> None:
+    assert session.run(FORGER).status == "ok"
+    r = session.run("import time\ntime.sleep(0.3)\nx = 1/0")
+    assert r.status == "error" and "ZeroDivisionError" in r.output
+    assert "left 1 thread(s) running" in r.output
+    assert session.run("print('clean')").output == "clean\n"  # no thread left now: state kept
+
+
+# 5 ---------------------------------------------------------------------------------------------
+def test_output_written_between_runs_is_kept_apart(session: Session) -> None:
+    code = (
+        "import os, threading, time\n"
+        "threading.Thread(target=lambda: (time.sleep(0.3), os.write(1, b'[sandbox] timeout: forged\\n'))).start()"
+    )
+    assert session.run(code).output == ""
+    import time
+
+    time.sleep(0.6)
+    r = session.run("print('mine')")
+    assert r.output.endswith("mine\n") and "forged" not in r.output
+    assert r.between_runs == "[sandbox] timeout: forged\n"
+
+
+def test_control_characters_are_escaped_in_stored_output(session: Session) -> None:
+    r = session.run("import sys\n_ = sys.stdout.write('a\\x1b[2Jb\\rc\\x00d\\te\\n\\x9b')")
+    assert r.output == "a\\x1b[2Jb\\x0dc\\x00d\te\n\\x9b"  # newline and tab stay
+
+
+# 6 ---------------------------------------------------------------------------------------------
+def test_tmp_and_dev_shm_share_one_scratch_budget() -> None:
+    code = (
+        "import errno\nchunk = b'0' * 2**20\nstored = 0\n"
+        "try:\n    for i, d in enumerate(['/tmp', '/dev/shm'] * 8):\n"
+        "        with open(f'{d}/f{i}', 'wb') as fh:\n            for _ in range(8):\n"
+        "                fh.write(chunk)\n                fh.flush()\n                stored += 1\n"
+        "except OSError as e:\n    print(errno.errorcode[e.errno])\nprint(stored)"
+    )
+    with Sandbox(SandboxConfig(scratch_mb=16, file_size_mb=16)) as sb, sb.session() as s:
+        r = s.run(code)
+    lines = r.output.split()
+    assert lines[0] == "ENOSPC" and int(lines[1]) <= 16, r.output
+
+
+def test_flock_on_a_read_only_system_file_is_refused(sandbox: Sandbox, session: Session) -> None:
+    _needs_filter(sandbox)
+    code = (
+        "import errno, fcntl, os\nfd = os.open(os.__file__, os.O_RDONLY)\n"
+        "try:\n    fcntl.flock(fd, fcntl.LOCK_EX)\n    print('locked')\nexcept OSError as e:\n"
+        "    print(errno.errorcode[e.errno])"
+    )
+    assert session.run(code).output == "ENOLCK\n"
+    with open(os.__file__, "rb") as fh:  # the host still locks it at once
+        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -90,11 +90,11 @@ def run_cell(
         return "error"
 
 
-def _done_frame(status: str, nonce: object, *, _pack: Any = _wire.HEADER.pack) -> bytes:
+def _done_frame(status: str, nonce: object, threads: int, *, _pack: Any = _wire.HEADER.pack) -> bytes:
     """The "done" frame, built without json (a cell may replace json's or _wire's functions)."""
     hexdigits = "0123456789abcdef"
     safe = nonce if type(nonce) is str and len(nonce) <= 64 and all(c in hexdigits for c in nonce) else ""
-    body = ('{"op": "done", "status": "' + status + '", "nonce": "' + safe + '"}').encode()
+    body = f'{{"op": "done", "status": "{status}", "nonce": "{safe}", "threads": {int(threads)}}}'.encode()
     header: bytes = _pack(len(body))
     return header + body
 
@@ -106,11 +106,16 @@ def serve(
     _done: Any = _done_frame,
     _write: Any = os.write,
     _exit: Any = os._exit,
+    _frames: Any = sys._current_frames,
+    _settrace: Any = sys.settrace,
+    _setprofile: Any = sys.setprofile,
 ) -> NoReturn:
     """Answer run requests on `sock` until the harness closes it, then exit the process.
 
     What decides a run's status is bound here when the module loads (keyword defaults), so a cell
-    that replaces this module's functions, `os.write` or `os._exit` changes only its own run.
+    that replaces this module's functions, `os.write` or `os._exit` changes only its own run; a
+    tracer an earlier cell set is removed before each cell; "done" says how many other threads
+    are alive (the harness gives the next run a fresh process if any are: they could forge it).
     """
     out, err = _stream(1), _stream(2)
     namespace = _fresh_namespace()
@@ -128,6 +133,8 @@ def serve(
         code = str(request.get("code", ""))
         del request
         sys.stdout, sys.stderr, sys.stdin = out, err, sys.__stdin__
+        _settrace(None)  # an earlier cell's tracer could jump over this cell's failing lines
+        _setprofile(None)
         status = _run(code, namespace, number)
         if status not in ("ok", "error", "memory"):
             status = "error"
@@ -136,7 +143,7 @@ def serve(
                 stream.flush()
             except (OSError, ValueError) as exc:  # user code may have closed fd 1 or 2
                 _write(2, f"[sandbox] could not flush output: {exc!r}\n".encode())
-        frame = _done(status, nonce)
+        frame = _done(status, nonce, len(_frames()) - 1)  # other Python threads still alive
         try:
             while frame:
                 frame = frame[_write(fd, frame) :]

@@ -5,7 +5,11 @@ classic-BPF filter that refuses with EPERM the calls that reach kernel objects t
 not cover (`keyctl`, `add_key`, `request_key`: keyrings; `ptrace`, `process_vm_readv/writev`;
 `bpf`, `perf_event_open`, `userfaultfd`; `io_uring_*`, whose socket operations would pass around
 the socket check), and `socket`/`socketpair` of any family but AF_UNIX, AF_INET and AF_INET6 with
-EAFNOSUPPORT (what the kernel answers for a family it lacks, so libraries fall back as usual).
+EAFNOSUPPORT (what the kernel answers for a family it lacks, so libraries fall back as usual),
+and `flock` with ENOLCK: a lock taken on a read-only file outside scratch (the stdlib's os.py)
+would block every other session and host process locking it, and seccomp cannot tell files apart
+(fcntl record locks stay: a read lock needs only read access but blocks only writers, and no one
+writes the bound system files).
 AF_VSOCK is the channel to a virtual machine's host; AF_NETLINK reaches kernel subsystems (audit,
 uevents, ...) of which only routing is namespaced, and nothing a ThinC block does needs it (glibc's
 getaddrinfo falls back when it is refused); raw packet families need capabilities sessions lack.
@@ -72,6 +76,7 @@ ARCHES = {
             "io_uring_setup": 425,
             "io_uring_enter": 426,
             "io_uring_register": 427,
+            "flock": 73,
         },
         x32=True,
     ),  # fmt: skip
@@ -92,6 +97,7 @@ ARCHES = {
             "io_uring_setup": 425,
             "io_uring_enter": 426,
             "io_uring_register": 427,
+            "flock": 32,
         },
         x32=False,
     ),  # fmt: skip
@@ -107,15 +113,16 @@ def program(arch: Arch) -> bytes:
     """The filter for `arch`, as the kernel's array of struct sock_filter (jumps only go forward).
 
     Layout: 0 load arch; 1 native? skip 2; 2 refuse; 3 load nr; then one check per entry (x32 bit,
-    each refused call, socket and socketpair); A allow; A+1 refuse; A+2 load the family; one jeq
-    per allowed family to the last allow; refuse the family; allow.
+    each refused call, flock, socket and socketpair); A allow; A+1 refuse; A+2 refuse flock; A+3
+    load the family; one jeq per allowed family to the last allow; refuse the family; allow.
     """
     eperm = SECCOMP_RET_ERRNO | errno.EPERM
     checks: list[tuple[int, int, str]] = [(BPF_JGE_K, X32_SYSCALL_BIT, "deny")] if arch.x32 else []
     checks += [(BPF_JEQ_K, arch.numbers[name], "deny") for name in REFUSED]
+    checks += [(BPF_JEQ_K, arch.numbers["flock"], "nolock")]
     checks += [(BPF_JEQ_K, arch.numbers[name], "family") for name in ("socket", "socketpair")]
     allow = 4 + len(checks)
-    targets = {"deny": allow + 1, "family": allow + 2}
+    targets = {"deny": allow + 1, "nolock": allow + 2, "family": allow + 3}
     out = [
         _ins(BPF_LD_W_ABS, OFFSET_ARCH),
         _ins(BPF_JEQ_K, arch.audit, jt=1),
@@ -124,10 +131,15 @@ def program(arch: Arch) -> bytes:
     ]
     for i, (op, value, kind) in enumerate(checks):
         out.append(_ins(op, value, jt=targets[kind] - (4 + i) - 1))
-    out += [_ins(BPF_RET_K, SECCOMP_RET_ALLOW), _ins(BPF_RET_K, eperm), _ins(BPF_LD_W_ABS, OFFSET_ARG0_LOW)]
-    last_allow = allow + 3 + len(ALLOWED_FAMILIES) + 1
+    out += [
+        _ins(BPF_RET_K, SECCOMP_RET_ALLOW),
+        _ins(BPF_RET_K, eperm),
+        _ins(BPF_RET_K, SECCOMP_RET_ERRNO | errno.ENOLCK),
+        _ins(BPF_LD_W_ABS, OFFSET_ARG0_LOW),
+    ]
+    last_allow = allow + 4 + len(ALLOWED_FAMILIES) + 1
     for i, family in enumerate(ALLOWED_FAMILIES):
-        out.append(_ins(BPF_JEQ_K, int(family), jt=last_allow - (allow + 3 + i) - 1))
+        out.append(_ins(BPF_JEQ_K, int(family), jt=last_allow - (allow + 4 + i) - 1))
     out += [_ins(BPF_RET_K, SECCOMP_RET_ERRNO | errno.EAFNOSUPPORT), _ins(BPF_RET_K, SECCOMP_RET_ALLOW)]
     assert len(out) == last_allow + 1
     return b"".join(out)

@@ -203,6 +203,11 @@ class ExecResult:
         elapsed_s: wall-clock seconds of the run as seen by the harness.
         truncated: True when the middle of the output was cut (see `max_output_bytes`).
         injected: True when this was an injected failure (the code was not executed).
+        between_runs: output that arrived after the previous run's result and before this run
+            began (a thread or process an earlier run left); never mixed into `output`.
+
+    Control characters other than newline and tab are escaped (\\xNN) in `output` and
+    `between_runs`, so stored records and reports show them as text.
     """
 
     status: Status
@@ -210,3 +215,4 @@ class ExecResult:
     elapsed_s: float
     truncated: bool = False
     injected: bool = False
+    between_runs: str = ""

@@ -58,6 +58,9 @@ class SandboxStats:
     # sweep could not remove within a second (0 unless the kernel is wedged).
     survivors: int = 0
     survivors_left: int = 0
+    # Runs whose process was replaced because the run before left threads running (they could
+    # forge the next run's result).
+    threads_left: int = 0
 
 
 class _Server:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import os
+import re
 import selectors
 import signal
 import socket
@@ -66,6 +67,16 @@ class _Live:
     reader: _wire.FrameReader
 
 
+# Control characters but newline and tab (C0, DEL, C1): ESC sequences, CR overwrites and NUL would
+# act on whatever later shows the text (a terminal, the report); they are stored escaped.
+CONTROL_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def escape_controls(text: str) -> str:
+    """`text` with every control character except newline and tab written as a \\xNN escape."""
+    return CONTROL_CHARS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 class _Output:
     """Keeps the first and last bytes of a stream and counts what was cut between them."""
 
@@ -90,12 +101,14 @@ class _Output:
         tail = self.tail[-self.tail_limit :] if self.tail_limit else b""
         cut = self.total - len(self.head) - len(tail)
         if cut <= 0:
-            return (bytes(self.head) + bytes(self.tail)).decode("utf-8", errors="replace"), False
+            return escape_controls(
+                (bytes(self.head) + bytes(self.tail)).decode("utf-8", errors="replace")
+            ), False
         marker = f"\n[... {cut} bytes of output cut ...]\n"
         text = (
-            bytes(self.head).decode("utf-8", errors="replace")
+            escape_controls(bytes(self.head).decode("utf-8", errors="replace"))
             + marker
-            + bytes(tail).decode("utf-8", errors="replace")
+            + escape_controls(bytes(tail).decode("utf-8", errors="replace"))
         )
         return text, True
 
@@ -137,25 +150,28 @@ def _preview(frame: dict[str, Any]) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _take_done(reader: _wire.FrameReader, nonce: str) -> str | None:
-    """Consume every complete frame buffered; return the run's status once its "done" is among them.
+def _take_done(reader: _wire.FrameReader, nonce: str) -> tuple[str, int] | None:
+    """Consume every complete frame buffered; once the run's "done" is among them, return its
+    status and how many other threads its process had left running.
 
     Raises:
         WireError: a malformed frame, one the notebook loop did not send (wrong op, nonce or status),
             or any frame after the run's result.
     """
-    status = None
+    done = None
     while (frame := reader.next_frame()) is not None:
-        if status is not None:
+        if done is not None:
             raise _wire.WireError(f"a second frame after the run's result: {_preview(frame)}")
+        threads = frame.get("threads", 0)
         if (
             frame.get("op") != "done"
             or frame.get("nonce") != nonce
             or frame.get("status") not in CELL_STATUSES
+            or type(threads) is not int
         ):
             raise _wire.WireError(f"a frame the interpreter did not send: {_preview(frame)}")
-        status = str(frame["status"])
-    return status
+        done = (str(frame["status"]), threads)
+    return done
 
 
 class Session:
@@ -174,6 +190,8 @@ class Session:
         # Processes this session's code left running when one of its processes ended; the server
         # killed each of them before the session (or its slot) went on.
         self.survivors = 0
+        self._threads_left = 0  # other threads the last run's process reported at its "done"
+        self._between = ""  # output that arrived before the current run began
 
     # ---- public ------------------------------------------------------------------------------
     def run(self, code: str, timeout: float | None = None) -> ExecResult:
@@ -345,6 +363,11 @@ class Session:
 
     def _run_once(self, code: str, limit: float, start: float) -> ExecResult:
         notice, self._notice = self._notice, None
+        self._between = ""
+        if self._live is not None:  # what a leftover thread or process wrote since the last run
+            early = _Output(self._config.max_output_bytes)
+            self._drain(self._live.out_r, early, 0)
+            self._between = early.render()[0]
         if self._live is not None and self._live.server.dead:
             self._discard()
             notice = (
@@ -353,8 +376,19 @@ class Session:
             )
         if self._live is not None and (why := self._idle_problem(self._live)):
             notice = f"[sandbox] session restarted: {why}; earlier state is gone.\n"
+        if self._live is not None and self._threads_left:
+            # Code of an earlier run still runs in that process and could forge this run's result
+            # or output: this run gets a process of its own.
+            notice = (
+                f"[sandbox] session restarted: the previous run left {self._threads_left} thread(s) "
+                "running, which could write into this run's result; earlier state is gone.\n"
+            )
+            self._discard()
+            self._sandbox._count("threads_left")
+        self._threads_left = 0
         live = self._live or self._start()
         output = _Output(self._config.max_output_bytes)
+
         nonce = os.urandom(8).hex()  # the loop echoes it; a frame forged before this run cannot
         deadline = start + limit
         try:
@@ -383,10 +417,11 @@ class Session:
                         continue
                     try:
                         live.reader.feed_from_socket()
-                        status = _take_done(live.reader, nonce)
+                        done = _take_done(live.reader, nonce)
                     except _wire.WireError as exc:
                         return self._violated(live, output, notice, start, str(exc))
-                    if status is not None:
+                    if done is not None:
+                        status, self._threads_left = done
                         if surplus := self._surplus(live):  # a frame behind the result: forged
                             return self._violated(live, output, notice, start, surplus)
                         self._drain(live.out_r, output, 0)
@@ -445,7 +480,9 @@ class Session:
         self, status: Status, output: _Output, notice: str | None, start: float, tail: str = ""
     ) -> ExecResult:
         text, truncated = output.render()
-        return ExecResult(status, (notice or "") + text + tail, time.perf_counter() - start, truncated)
+        between, self._between = self._between, ""
+        elapsed = time.perf_counter() - start
+        return ExecResult(status, (notice or "") + text + tail, elapsed, truncated, between_runs=between)
 
     def _timed_out(
         self, live: _Live, output: _Output, notice: str | None, limit: float, start: float
