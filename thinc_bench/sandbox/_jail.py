@@ -268,7 +268,7 @@ def describe_protections(launch: Launch, hello: dict[str, Any]) -> list[Protecti
         line("per-session PID namespace (all session processes die with it)", ns, probe),
         line(
             "nothing outlives its session: every process of it is killed before its slot is reused "
-            "(frozen and swept through its pids/freezer cgroups, else its PID namespace's PID 1)",
+            "(swept through its pids cgroup, else its PID namespace's PID 1 is killed)",
             "pids" in launch.groups.paths or ns,
             groups.get("pids", probe),
         ),

@@ -171,7 +171,7 @@ class Server:
         by_harness = pid == 0
         swept = (0, 0)
         if by_harness:
-            if "pids" in child.groups or "freezer" in child.groups:
+            if "pids" in child.groups:
                 swept = self._sweep(child)
             else:
                 self._kill_without_groups(child)
@@ -180,7 +180,7 @@ class Server:
 
     def _sweep(self, child: _Spawned) -> tuple[int, int]:
         known = {child.pid, child.interpreter_pid() or child.pid}
-        return _cgroups.sweep(child.groups.get("pids"), child.groups.get("freezer"), known)
+        return _cgroups.sweep(child.groups["pids"], known)
 
     def _kill_without_groups(self, child: _Spawned) -> None:
         """No cgroup lists the session's processes: kill B, PID 1 of its namespace (the kernel then
@@ -210,7 +210,7 @@ class Server:
         """How session `sid` ended (B's own status when A relayed it), then sweep what is left of it
         and forget it. `survivors`: processes besides A and B that were still running."""
         child = self.children[sid]
-        if "pids" in child.groups or "freezer" in child.groups:
+        if "pids" in child.groups:
             more = self._sweep(child)
             swept = (swept[0] + more[0], more[1])
         del self.children[sid]
