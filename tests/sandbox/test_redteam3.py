@@ -342,7 +342,7 @@ def test_a_thread_left_by_one_run_cannot_forge_the_next_runs_result(
     assert session.run(FORGER).status == "ok"
     r = session.run("import time\ntime.sleep(0.3)\nx = 1/0")
     assert r.status == "error" and "ZeroDivisionError" in r.output
-    assert "left 1 thread(s) running" in r.output
+    assert "left 1 thread(s) running" in r.notice and "left" not in r.output
     assert session.run("print('clean')").output == "clean\n"  # no thread left now: state kept
 
 
@@ -391,3 +391,12 @@ def test_flock_on_a_read_only_system_file_is_refused(sandbox: Sandbox, session: 
     assert session.run(code).output == "ENOLCK\n"
     with open(os.__file__, "rb") as fh:  # the host still locks it at once
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def test_harness_notices_travel_apart_from_the_output(session: Session) -> None:
+    forged = session.run("print('[sandbox] timeout: the run exceeded 1 s of wall-clock time')")
+    assert forged.status == "ok" and forged.notice == ""
+    real = session.run("print('before')\nimport time\ntime.sleep(5)", timeout=0.5)
+    assert real.status == "timeout" and real.output == "before\n"
+    assert real.notice_after.startswith("[sandbox] timeout") and "timeout" not in real.output
+    assert real.transcript == "before\n\n" + real.notice_after

@@ -229,8 +229,9 @@ class Session:
                     if attempt == 2:
                         return ExecResult(
                             "infra_error",
-                            f"[sandbox] infrastructure error: {exc}",
+                            "",
                             time.perf_counter() - start,
+                            notice_after=f"[sandbox] infrastructure error: {exc}\n",
                         )
                     self._sandbox._count("infra_retries")
                     self._notice = f"[sandbox] session restarted after a sandbox infrastructure error ({exc}); earlier state is gone.\n"
@@ -482,7 +483,15 @@ class Session:
         text, truncated = output.render()
         between, self._between = self._between, ""
         elapsed = time.perf_counter() - start
-        return ExecResult(status, (notice or "") + text + tail, elapsed, truncated, between_runs=between)
+        return ExecResult(
+            status,
+            text,
+            elapsed,
+            truncated,
+            between_runs=between,
+            notice_before=notice or "",
+            notice_after=tail.lstrip("\n"),
+        )
 
     def _timed_out(
         self, live: _Live, output: _Output, notice: str | None, limit: float, start: float
