@@ -25,7 +25,7 @@ import psutil
 import pytest
 
 from thinc_bench.eval import __main__ as thinc_eval
-from thinc_bench.sandbox import Sandbox, SandboxConfig, Session, _jail, _seccomp
+from thinc_bench.sandbox import Sandbox, SandboxConfig, Session, _cgroups, _jail, _seccomp
 
 CLEAR_PDEATHSIG = "import ctypes\nctypes.CDLL(None).prctl(1, 0, 0, 0, 0)\n"
 
@@ -400,3 +400,19 @@ def test_harness_notices_travel_apart_from_the_output(session: Session) -> None:
     assert real.status == "timeout" and real.output == "before\n"
     assert real.notice_after.startswith("[sandbox] timeout") and "timeout" not in real.output
     assert real.transcript == "before\n\n" + real.notice_after
+
+
+def test_without_cgroups_the_interpreter_still_dies_with_its_session(
+    monkeypatch: pytest.MonkeyPatch, tag: str
+) -> None:
+    """A host without cgroups (not root, or cgroup v2): the server kills the session's PID 1
+    itself (by the pid its parent reported), and the kernel takes the rest of its namespace."""
+    missing = {c: "disabled by this test" for c in _cgroups.CONTROLLERS}
+    monkeypatch.setattr(_cgroups, "make_sandbox_groups", lambda _mb: _cgroups.SandboxGroups({}, missing))
+    with Sandbox(SandboxConfig()) as sb:
+        if not any("PID namespace" in name for name in sb.protections[0]):
+            pytest.skip("no per-session PID namespace here")
+        with sb.session() as s:
+            r = s.run(_rename(tag) + CLEAR_PDEATHSIG + "while True:\n    pass", timeout=1.0)
+            assert r.status == "timeout"
+            assert not _named(tag)
