@@ -1,9 +1,12 @@
 """`Session`: one trajectory's interpreter, with notebook state, limits, restarts and fault injection.
 
 Contract: `run(code)` always returns an `ExecResult` (never raises for anything the code does).
-The wall timeout kills the whole session; a session whose process died reports how (`memory` for
-an OOM kill or an allocation failure, `timeout` for the CPU-time limit, else `killed`), and its
-next run starts fresh with a notice first in that run's output (a kernel restart). The session's
+The wall timeout kills the whole session; a session whose process died reports how, from what the
+server saw (`memory` for an OOM kill, `timeout` for the CPU-time limit, else `killed`; never from
+the output text), and its next run starts fresh with a notice (a kernel restart). Notices travel
+in `ExecResult.notice_before`/`notice_after`, never in `output`; output that arrived between runs
+goes to `between_runs`; control characters are escaped. A run after one that left threads
+running gets a fresh process: they could forge its result. The session's
 socket is untrusted: each run sends a fresh nonce, and anything but one "done" frame carrying it
 (a forged, surplus or malformed frame, at any time) kills the session as `killed`. An
 infrastructure failure (server gone, spawn refused) is retried once in a fresh session and
