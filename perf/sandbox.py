@@ -8,7 +8,9 @@ machine load, with the median of the rounds and the ratio. Then this tree alone:
 (p50, p95) for a trivial and a sympy block, session start latency, the same blocks run the way most
 harnesses do (a fresh interpreter per block that imports sympy), and throughput with 1, 2 and 8
 concurrent sessions. Goals on the 2-core dev machine: trivial p50 < 5 ms, session start < 30 ms,
->= 30x faster than a fresh interpreter, and no more than 2x the baseline's run and start latency.
+>= 30x faster than a fresh interpreter, and within 1.2x of the baseline's run and start latency
+(issue 27: the sweep, the seccomp filter and the shared /dev/shm must not cost more). Session
+close (the sweep of its groups) is timed too.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 TRIVIAL = "x = 1 + 1\nx"
 SYMPY = "import sympy\nn = sympy.Symbol('n')\nsympy.factor(n**4 - 1)"
 # Both sides run this file with `--json`; it uses only the public Sandbox API, old and new alike.
-COMPARED = ("server start", "session start (+1st run)", "trivial run", "sympy run")
+COMPARED = ("server start", "session start (+1st run)", "session close", "trivial run", "sympy run")
 
 
 def pct(samples: list[float], q: float) -> float:
@@ -49,15 +51,18 @@ def time_runs(sb: Any, code: str, n: int) -> list[float]:
     return out
 
 
-def time_session_starts(sb: Any, n: int) -> list[float]:
-    out = []
+def time_session_starts(sb: Any, n: int) -> tuple[list[float], list[float]]:
+    """Start (+ a first run) and close of `n` sessions, each timed apart."""
+    starts, closes = [], []
     for _ in range(n):
         s = sb.session()
         t = time.perf_counter()
         s.run("pass")
-        out.append(time.perf_counter() - t)
+        starts.append(time.perf_counter() - t)
+        t = time.perf_counter()
         s.close()
-    return out
+        closes.append(time.perf_counter() - t)
+    return starts, closes
 
 
 def time_fresh(code: str, n: int) -> list[float]:
@@ -88,9 +93,11 @@ def measure(runs: int) -> dict[str, float]:
     t = time.perf_counter()
     with Sandbox() as sb:
         start = (time.perf_counter() - t) * 1000
+        starts, closes = time_session_starts(sb, max(10, runs // 6))
         return {
             "server start": start,
-            "session start (+1st run)": pct(time_session_starts(sb, max(10, runs // 6)), 0.5),
+            "session start (+1st run)": pct(starts, 0.5),
+            "session close": pct(closes, 0.5),
             "trivial run": pct(time_runs(sb, TRIVIAL, runs), 0.5),
             "sympy run": pct(time_runs(sb, SYMPY, max(10, runs // 3)), 0.5),
         }
@@ -160,7 +167,7 @@ def main() -> None:
             f"sandbox start (server + preload): {(time.perf_counter() - t) * 1000:.0f} ms, jailed={sb.jailed}"
         )
         triv, sym = time_runs(sb, TRIVIAL, args.runs), time_runs(sb, SYMPY, args.runs // 3)
-        starts = time_session_starts(sb, 50)
+        starts, _closes = time_session_starts(sb, 50)
         fresh_triv, fresh_sym = time_fresh(TRIVIAL, args.fresh_runs), time_fresh(SYMPY, args.fresh_runs)
         print(f"{'':28}{'sandbox p50':>12}{'p95':>9}{'fresh python p50':>18}{'p95':>9}{'ratio p50':>11}")
         for name, a, b in (("trivial block", triv, fresh_triv), ("sympy block", sym, fresh_sym)):

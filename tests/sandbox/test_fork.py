@@ -20,7 +20,7 @@ def _in_child(inherited: Sandbox, inherited_session: Session, out: Any) -> None:
         stale = inherited_session.run("print(x)")
         inherited_session.close()
         inherited.close()
-        out.send((fresh, reused, stale.status, stale.output))
+        out.send((fresh, reused, stale.status, stale.transcript))
     except Exception as exc:  # process boundary: report to the parent instead of dying silently
         out.send(repr(exc))
 

@@ -69,7 +69,7 @@ def test_plain_recursion_error_is_an_error(session: Session) -> None:
 
 def test_segfault_is_reported_as_killed(session: Session) -> None:
     r = session.run("import ctypes\nctypes.string_at(0)")
-    assert r.status == "killed" and "SIGSEGV" in r.output
+    assert r.status == "killed" and "SIGSEGV" in r.transcript
 
 
 def test_sys_exit_ends_the_cell_but_keeps_state(session: Session) -> None:
@@ -190,7 +190,7 @@ def test_sessions_together_cannot_pass_the_sandbox_memory_cap() -> None:
                 s.run(f"{name} = b'1' * (250 * 2**20)")  # resident, not just reserved
             kept = [s.run(f"len({name})") for s, name in ((first, "x"), (second, "y"))]
         # The kernel killed one session's process (its state is gone, and it says so); the other kept its data.
-        assert sorted(r.output.startswith("[sandbox] session restarted") for r in kept) == [False, True]
+        assert sorted(r.transcript.startswith("[sandbox] session restarted") for r in kept) == [False, True]
         assert any(r.output == f"{250 * 2**20}\n" for r in kept)
         with sandbox.session() as after:
             assert after.run("1 + 1").output == "2\n"  # the sandbox itself is unharmed

@@ -45,7 +45,7 @@ def test_server_death_is_retried_once_and_counted() -> None:
         _kill_server_and_wait(sb)
         r = s.run("print('after')")
         stats = sb.stats
-    assert r.status == "ok" and r.output.endswith("after\n") and "session restarted" in r.output
+    assert r.status == "ok" and r.transcript.endswith("after\n") and "session restarted" in r.transcript
     assert stats.server_starts == 2 and stats.infra_errors == 1 and stats.infra_retries == 1
 
 
@@ -62,7 +62,7 @@ def test_persistent_infra_failure_is_infra_error_not_error(monkeypatch: pytest.M
         monkeypatch.setattr(_jail, "plan_launch", broken)
         r = s.run("print('never')")
         stats = sb.stats
-    assert r.status == "infra_error" and "never" not in r.output
+    assert r.status == "infra_error" and "never" not in r.transcript
     assert stats.infra_errors == 2 and stats.infra_retries == 1
 
 

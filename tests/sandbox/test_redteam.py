@@ -61,7 +61,7 @@ def test_descriptors_sent_on_the_control_socket_are_not_kept(session: Session) -
     before = len(_harness_fds())
     r = session.run(code, timeout=5.0)
     after = session.run("print('still works')")
-    assert r.status == "killed" and "control channel" in r.output
+    assert r.status == "killed" and "control channel" in r.transcript
     assert after.status == "ok" and after.output.endswith("still works\n")
     links = _harness_fds()
     assert len(links) <= before and not [link for link in links if "memfd:pin" in link]
@@ -79,10 +79,10 @@ def test_garbage_on_the_control_channel_kills_only_the_session(
     starts = sandbox.stats.server_starts
     session.run("kept = 1")
     r = session.run(f"import os\nos.write(3, {garbage!r})\nimport time\ntime.sleep(5)", timeout=10.0)
-    assert r.status == "killed" and "control channel" in r.output and r.elapsed_s < 5.0
+    assert r.status == "killed" and "control channel" in r.transcript and r.elapsed_s < 5.0
     after = session.run("print(kept)")
     assert after.status == "error" and "NameError" in after.output  # a fresh interpreter, said so
-    assert "control channel" in after.output
+    assert "control channel" in after.transcript
     assert session.run("print('ok')").output == "ok\n"
     assert sandbox.stats.server_starts == starts
 
@@ -93,7 +93,7 @@ def test_a_forged_done_frame_cannot_shift_results(session: Session, then: str) -
     r1 = session.run(_frame({"op": "done", "status": "ok"}) + then, timeout=5.0)
     r2 = session.run("print('two')")
     r3 = session.run("print('three')")
-    assert r1.status == "killed" and "control channel" in r1.output and r1.elapsed_s < 5.0
+    assert r1.status == "killed" and "control channel" in r1.transcript and r1.elapsed_s < 5.0
     assert r2.status == "ok" and r2.output.endswith("two\n") and "boom" not in r2.output
     assert r3.status == "ok" and r3.output == "three\n"
 
@@ -134,7 +134,7 @@ def test_a_frame_flood_is_cut_off_at_the_first_frame(session: Session) -> None:
     finally:
         done.set()
         sampler.join()
-    assert r.status == "killed" and "control channel" in r.output and r.elapsed_s < 5.0
+    assert r.status == "killed" and "control channel" in r.transcript and r.elapsed_s < 5.0
     assert peak[0] - base < 16 * 2**20
 
 
@@ -152,8 +152,8 @@ def test_hidden_memory_is_charged_to_the_session_that_holds_it() -> None:
         _group_or_skip(sb, "memory")
         bystander.run("kept = 41")
         r = attacker.run(fill, timeout=20.0)
-        assert r.status == "memory" and "out-of-memory killer" in r.output and "never" not in r.output
-        assert "session_memory_mb=160" in r.output
+        assert r.status == "memory" and "out-of-memory killer" in r.transcript and "never" not in r.transcript
+        assert "session_memory_mb=160" in r.transcript
         assert bystander.run("kept + 1").output == "42\n"
         assert attacker.run("print('fresh')").output.endswith("fresh\n")
         stats = sb.stats
@@ -269,7 +269,7 @@ def test_sigkill_death_is_named_not_mistaken_for_a_setup_failure(caplog: pytest.
         r = s.run(spin, timeout=30.0)
         s.run("1")
         time.sleep(0.2)  # the server's stderr reaches the log through a thread
-    assert r.status == "timeout" and "SIGKILL" in r.output and "code 125" not in r.output
+    assert r.status == "timeout" and "SIGKILL" in r.transcript and "code 125" not in r.transcript
     assert not [m for m in caplog.messages if "setup failed" in m]
 
 

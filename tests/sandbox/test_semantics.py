@@ -65,9 +65,9 @@ def test_sessions_do_not_share_scratch_files(sandbox: Sandbox) -> None:
 def test_died_session_restarts_fresh_and_says_so(session: Session) -> None:
     session.run("x = 1")
     died = session.run("import os; os._exit(3)")
-    assert died.status == "killed" and "exited with code 3" in died.output
+    assert died.status == "killed" and "exited with code 3" in died.transcript
     after = session.run("print('alive')")
-    assert after.output.startswith("[sandbox] session restarted") and after.output.endswith("alive\n")
+    assert after.transcript.startswith("[sandbox] session restarted") and after.transcript.endswith("alive\n")
     assert session.run("x").status == "error"
 
 

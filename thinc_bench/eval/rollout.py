@@ -347,7 +347,7 @@ async def _execute(session: Session, codes: tuple[str, ...], result: RolloutResu
                 exec_result.status, exec_result.elapsed_s, exec_result.truncated, exec_result.injected, code
             )
         )
-        outputs.append(exec_result.output.rstrip("\r\n"))
+        outputs.append(exec_result.transcript.rstrip("\r\n"))  # harness notices included
         if exec_result.status != "ok":
             break
     return "\n".join(output for output in outputs if output)

@@ -282,6 +282,9 @@ async def run_eval(config: EvalConfig, run: RunDir, problems: Sequence[Problem])
                 bar.update(1)
 
             await asyncio.gather(*(one(*item) for item in todo))
+            # Processes that trajectories' code left running (each killed when its session ended).
+            resolved["sandbox"]["survivors"] = sandbox.stats.survivors
+            run.annotate("resolved", resolved)
     finally:
         await generator.aclose()
 

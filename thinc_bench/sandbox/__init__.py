@@ -8,9 +8,13 @@ PID, mount, network and IPC namespaces with a private tmpfs scratch, its own /de
 root, hidden /proc, no capabilities and rlimits. As root, each session also runs as its own
 unprivileged host uid and in its own pids, cpu and memory cgroups (a total cap over all sessions
 leaves the fork-server out). The session's control socket is untrusted: no descriptors are
-accepted and any frame but its run's one "done" kills the session. `Sandbox.protection_summary()`
-says which protections are active and why any is not.
-NOT protected against: kernel exploits (sessions share the host kernel; no seccomp filter),
+accepted and any frame but its run's one "done" kills the session. A seccomp filter limits
+sockets to AF_UNIX/AF_INET/AF_INET6 and refuses keyrings, ptrace, bpf and the like; every process
+of a session is killed before its slot is reused; statuses never come from output text, and
+harness notices never ride in it. `Sandbox.protection_summary()` says which protections are
+active and why any is not. A cell may lie about its own result; it cannot forge another run's.
+NOT protected against: kernel exploits through the system calls the filter allows (sessions
+share the host kernel),
 memory-bandwidth and cache contention, kernel memory that no cgroup is charged for (unix socket
 buffers), reading world-readable files under the bound Python installation and system paths, and,
 when the jail is unavailable, reads of any file the session's uid can read.

@@ -1,8 +1,8 @@
 """What runs in the fork-server's children: a session's parent A, the session process B, the probe.
 
 Contract: A joins the session's cgroups, raises its OOM bias, becomes the session's own host uid,
-enters new namespaces and forks B; when B ends, A writes B's fate (wait status, CPU seconds) on
-its fate pipe and ends the same way, so the server's waitpid and the fate tell how the session
+enters new namespaces and forks B; it writes B's pid on its fate pipe at once, and when B ends,
+B's fate (wait status, CPU seconds) after it, then ends the same way, so the server's waitpid and the fate tell how the session
 died. B (PID 1 of its PID namespace) confines itself and runs the notebook loop. Any setup failure
 is reported on the session socket and ends the process with SETUP_FAILED_EXIT. `probe` runs the
 same steps once, in a throwaway child, to learn what this kernel and jail allow. Standard library
@@ -23,7 +23,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from thinc_bench.sandbox import _cgroups, _isolate, _repl, _wire
+from thinc_bench.sandbox import _cgroups, _isolate, _repl, _seccomp, _wire
 
 # Distinct exit code of a session whose setup (not user code) failed; also sent as a frame.
 SETUP_FAILED_EXIT = 125
@@ -47,6 +47,7 @@ class Setup:
     ro_root: bool
     devpts: bool
     limits: dict[str, Any]
+    seccomp: bool = False
 
 
 def _log(message: str) -> None:
@@ -100,6 +101,7 @@ def session_parent(setup: Setup, ctrl_fd: int, live_r: int, live_w: int) -> NoRe
         if child == 0:
             os.close(setup.fate_fd)
             session_process(setup, live_r, live_w)
+        os.write(setup.fate_fd, f"{child}\n".encode())  # the server kills B by this pid if need be
         for fd in (setup.sock_fd, setup.out_fd, live_r):
             os.close(fd)
         if not setup.namespaces:
@@ -150,6 +152,8 @@ def session_process(setup: Setup, live_r: int, live_w: int) -> NoReturn:
         os.closerange(4, resource.getrlimit(resource.RLIMIT_NOFILE)[0] + 1)
         _isolate.set_limits(setup.limits)
         _isolate.drop_capabilities()
+        if setup.seccomp:
+            _seccomp.install()
         sock = socket.socket(fileno=3)
     except Exception as exc:  # process boundary: report setup failure to the harness
         _report_setup_failure(report_fd, exc)
@@ -226,3 +230,9 @@ def _probe_mounts(report: dict[str, Any]) -> None:
         report["namespaces"] = True
     except OSError as exc:
         report["error"] = f"capabilities: {exc}"
+        return
+    try:
+        _seccomp.install()
+        report["seccomp"] = True
+    except OSError as exc:
+        report["seccomp_error"] = f"seccomp: {exc}"

@@ -31,6 +31,7 @@ MS_RDONLY = 1
 MS_NOSUID = 2
 MS_NODEV = 4
 MS_NOEXEC = 8
+MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
 PR_SET_PDEATHSIG = 1
@@ -47,6 +48,8 @@ _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 # Inside its namespace the session looks like an ordinary user, not root.
 SESSION_UID = 1000
 SESSION_GID = 1000
+# /dev/shm is this folder of the scratch tmpfs, so both share scratch_mb.
+SHM_DIR = "/tmp/.dev_shm"
 # /proc is covered by an empty read-only tmpfs: a fresh procfs is refused under bwrap's masked /proc.
 HIDDEN_PROC_OPTIONS = b"size=4k,mode=0555"
 
@@ -122,15 +125,16 @@ def make_root_readonly() -> None:
 
 
 def mount_scratch(scratch_mb: int) -> None:
-    """Mount the private scratch tmpfs on /tmp and /dev/shm and cover /proc.
+    """Mount the private scratch tmpfs on /tmp (with /dev/shm a folder of it) and cover /proc.
 
     Raises:
         OSError: a mount was refused.
     """
     opts = f"size={scratch_mb}m,mode=0700,uid={SESSION_UID},gid={SESSION_GID}".encode()
     _mount(b"tmpfs", b"/tmp", b"tmpfs", MS_NOSUID | MS_NODEV, opts)
-    if os.path.isdir("/dev/shm"):
-        _mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, opts)
+    if os.path.isdir("/dev/shm"):  # a folder of the same tmpfs: one budget for both
+        os.mkdir(SHM_DIR, 0o700)
+        _mount(SHM_DIR.encode(), b"/dev/shm", None, MS_BIND, None)
     _mount(b"tmpfs", b"/proc", b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, HIDDEN_PROC_OPTIONS)
 
 

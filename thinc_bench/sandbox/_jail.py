@@ -266,7 +266,19 @@ def describe_protections(launch: Launch, hello: dict[str, Any]) -> list[Protecti
         Protection("rlimits: cpu, address space, file size, open files", True),
         Protection("untrusted control channel: no descriptors accepted, bounded frames, per-run nonce", True),
         line("per-session PID namespace (all session processes die with it)", ns, probe),
+        line(
+            "nothing outlives its session: every process of it is killed before its slot is reused "
+            "(swept through its pids cgroup, else its PID namespace's PID 1 is killed)",
+            "pids" in launch.groups.paths or ns,
+            groups.get("pids", probe),
+        ),
         line("no network, loopback included (per-session net namespace)", ns, probe),
+        line(
+            "seccomp filter: only AF_UNIX/AF_INET/AF_INET6 sockets (no AF_VSOCK, AF_NETLINK); keyrings, "
+            "ptrace, process_vm_*, bpf, perf_event_open, userfaultfd, io_uring refused; own session keyring",
+            bool(hello.get("seccomp")),
+            str(hello.get("seccomp_error") or probe),
+        ),
         line("private size-limited scratch tmpfs; /proc hidden", ns, probe),
         line("read-only filesystem outside scratch", bool(hello.get("ro_root")), probe),
         line("private /dev/pts per session (max_ptys)", bool(hello.get("devpts")), probe),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import io
 import linecache
 import os
@@ -43,19 +44,34 @@ def _print_user_traceback(exc: BaseException) -> None:
     traceback.print_exception(type(exc), exc.with_traceback(tb), tb, file=sys.stderr)
 
 
-def run_cell(code: str, namespace: dict[str, Any], number: int) -> CellStatus:
-    """Execute one cell in `namespace`; print its last expression's value or its traceback."""
+def run_cell(
+    code: str,
+    namespace: dict[str, Any],
+    number: int,
+    *,
+    _parse: Any = ast.parse,
+    _compile: Any = compile,
+    _exec: Any = exec,
+    _eval: Any = eval,
+    _expr: Any = ast.Expr,
+    _expression: Any = ast.Expression,
+) -> CellStatus:
+    """Execute one cell in `namespace`; print its last expression's value or its traceback.
+
+    The loop's own tools are bound when this module loads (the keyword defaults), so a cell that
+    replaces `builtins.exec`, `ast.parse` or this module's functions changes only its own run.
+    """
     filename = f"<cell-{number}>"
     linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
     try:
-        tree = ast.parse(code, filename, "exec")
-        last: ast.Expression | None = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr):
-            last = ast.Expression(tree.body[-1].value)
+        tree = _parse(code, filename, "exec")
+        last = None
+        if tree.body and type(tree.body[-1]) is _expr:
+            last = _expression(tree.body[-1].value)
             del tree.body[-1]
-        exec(compile(tree, filename, "exec"), namespace)
+        _exec(_compile(tree, filename, "exec"), namespace)
         if last is not None:
-            value = eval(compile(last, filename, "eval"), namespace)
+            value = _eval(_compile(last, filename, "eval"), namespace)
             if value is not None:
                 sys.stdout.write(repr(value) + "\n")
         return "ok"
@@ -69,34 +85,67 @@ def run_cell(code: str, namespace: dict[str, Any], number: int) -> CellStatus:
         _print_user_traceback(exc)
         return "memory"
     except (Exception, KeyboardInterrupt) as exc:  # user code's failures are data (process boundary)
-        _print_user_traceback(exc)
+        with contextlib.suppress(Exception):  # a cell may have broken traceback: the status stands
+            _print_user_traceback(exc)
         return "error"
 
 
-def serve(sock: socket.socket) -> NoReturn:
-    """Answer run requests on `sock` until the harness closes it, then exit the process."""
+def _done_frame(status: str, nonce: object, threads: int, *, _pack: Any = _wire.HEADER.pack) -> bytes:
+    """The "done" frame, built without json (a cell may replace json's or _wire's functions)."""
+    hexdigits = "0123456789abcdef"
+    safe = nonce if type(nonce) is str and len(nonce) <= 64 and all(c in hexdigits for c in nonce) else ""
+    body = f'{{"op": "done", "status": "{status}", "nonce": "{safe}", "threads": {int(threads)}}}'.encode()
+    header: bytes = _pack(len(body))
+    return header + body
+
+
+def serve(
+    sock: socket.socket,
+    *,
+    _run: Any = run_cell,
+    _done: Any = _done_frame,
+    _write: Any = os.write,
+    _exit: Any = os._exit,
+    _frames: Any = sys._current_frames,
+    _settrace: Any = sys.settrace,
+    _setprofile: Any = sys.setprofile,
+) -> NoReturn:
+    """Answer run requests on `sock` until the harness closes it, then exit the process.
+
+    What decides a run's status is bound here when the module loads (keyword defaults), so a cell
+    that replaces this module's functions, `os.write` or `os._exit` changes only its own run; a
+    tracer an earlier cell set is removed before each cell; "done" says how many other threads
+    are alive (the harness gives the next run a fresh process if any are: they could forge it).
+    """
     out, err = _stream(1), _stream(2)
     namespace = _fresh_namespace()
     reader = _wire.FrameReader(sock)
     _wire.send_frame(sock, {"op": "ready", "pid": os.getpid()})
     number = 0
+    fd = sock.fileno()
     while True:
         try:
             request = reader.read_frame()
         except _wire.WireError:
-            os._exit(0)
+            _exit(0)
         number += 1
         nonce = request.get("nonce")  # echoed in "done": the harness accepts no other
         code = str(request.get("code", ""))
         del request
         sys.stdout, sys.stderr, sys.stdin = out, err, sys.__stdin__
-        status = run_cell(code, namespace, number)
+        _settrace(None)  # an earlier cell's tracer could jump over this cell's failing lines
+        _setprofile(None)
+        status = _run(code, namespace, number)
+        if status not in ("ok", "error", "memory"):
+            status = "error"
         for stream in (out, err):
             try:
                 stream.flush()
             except (OSError, ValueError) as exc:  # user code may have closed fd 1 or 2
-                os.write(2, f"[sandbox] could not flush output: {exc!r}\n".encode())
+                _write(2, f"[sandbox] could not flush output: {exc!r}\n".encode())
+        frame = _done(status, nonce, len(_frames()) - 1)  # other Python threads still alive
         try:
-            _wire.send_frame(sock, {"op": "done", "status": status, "nonce": nonce})
+            while frame:
+                frame = frame[_write(fd, frame) :]
         except OSError:
-            os._exit(0)
+            _exit(0)

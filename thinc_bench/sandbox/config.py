@@ -199,10 +199,19 @@ class ExecResult:
             (MemoryError, the address-space limit, or the kernel's OOM killer in a memory cgroup) |
             killed (the process died otherwise: signal, os._exit, segfault, or it wrote on the sandbox's
             control channel) | infra_error (the sandbox itself failed twice; not the code's fault).
-        output: interleaved stdout+stderr, then the traceback or a sandbox notice, possibly truncated.
+        output: the run's own interleaved stdout+stderr and traceback, possibly truncated; never a
+            harness notice (those are in `notice_before`/`notice_after`, which a cell cannot write).
         elapsed_s: wall-clock seconds of the run as seen by the harness.
         truncated: True when the middle of the output was cut (see `max_output_bytes`).
         injected: True when this was an injected failure (the code was not executed).
+        between_runs: output that arrived after the previous run's result and before this run
+            began (a thread or process an earlier run left); never mixed into `output`.
+        notice_before: the harness's notice that the session restarted before this run, and why.
+        notice_after: the harness's notice of how the run ended when the harness ended it or the
+            process died (timeout, control channel, death, infrastructure error).
+
+    Control characters other than newline and tab are escaped (\\xNN) in `output` and
+    `between_runs`, so stored records and reports show them as text.
     """
 
     status: Status
@@ -210,3 +219,20 @@ class ExecResult:
     elapsed_s: float
     truncated: bool = False
     injected: bool = False
+    between_runs: str = ""
+    notice_before: str = ""
+    notice_after: str = ""
+
+    @property
+    def notice(self) -> str:
+        """Every harness notice of this run (restart before it, how it ended), or ''."""
+        return self.notice_before + self.notice_after
+
+    @property
+    def transcript(self) -> str:
+        """What an interpreter would show for the run: restart notice, output, how it ended.
+
+        This is the text a model reads; records keep the three parts apart.
+        """
+        after = "\n" + self.notice_after if self.notice_after and self.output else self.notice_after
+        return self.notice_before + self.output + after

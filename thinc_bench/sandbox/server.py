@@ -13,11 +13,13 @@ never retries: the harness decides.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import importlib
 import json
 import os
 import random
+import select
 import shutil
 import signal
 import socket
@@ -41,11 +43,19 @@ FATE_BYTES = 4096
 @dataclass
 class _Spawned:
     pid: int
-    groups: list[str]
-    memory_group: str | None
+    groups: dict[str, str]
     scratch: str | None
     fate_r: int
     uid: int | None
+    fate: bytes = b""
+
+    def interpreter_pid(self) -> int | None:
+        """B's pid, from the first line A writes on its fate pipe (None before A wrote it)."""
+        with contextlib.suppress(BlockingIOError, OSError):
+            while chunk := os.read(self.fate_r, FATE_BYTES):
+                self.fate += chunk
+        first, newline, _rest = self.fate.partition(b"\n")
+        return int(first) if newline and first.isdigit() else None
 
 
 def _log(message: str) -> None:
@@ -64,6 +74,7 @@ class Server:
         self.ro_root = False
         self.devpts = False
         self.uid_drop = False
+        self.seccomp = False
         self.pending_rmdirs: list[str] = []
         self._random = random.Random()
 
@@ -89,6 +100,7 @@ class Server:
         self.namespaces = bool(result.get("namespaces"))
         self.ro_root = bool(result.get("ro_root")) and self.namespaces
         self.devpts = bool(result.get("devpts")) and self.namespaces
+        self.seccomp = bool(result.get("seccomp")) and self.namespaces
         return result
 
     # ---- spawn -------------------------------------------------------------------------------
@@ -108,10 +120,11 @@ class Server:
             live_r, live_w = os.pipe()
             opened += [live_r, live_w]
             fate_r, fate_w = os.pipe()
+            os.set_blocking(fate_r, False)
             opened.append(fate_w)
             setup = _child.Setup(
                 sock_fd, out_fd, fate_w, list(groups.values()), uid, scratch, self.namespaces,
-                self.ro_root, self.devpts, self.limits,
+                self.ro_root, self.devpts, self.limits, self.seccomp,
             )  # fmt: skip
             pid = os.fork()
             if pid == 0:
@@ -128,7 +141,7 @@ class Server:
         finally:
             for fd in opened:
                 os.close(fd)
-        self.children[sid] = _Spawned(pid, list(groups.values()), groups.get("memory"), scratch, fate_r, uid)
+        self.children[sid] = _Spawned(pid, groups, scratch, fate_r, uid)
 
     def _new_uid(self) -> int:
         taken = {c.uid for c in self.children.values()}
@@ -149,45 +162,79 @@ class Server:
         return {"exited": True, **self._reap(sid, status)}
 
     def kill(self, sid: int) -> dict[str, Any]:
-        """Kill session `sid` (all its processes) and report how it had ended."""
+        """Kill session `sid` (every process of it, whatever it did to its parent-death signal or
+        process group) and report how it had ended; the session's groups are empty on return."""
         child = self.children.get(sid)
         if child is None:
             return {"how": "unknown", "code": 0, "by_harness": False}
         pid, status = os.waitpid(child.pid, os.WNOHANG)
         by_harness = pid == 0
+        swept = (0, 0)
         if by_harness:
-            if not self.namespaces:
-                os.kill(child.pid, signal.SIGTERM)
-                deadline = time.monotonic() + PLAIN_KILL_GRACE_S
-                while pid == 0 and time.monotonic() < deadline:
-                    time.sleep(0.005)
-                    pid, status = os.waitpid(child.pid, os.WNOHANG)
-            if pid == 0:
-                os.kill(child.pid, signal.SIGKILL)
-                _, status = os.waitpid(child.pid, 0)
-        return {"by_harness": by_harness, **self._reap(sid, status)}
+            if "pids" in child.groups:
+                swept = self._sweep(child)
+            else:
+                self._kill_without_groups(child)
+            _, status = os.waitpid(child.pid, 0)
+        return {"by_harness": by_harness, **self._reap(sid, status, swept)}
 
-    def _reap(self, sid: int, status: int) -> dict[str, Any]:
-        """How session `sid` ended (B's own status when A relayed it), then forget it."""
-        child = self.children.pop(sid)
+    def _sweep(self, child: _Spawned) -> tuple[int, int]:
+        known = {child.pid, child.interpreter_pid() or child.pid}
+        return _cgroups.sweep(child.groups["pids"], known)
+
+    def _kill_without_groups(self, child: _Spawned) -> None:
+        """No cgroup lists the session's processes: kill B, PID 1 of its namespace (the kernel then
+        kills every process in it), and A; without namespaces A kills B's process group."""
+        pid = 0
+        if not self.namespaces:
+            os.kill(child.pid, signal.SIGTERM)
+            deadline = time.monotonic() + PLAIN_KILL_GRACE_S
+            while pid == 0 and time.monotonic() < deadline:
+                time.sleep(0.005)
+                pid, _status = os.waitpid(child.pid, os.WNOHANG)
+            if pid:
+                return
+        b_pid = child.interpreter_pid()
+        pidfd = -1
+        if b_pid is not None and self.namespaces and not child.fate.partition(b"\n")[2]:
+            with contextlib.suppress(OSError):  # B's fate not written: B is alive or A's zombie child
+                pidfd = os.pidfd_open(b_pid)
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child.pid, signal.SIGKILL)
+        if pidfd >= 0:  # readable once B has exited, which waits for the rest of its namespace
+            select.select([pidfd], [], [], _cgroups.DRAIN_S)
+            os.close(pidfd)
+
+    def _reap(self, sid: int, status: int, swept: tuple[int, int] = (0, 0)) -> dict[str, Any]:
+        """How session `sid` ended (B's own status when A relayed it), then sweep what is left of it
+        and forget it. `survivors`: processes besides A and B that were still running."""
+        child = self.children[sid]
+        if "pids" in child.groups:
+            more = self._sweep(child)
+            swept = (swept[0] + more[0], more[1])
+        del self.children[sid]
         info = _describe(status)
+        os.set_blocking(child.fate_r, True)  # A is gone: what it wrote is all there, then EOF
+        child.interpreter_pid()
+        os.close(child.fate_r)
         try:
-            fate = json.loads(os.read(child.fate_r, FATE_BYTES) or b"{}")
-        except (OSError, ValueError):
+            fate = json.loads(child.fate.partition(b"\n")[2] or b"{}")
+        except ValueError:
             fate = {}
-        finally:
-            os.close(child.fate_r)
         if "status" in fate:
             info = {
                 **_describe(int(fate["status"])),
                 "cpu_s": fate.get("cpu_s"),
                 "maxrss_kb": fate.get("maxrss_kb"),
             }
-        if child.memory_group is not None:
-            events = _cgroups.memory_events(child.memory_group)
+        memory_group = child.groups.get("memory")
+        if memory_group is not None:
+            events = _cgroups.memory_events(memory_group)
             info["oom_kills"] = events.get("oom_kill", 0)
             info["session_limit_hit"] = events.get("failcnt", 0) > 0
-        self._remove(child.groups, child.scratch)
+        info["survivors"], info["survivors_left"] = swept
+        self._remove(list(child.groups.values()), child.scratch)
         return info
 
     def _remove(self, groups: list[str], scratch: str | None) -> None:
@@ -265,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
         "ro_root": server.ro_root,
         "devpts": server.devpts,
         "uid_drop": server.uid_drop,
+        "seccomp": server.seccomp,
+        "seccomp_error": probe.get("seccomp_error", ""),
         "uid_error": probe.get("uid_error", ""),
         "probe_error": probe.get("error", ""),
         "oom_protected": oom_protected,

@@ -1,9 +1,12 @@
 """`Session`: one trajectory's interpreter, with notebook state, limits, restarts and fault injection.
 
 Contract: `run(code)` always returns an `ExecResult` (never raises for anything the code does).
-The wall timeout kills the whole session; a session whose process died reports how (`memory` for
-an OOM kill or an allocation failure, `timeout` for the CPU-time limit, else `killed`), and its
-next run starts fresh with a notice first in that run's output (a kernel restart). The session's
+The wall timeout kills the whole session; a session whose process died reports how, from what the
+server saw (`memory` for an OOM kill, `timeout` for the CPU-time limit, else `killed`; never from
+the output text), and its next run starts fresh with a notice (a kernel restart). Notices travel
+in `ExecResult.notice_before`/`notice_after`, never in `output`; output that arrived between runs
+goes to `between_runs`; control characters are escaped. A run after one that left threads
+running gets a fresh process: they could forge its result. The session's
 socket is untrusted: each run sends a fresh nonce, and anything but one "done" frame carrying it
 (a forged, surplus or malformed frame, at any time) kills the session as `killed`. An
 infrastructure failure (server gone, spawn refused) is retried once in a fresh session and
@@ -48,14 +51,6 @@ CELL_STATUSES = frozenset({"ok", "error", "memory"})
 # against tick-sampled time, which runs ahead of the precise time wait4 reports (0.95 s measured for
 # a 1 s limit on a busy 2-core VM).
 CPU_LIMIT_SHARE = 0.9
-# How much of the end of a dead run's output is searched for an allocation failure.
-ALLOCATION_TAIL_CHARS = 2000
-# What a process prints when an allocation fails and it dies of it (CPython, glibc, C++, OpenBLAS).
-ALLOCATION_FAILURE = re.compile(
-    r"MemoryError|Cannot allocate memory|out of memory|std::bad_alloc|memory allocation (still )?failed"
-    r"|failed to allocate|unable to allocate",
-    re.IGNORECASE,
-)
 FORK_NOTICE = (
     "[sandbox] session restarted: this process was forked, and the session's interpreter stays with "
     "the parent process; earlier state is gone.\n"
@@ -73,6 +68,16 @@ class _Live:
     sock: socket.socket
     out_r: int
     reader: _wire.FrameReader
+
+
+# Control characters but newline and tab (C0, DEL, C1): ESC sequences, CR overwrites and NUL would
+# act on whatever later shows the text (a terminal, the report); they are stored escaped.
+CONTROL_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def escape_controls(text: str) -> str:
+    """`text` with every control character except newline and tab written as a \\xNN escape."""
+    return CONTROL_CHARS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 class _Output:
@@ -99,12 +104,14 @@ class _Output:
         tail = self.tail[-self.tail_limit :] if self.tail_limit else b""
         cut = self.total - len(self.head) - len(tail)
         if cut <= 0:
-            return (bytes(self.head) + bytes(self.tail)).decode("utf-8", errors="replace"), False
+            return escape_controls(
+                (bytes(self.head) + bytes(self.tail)).decode("utf-8", errors="replace")
+            ), False
         marker = f"\n[... {cut} bytes of output cut ...]\n"
         text = (
-            bytes(self.head).decode("utf-8", errors="replace")
+            escape_controls(bytes(self.head).decode("utf-8", errors="replace"))
             + marker
-            + bytes(tail).decode("utf-8", errors="replace")
+            + escape_controls(bytes(tail).decode("utf-8", errors="replace"))
         )
         return text, True
 
@@ -113,15 +120,10 @@ def _signal_name(sig: int) -> str:
     return signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
 
 
-def _allocation_failure(output: str) -> str | None:
-    """The last line of `output`'s tail that reports a failed allocation, if any."""
-    lines = [line for line in output[-ALLOCATION_TAIL_CHARS:].splitlines() if ALLOCATION_FAILURE.search(line)]
-    return lines[-1].strip()[:160] if lines else None
-
-
-def _death_message(info: dict[str, Any], config: SandboxConfig, output: str = "") -> tuple[Status, str]:
+def _death_message(info: dict[str, Any], config: SandboxConfig) -> tuple[Status, str]:
     """Status and explanation of a session process that died, from the server's report of its end
-    (signal or exit code, B's CPU seconds, OOM kills its memory group counted) and its last output."""
+    (signal or exit code, B's CPU seconds, OOM kills its memory group counted): evidence the
+    session's code cannot write. Its output is never read for this (a cell can print anything)."""
     how, code = info.get("how"), int(info.get("code", 0))
     if how == "signal":
         name = _signal_name(code)
@@ -139,13 +141,9 @@ def _death_message(info: dict[str, Any], config: SandboxConfig, output: str = ""
             return "timeout", f"its CPU-time limit (cpu_time_s={config.cpu_time_s}) was reached ({name})"
         cause = f"it was killed by signal {name}"
     else:
-        cause = f"it exited with code {code} (os._exit or a fatal error)"
-    failed = _allocation_failure(output)
-    if failed and (how == "exit" or code in (signal.SIGABRT, signal.SIGBUS)):  # a segfault stays killed
-        return (
-            "memory",
-            f"an allocation failed ({failed!r}; the address space is limited to memory_mb="
-            f"{config.memory_mb} per process) and {cause}",
+        cause = (
+            f"it exited with code {code} (os._exit or a fatal error, such as an allocation refused by "
+            f"the address-space limit memory_mb={config.memory_mb})"
         )
     return "killed", cause
 
@@ -155,25 +153,28 @@ def _preview(frame: dict[str, Any]) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _take_done(reader: _wire.FrameReader, nonce: str) -> str | None:
-    """Consume every complete frame buffered; return the run's status once its "done" is among them.
+def _take_done(reader: _wire.FrameReader, nonce: str) -> tuple[str, int] | None:
+    """Consume every complete frame buffered; once the run's "done" is among them, return its
+    status and how many other threads its process had left running.
 
     Raises:
         WireError: a malformed frame, one the notebook loop did not send (wrong op, nonce or status),
             or any frame after the run's result.
     """
-    status = None
+    done = None
     while (frame := reader.next_frame()) is not None:
-        if status is not None:
+        if done is not None:
             raise _wire.WireError(f"a second frame after the run's result: {_preview(frame)}")
+        threads = frame.get("threads", 0)
         if (
             frame.get("op") != "done"
             or frame.get("nonce") != nonce
             or frame.get("status") not in CELL_STATUSES
+            or type(threads) is not int
         ):
             raise _wire.WireError(f"a frame the interpreter did not send: {_preview(frame)}")
-        status = str(frame["status"])
-    return status
+        done = (str(frame["status"]), threads)
+    return done
 
 
 class Session:
@@ -189,6 +190,11 @@ class Session:
         self._lock = threading.Lock()
         self._closed = False
         self._holds_slot = True  # False in a forked child: the slot is the parent's
+        # Processes this session's code left running when one of its processes ended; the server
+        # killed each of them before the session (or its slot) went on.
+        self.survivors = 0
+        self._threads_left = 0  # other threads the last run's process reported at its "done"
+        self._between = ""  # output that arrived before the current run began
 
     # ---- public ------------------------------------------------------------------------------
     def run(self, code: str, timeout: float | None = None) -> ExecResult:
@@ -226,8 +232,9 @@ class Session:
                     if attempt == 2:
                         return ExecResult(
                             "infra_error",
-                            f"[sandbox] infrastructure error: {exc}",
+                            "",
                             time.perf_counter() - start,
+                            notice_after=f"[sandbox] infrastructure error: {exc}\n",
                         )
                     self._sandbox._count("infra_retries")
                     self._notice = f"[sandbox] session restarted after a sandbox infrastructure error ({exc}); earlier state is gone.\n"
@@ -317,7 +324,18 @@ class Session:
         finally:
             live.sock.close()
             os.close(live.out_r)
+        self._count_survivors(info)
         return info
+
+    def _count_survivors(self, info: dict[str, Any]) -> None:
+        """Processes the session's code left running when its process ended (all killed by the
+        server's sweep), and any the sweep could not remove."""
+        survivors, left = int(info.get("survivors") or 0), int(info.get("survivors_left") or 0)
+        self.survivors += survivors
+        if survivors:
+            self._sandbox._count("survivors", survivors)
+        if left:
+            self._sandbox._count("survivors_left", left)
 
     def _reap_dead(self, live: _Live) -> dict[str, Any]:
         """The session socket closed: wait briefly for the process to finish dying, then collect it."""
@@ -328,6 +346,7 @@ class Session:
                 self._live = None
                 live.sock.close()
                 os.close(live.out_r)
+                self._count_survivors(reply)
                 return reply
             time.sleep(DEATH_POLL_S)
         return self._discard()
@@ -348,6 +367,11 @@ class Session:
 
     def _run_once(self, code: str, limit: float, start: float) -> ExecResult:
         notice, self._notice = self._notice, None
+        self._between = ""
+        if self._live is not None:  # what a leftover thread or process wrote since the last run
+            early = _Output(self._config.max_output_bytes)
+            self._drain(self._live.out_r, early, 0)
+            self._between = early.render()[0]
         if self._live is not None and self._live.server.dead:
             self._discard()
             notice = (
@@ -356,8 +380,19 @@ class Session:
             )
         if self._live is not None and (why := self._idle_problem(self._live)):
             notice = f"[sandbox] session restarted: {why}; earlier state is gone.\n"
+        if self._live is not None and self._threads_left:
+            # Code of an earlier run still runs in that process and could forge this run's result
+            # or output: this run gets a process of its own.
+            notice = (
+                f"[sandbox] session restarted: the previous run left {self._threads_left} thread(s) "
+                "running, which could write into this run's result; earlier state is gone.\n"
+            )
+            self._discard()
+            self._sandbox._count("threads_left")
+        self._threads_left = 0
         live = self._live or self._start()
         output = _Output(self._config.max_output_bytes)
+
         nonce = os.urandom(8).hex()  # the loop echoes it; a frame forged before this run cannot
         deadline = start + limit
         try:
@@ -386,14 +421,28 @@ class Session:
                         continue
                     try:
                         live.reader.feed_from_socket()
-                        status = _take_done(live.reader, nonce)
+                        done = _take_done(live.reader, nonce)
                     except _wire.WireError as exc:
                         return self._violated(live, output, notice, start, str(exc))
-                    if status is not None:
+                    if done is not None:
+                        status, self._threads_left = done
+                        if surplus := self._surplus(live):  # a frame behind the result: forged
+                            return self._violated(live, output, notice, start, surplus)
                         self._drain(live.out_r, output, 0)
                         return self._result(status, output, notice, start)  # type: ignore[arg-type]
                     if live.reader.eof:
                         return self._died(live, output, notice, start)
+
+    def _surplus(self, live: _Live) -> str:
+        """Bytes already behind the run's "done" (one non-blocking look): the loop sends nothing
+        after it, so they mean that code of this session forged one of the two frames."""
+        try:
+            live.reader.feed_from_socket(socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return ""
+        if live.reader.buffered:
+            return "a frame after the run's result"
+        return ""
 
     def _send_run(self, live: _Live, code: str, nonce: str, deadline: float) -> None:
         """Send the run request; a process that stops reading cannot block us past the deadline.
@@ -435,7 +484,17 @@ class Session:
         self, status: Status, output: _Output, notice: str | None, start: float, tail: str = ""
     ) -> ExecResult:
         text, truncated = output.render()
-        return ExecResult(status, (notice or "") + text + tail, time.perf_counter() - start, truncated)
+        between, self._between = self._between, ""
+        elapsed = time.perf_counter() - start
+        return ExecResult(
+            status,
+            text,
+            elapsed,
+            truncated,
+            between_runs=between,
+            notice_before=notice or "",
+            notice_after=tail.lstrip("\n"),
+        )
 
     def _timed_out(
         self, live: _Live, output: _Output, notice: str | None, limit: float, start: float
@@ -477,7 +536,7 @@ class Session:
         self._drain(live.out_r, output, DRAIN_S)
         info = self._reap_dead(live)
         self._sandbox._count("sessions_died")
-        status, why = _death_message(info, self._config, output.render()[0])
+        status, why = _death_message(info, self._config)
         self._notice = (
             f"[sandbox] session restarted: the previous process died ({why}); earlier state is gone.\n"
         )
