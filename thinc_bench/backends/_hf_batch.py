@@ -257,7 +257,8 @@ class ContinuousBatch:
         from transformers import DynamicCache
 
         cache = DynamicCache(config=self._model.config)
-        for layer, (keys, values) in zip(cache.layers, kv or [], strict=False):
+        layers: list[Any] = list(cache.layers)  # plain DynamicLayers (`plain_cache`)
+        for layer, (keys, values) in zip(layers, kv or [], strict=False):
             layer.lazy_initialization(keys, values)
             layer.keys, layer.values = keys, values
         return cache

@@ -102,6 +102,7 @@ class HFGenerator(Generator):
 
         if max_batch_size < 1:
             raise ConfigError(f"hf backend: max_batch_size={max_batch_size}; use at least 1")
+        _check_budget(kv_cache_tokens)
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         if dtype == "auto":
@@ -176,10 +177,9 @@ class HFGenerator(Generator):
         kv_cache_tokens: int | None,
     ) -> None:
         """Everything after the model is in place: limits, sampling generator, KV store, the batching thread."""
+        _check_budget(kv_cache_tokens)
         if kv_cache_tokens is None:
             kv_cache_tokens = KV_CACHE_BYTES // _kv_bytes_per_token(self._model)
-        elif kv_cache_tokens < 0:
-            raise ConfigError(f"hf backend: kv_cache_tokens={kv_cache_tokens}; use 0 (keep none) or more")
         self._identity = identity
         self._eos_ids = _eos_ids(self._model, self._tokenizer)
         pad = self._tokenizer.pad_token_id
@@ -384,6 +384,11 @@ class HFGenerator(Generator):
             if item is not None:
                 error = BackendUnavailable("hf backend closed while this request was waiting")
                 _deliver(item, error)
+
+
+def _check_budget(kv_cache_tokens: int | None) -> None:
+    if kv_cache_tokens is not None and kv_cache_tokens < 0:
+        raise ConfigError(f"hf backend: kv_cache_tokens={kv_cache_tokens}; use 0 (keep none) or more")
 
 
 def _kv_bytes_per_token(model: PreTrainedModel) -> int:
