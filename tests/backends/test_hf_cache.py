@@ -259,3 +259,16 @@ def test_store_evicts_least_recently_used_entries_past_its_budget() -> None:
 )
 def test_common_prefix(a: list[int], b: list[int], shared: int) -> None:
     assert _common_prefix(a, b) == shared
+
+
+def test_a_request_that_fails_its_prefill_fails_alone(generator: HFGenerator) -> None:
+    good = chat(generator, "What is 6 * 7?")
+    params = SamplingParams(temperature=0, max_tokens=5)
+
+    async def go() -> list[Generation | BaseException]:
+        calls = [generator.generate(good, params), generator.generate([1, 10**9, 2], params)]
+        return list(await asyncio.gather(*calls, return_exceptions=True))
+
+    out, failed = asyncio.run(go())
+    assert isinstance(failed, IndexError)
+    assert isinstance(out, Generation) and out.token_ids == before(generator, good, params).token_ids

@@ -163,41 +163,52 @@ class ContinuousBatch:
     def owners(self) -> list[Any]:
         return [live.owner for live in self._live]
 
-    def admit(self, rows: list[tuple[Row, Any]]) -> list[tuple[Any, Generation]]:
+    def admit(self, rows: list[tuple[Row, Any]]) -> list[tuple[Any, Generation | Exception]]:
         """Prefill each row after the longest prefix the store holds, sample its first token, and add
-        the rows that did not end with it to the batch.
+        the rows that did not end with it to the batch. A row whose prefill fails (an id outside the
+        vocabulary) ends with its error; the others go on.
 
         Raises:
             torch.OutOfMemoryError: the caller maps it to BackendUnavailable and calls `reset`.
         """
-        ended: list[tuple[Any, Generation]] = []
+        ended: list[tuple[Any, Generation | Exception]] = []
         joining: list[tuple[_Live, KV]] = []
         with torch.inference_mode():
             for row, owner in rows:
-                kv, reuse = self.store.take(row.prompt_ids)
-                cache = self._new_cache(kv)
-                n = len(row.prompt_ids)
-                device = self._model.device
-                out = self._forward(
-                    torch.tensor([row.prompt_ids[reuse:]], dtype=torch.long, device=device),
-                    torch.ones((1, n), dtype=torch.long, device=device),
-                    torch.arange(reuse, n, device=device)[None],
-                    cache,
-                )
-                cache = _cache_of(out)
-                token, logprob = _sample(out.logits[0, -1, :].float(), row)
-                row.out.append(token)
-                row.logprobs.append(logprob)
-                _update(row, token, self._tokenizer, self._eos_ids)
-                row_kv = [(layer.keys, layer.values) for layer in cache.layers]
+                try:
+                    row_kv = self._prefill(row)
+                except torch.OutOfMemoryError:
+                    raise
+                except Exception as exc:  # this request's own fault, or our bug: its caller hears of it
+                    ended.append((owner, exc))
+                    continue
                 if row.finish is not None:
                     self.store.put(list(row.prompt_ids), row_kv)
                     ended.append((owner, _result(row, self._tokenizer)))
                 else:
-                    joining.append((_Live(row, owner, n), row_kv))
+                    joining.append((_Live(row, owner, len(row.prompt_ids)), row_kv))
             if joining:
                 self._join(joining)
         return ended
+
+    def _prefill(self, row: Row) -> KV:
+        """Run the prompt past its retained prefix and sample the first token; the row's whole cache."""
+        kv, reuse = self.store.take(row.prompt_ids)
+        cache = self._new_cache(kv)
+        n = len(row.prompt_ids)
+        device = self._model.device
+        out = self._forward(
+            torch.tensor([row.prompt_ids[reuse:]], dtype=torch.long, device=device),
+            torch.ones((1, n), dtype=torch.long, device=device),
+            torch.arange(reuse, n, device=device)[None],
+            cache,
+        )
+        cache = _cache_of(out)
+        token, logprob = _sample(out.logits[0, -1, :].float(), row)
+        row.out.append(token)
+        row.logprobs.append(logprob)
+        _update(row, token, self._tokenizer, self._eos_ids)
+        return [(layer.keys, layer.values) for layer in cache.layers]
 
     def step(self) -> list[tuple[Any, Generation]]:
         """Decode one token for every live row; rows that end leave the batch and retain their cache."""
