@@ -58,7 +58,7 @@ BATCH_WAIT_S = 0.01
 """How long an idle worker waits for more requests after the first one: negligible against one decode step."""
 
 KV_CACHE_BYTES = 4 * 2**30
-"""Default memory for retained KV caches (4 GiB): about 90K tokens of SmolLM2-135M in float32, 36K of
+"""Default memory for retained KV caches (4 GiB): about 90K tokens of SmolLM2-135M in float32, 37K of
 Qwen3-1.7B in bfloat16; `kv_cache_tokens` sets the budget in tokens instead."""
 
 
