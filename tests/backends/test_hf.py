@@ -1,4 +1,4 @@
-"""The hf backend on the real SmolLM2-135M (CPU): stop strings, finish reasons, batching, seeds.
+"""The hf backend on the real SmolLM2-135M (CPU): stop strings, finish reasons, batching, seeds, KV reuse.
 
 Marked slow: the model loads in about 2 s from the per-machine cache (35 s the first time) and each
 test decodes a few dozen tokens. The throughput test prints batch-1 vs batch-8 tokens/s (`-s`).
@@ -259,3 +259,38 @@ def test_from_model_serves_an_in_memory_model_like_the_loaded_one(hf: HFGenerato
     assert live.describe()["in_memory"] is True
     with pytest.raises(BackendUnavailable, match="closed"):
         asyncio.run(live.generate(ids, GREEDY))
+
+
+def test_next_turns_reuse_the_cache_and_match_the_one_shot_path(hf: HFGenerator) -> None:
+    """Two ThinC-shaped trajectories of three turns on the real model: each turn's prompt extends the
+    last with what the model wrote and an output block; tokens and logprobs equal a fresh one-shot
+    prefill of the same prompt (`decode_batch`, the path before KV reuse), and later turns prefill
+    only what the harness added."""
+    from thinc_bench.backends._hf_batch import Row, decode_batch
+
+    output = hf.tokenizer.encode("\n```output\n5\n```\n", add_special_tokens=False)
+
+    async def trajectory(question: str, seed: int) -> list[tuple[list[int], SamplingParams, Generation]]:
+        ids, turns = prompt(hf, question), []
+        for t in range(3):
+            params = SamplingParams(temperature=0.8, max_tokens=12 + 6 * t, seed=seed + t, logprobs=True)
+            out = await hf.generate(ids, params)
+            turns.append((list(ids), params, out))
+            ids = ids + out.token_ids + output
+        return turns
+
+    async def both() -> list[list[tuple[list[int], SamplingParams, Generation]]]:
+        return list(await asyncio.gather(trajectory(CODE_QUESTION, 1), trajectory("Say hello.", 9)))
+
+    start = hf.cache_stats()
+    trajectories = asyncio.run(both())
+    reused = hf.cache_stats()["reused_tokens"] - start["reused_tokens"]
+    for turns in trajectories:
+        for ids, params, out in turns:
+            row = Row(ids, params, hf._rng(params))
+            (expected,) = decode_batch(hf._model, hf.tokenizer, [row], eos_ids=hf._eos_ids, pad_id=hf._pad_id)
+            assert out.token_ids == expected.token_ids
+            assert out.logprobs is not None and expected.logprobs is not None
+            assert max(abs(a - b) for a, b in zip(out.logprobs, expected.logprobs, strict=True)) < 1e-3
+    # Every id a turn fed through the model (all but its last sampled one) is not prefilled again.
+    assert reused >= sum(len(ts[t][0]) + len(ts[t][2].token_ids) - 1 for ts in trajectories for t in range(2))

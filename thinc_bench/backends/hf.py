@@ -1,10 +1,15 @@
-"""The hf backend: a transformers causal LM on CPU or GPU, with dynamic batching of concurrent calls.
+"""The hf backend: a transformers causal LM on CPU or GPU, continuously batched, with KV caches kept
+across the turns of a trajectory.
 
 `HFGenerator` loads a local folder, a Hub id or a `.gguf` file (converted once per machine, see
 `_sources.py`). Concurrent `generate` calls go to one worker thread (torch releases the GIL), which
-takes every request waiting when it becomes free (up to `max_batch_size`, after a `BATCH_WAIT_S`
-gathering window) and decodes them as one left-padded batch; a request arriving mid-batch waits for
-the next one. There is no prefix cache: every call prefills its whole prompt.
+runs a continuous batch (`_hf_batch.ContinuousBatch`): between decode steps, waiting requests join
+(up to `max_batch_size` rows) and finished ones leave, so no row waits for the longest one. A finished
+row leaves its KV cache in a store bounded by `kv_cache_tokens` (LRU); a later request whose ids
+start with a retained row's ids (the next turn of a trajectory: prompt, what the model wrote, the
+interpreter's output) prefills only the rest. An evicted cache costs a full prefill, never a different
+token. Models whose cache is not plain full attention (sliding windows, linear attention) fall back
+to one-shot batches that prefill every prompt whole.
 
 Sampling applies every `SamplingParams` field in vLLM's order and returns processed logprobs (see
 `_hf_batch.py`). A prompt that fills the model's context raises `ContextExceeded`; a longer request
@@ -12,8 +17,12 @@ is capped to end with "length" at the context.
 
 Determinism: a request with `seed` samples from its own `torch.Generator`, so its draws do not depend
 on the other rows of its batch; unseeded requests share one generator (seeded by the `seed` option).
-Batched logits can differ from unbatched ones in the last bits (padding changes kernel shapes), so a
-seeded request is reproducible for the same batch composition, and usually, not provably, otherwise.
+Batched logits, and logits over a retained cache, can differ from a fresh unbatched prefill in the
+last bits (padding and prefill length change kernel shapes), so a seeded request is reproducible for
+the same schedule, and usually, not provably, otherwise.
+
+Weights that change in place (GRPO's live policy after an optimizer step) invalidate the store: each
+admission compares the parameters' version counters and drops every retained cache when they moved.
 """
 
 from __future__ import annotations
@@ -30,7 +39,8 @@ import torch
 
 from thinc_bench import precision
 from thinc_bench.backends import _sources
-from thinc_bench.backends._hf_batch import Row, decode_batch
+from thinc_bench.backends._hf_batch import ContinuousBatch, Row, decode_batch, plain_cache
+from thinc_bench.backends._hf_cache import KVStore
 from thinc_bench.backends.base import Generation, Generator, SamplingParams, fit_context, one_line
 from thinc_bench.errors import BackendUnavailable, ConfigError
 
@@ -46,7 +56,11 @@ MAX_BATCH_SIZE = 16
 """Default rows per batch: on 2 CPU cores throughput stops growing past about 8-16 rows."""
 
 BATCH_WAIT_S = 0.01
-"""How long the worker waits for more requests after the first one: negligible against one decode step."""
+"""How long an idle worker waits for more requests after the first one: negligible against one decode step."""
+
+KV_CACHE_BYTES = 4 * 2**30
+"""Default memory for retained KV caches (4 GiB): about 90K tokens of SmolLM2-135M in float32, 37K of
+Qwen3-1.7B in bfloat16; `kv_cache_tokens` sets the budget in tokens instead."""
 
 
 @dataclass
@@ -68,6 +82,8 @@ class HFGenerator(Generator):
         device: "auto" is CUDA when available, else CPU.
         max_batch_size: most requests decoded together.
         seed: seeds the generator shared by requests without their own seed; None seeds from the OS.
+        kv_cache_tokens: most tokens of finished rows' KV caches kept for later turns (LRU); None is
+            what fits in `KV_CACHE_BYTES`; 0 keeps none (every request prefills its whole prompt).
 
     Raises:
         ConfigError: a bad option, a missing `.gguf`, or a model transformers cannot load.
@@ -82,11 +98,13 @@ class HFGenerator(Generator):
         device: Device = "auto",
         max_batch_size: int = MAX_BATCH_SIZE,
         seed: int | None = None,
+        kv_cache_tokens: int | None = None,
     ) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         if max_batch_size < 1:
             raise ConfigError(f"hf backend: max_batch_size={max_batch_size}; use at least 1")
+        _check_budget(kv_cache_tokens)
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         dtype_reason = "given"
@@ -123,6 +141,7 @@ class HFGenerator(Generator):
             },
             max_batch_size,
             seed,
+            kv_cache_tokens,
         )
 
     @classmethod
@@ -133,6 +152,7 @@ class HFGenerator(Generator):
         *,
         max_batch_size: int = MAX_BATCH_SIZE,
         seed: int | None = None,
+        kv_cache_tokens: int | None = None,
     ) -> HFGenerator:
         """Serve a model already in memory (GRPO's live policy): every batch reads its current weights.
 
@@ -155,20 +175,36 @@ class HFGenerator(Generator):
             },
             max_batch_size,
             seed,
+            kv_cache_tokens,
         )
         return self
 
     def _start(
-        self, identity: dict[str, Any], options: dict[str, Any], max_batch_size: int, seed: int | None
+        self,
+        identity: dict[str, Any],
+        options: dict[str, Any],
+        max_batch_size: int,
+        seed: int | None,
+        kv_cache_tokens: int | None,
     ) -> None:
-        """Everything after the model is in place: limits, sampling generator, the batching thread."""
+        """Everything after the model is in place: limits, sampling generator, KV store, the batching thread."""
+        _check_budget(kv_cache_tokens)
+        if kv_cache_tokens is None:
+            kv_cache_tokens = KV_CACHE_BYTES // _kv_bytes_per_token(self._model)
         self._identity = identity
         self._eos_ids = _eos_ids(self._model, self._tokenizer)
         pad = self._tokenizer.pad_token_id
         self._pad_id = int(pad) if pad is not None else min(self._eos_ids)
         self._context = int(getattr(self._model.config, "max_position_embeddings", 0) or 0)
-        self._options = options
+        self._options = {**options, "kv_cache_tokens": kv_cache_tokens}
         self._max_batch_size = max_batch_size
+        self._store = KVStore(kv_cache_tokens)
+        self._engine = (
+            ContinuousBatch(self._model, self._tokenizer, eos_ids=self._eos_ids, store=self._store)
+            if plain_cache(self._model)
+            else None
+        )
+        self._weights_version = _weights_version(self._model)
         self._shared_rng = torch.Generator(device=self._model.device)
         if seed is None:
             self._shared_rng.seed()
@@ -214,8 +250,87 @@ class HFGenerator(Generator):
             **self._options,
         }
 
+    def cache_stats(self) -> dict[str, int]:
+        """Prompt tokens prefilled and taken from retained caches since the start, hits, evictions, and
+        the tokens the store holds now (read between batches: the worker updates them)."""
+        stats = self._store.stats
+        return {
+            "prefilled_tokens": stats.prefilled_tokens,
+            "reused_tokens": stats.reused_tokens,
+            "hits": stats.hits,
+            "evictions": stats.evictions,
+            "held_tokens": self._store.held_tokens,
+        }
+
     def _serve(self) -> None:
-        """Worker thread: gather waiting requests into batches until the `None` sentinel arrives."""
+        """Worker thread: run batches until the `None` sentinel arrives and the live rows have ended."""
+        if self._engine is None:
+            self._serve_one_shot()
+        else:
+            self._serve_continuous(self._engine)
+        self._fail_pending()
+
+    def _serve_continuous(self, engine: ContinuousBatch) -> None:
+        """Admit waiting requests between decode steps (an idle worker waits for the first one and
+        gathers for `BATCH_WAIT_S`); stop admitting at the sentinel, finish the live rows, return."""
+        stopping = False
+        while True:
+            incoming: list[_Request] = []
+            if not len(engine):
+                if stopping:
+                    return
+                first = self._queue.get()
+                if first is None:
+                    return
+                incoming.append(first)
+            deadline = time.monotonic() + (BATCH_WAIT_S if incoming else 0.0)
+            while not stopping and len(engine) + len(incoming) < self._max_batch_size:
+                try:
+                    wait = deadline - time.monotonic()
+                    item = self._queue.get(timeout=wait) if wait > 0 else self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    stopping = True
+                else:
+                    incoming.append(item)
+            incoming = [r for r in incoming if not r.future.cancelled()]
+            try:
+                if incoming:
+                    self._check_weights()
+                    for request, generation in engine.admit(
+                        [(Row(r.prompt_ids, r.params, self._rng(r.params)), r) for r in incoming]
+                    ):
+                        _deliver(request, generation)
+                gone = [r for r in engine.owners if r.future.cancelled()]
+                if gone:
+                    engine.drop(gone)
+                if len(engine):
+                    rows = len(engine)
+                    for request, generation in engine.step():
+                        _deliver(request, generation)
+                    if len(engine) != rows:
+                        logger.debug("hf batch of %d: %d ended", rows, rows - len(engine))
+            except Exception as exc:  # worker boundary: every live caller hears of it, loudly, with its type
+                error: Exception = exc
+                if isinstance(exc, torch.OutOfMemoryError):
+                    self._store.clear()
+                    error = BackendUnavailable(
+                        f"hf backend ran out of memory with {len(engine) + len(incoming)} rows: {one_line(exc)}"
+                    )
+                for request in {id(r): r for r in [*engine.owners, *incoming]}.values():
+                    _deliver(request, error)
+                engine.reset()
+
+    def _check_weights(self) -> None:
+        """Drop retained caches computed with weights that have since changed in place."""
+        version = _weights_version(self._model)
+        if version != self._weights_version:
+            self._store.clear()
+            self._weights_version = version
+
+    def _serve_one_shot(self) -> None:
+        """Gather waiting requests into one-shot batches (models `ContinuousBatch` cannot serve)."""
         while True:
             first = self._queue.get()
             if first is None:
@@ -234,7 +349,6 @@ class HFGenerator(Generator):
             self._run(batch)
             if stopping:
                 break
-        self._fail_pending()
 
     def _run(self, batch: list[_Request]) -> None:
         batch = [r for r in batch if not r.future.cancelled()]
@@ -281,6 +395,26 @@ class HFGenerator(Generator):
             if item is not None:
                 error = BackendUnavailable("hf backend closed while this request was waiting")
                 _deliver(item, error)
+
+
+def _check_budget(kv_cache_tokens: int | None) -> None:
+    if kv_cache_tokens is not None and kv_cache_tokens < 0:
+        raise ConfigError(f"hf backend: kv_cache_tokens={kv_cache_tokens}; use 0 (keep none) or more")
+
+
+def _kv_bytes_per_token(model: PreTrainedModel) -> int:
+    """Bytes of keys and values one token takes in every layer (at least 1: odd configs still get a budget)."""
+    config = model.config.get_text_config(decoder=True)
+    layers = int(getattr(config, "num_hidden_layers", 0) or 0)
+    heads = int(getattr(config, "num_attention_heads", 0) or 0)
+    kv_heads = int(getattr(config, "num_key_value_heads", 0) or heads)
+    head_dim = int(getattr(config, "head_dim", 0) or (config.hidden_size // heads if heads else 0))
+    return max(1, 2 * layers * kv_heads * head_dim * model.dtype.itemsize)
+
+
+def _weights_version(model: PreTrainedModel) -> tuple[int, ...]:
+    """The parameters' in-place version counters: any optimizer step or weight load moves one."""
+    return tuple(p._version for p in model.parameters())
 
 
 def _eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> frozenset[int]:
