@@ -56,7 +56,9 @@ def main() -> None:
     print("|---|---|")
     print(f"| float32 | {fp32:.2f} |")
     print(f"| bf16 autocast | {bf16:.2f} |")
-    print(f"\nbf16 / float32 = {bf16 / fp32:.2f}x; auto chose the {'faster' if (bf16 < fp32) == support.native else 'SLOWER'} one")
+    print(
+        f"\nbf16 / float32 = {bf16 / fp32:.2f}x; auto chose the {'faster' if (bf16 < fp32) == support.native else 'SLOWER'} one"
+    )
 
 
 if __name__ == "__main__":
