@@ -146,10 +146,26 @@ class EvalConfig:
         },
     )
     dialect: str = field(
-        default="markdown", metadata={"help": "markdown (ThinC) | xml (interleaved TIR baselines)."}
+        default="markdown",
+        metadata={
+            "help": "markdown (ThinC) | xml (interleaved TIR baselines, <code>/<interpreter>) | tool_call "
+            "(native Hermes/Qwen tool calls: the tool is declared through the chat template; "
+            "docs/tool_calls.md)."
+        },
     )
-    system_prompt: str = field(
-        default="thinc", metadata={"help": "thinc | interleaved | none | path to a text file."}
+    tool_name: str = field(
+        default="python",
+        metadata={
+            "help": "tool_call: the declared function (one string parameter `code`); rStar2-Agent's is "
+            "jupyter_code. A call of another name is a failed call."
+        },
+    )
+    system_prompt: str | None = field(
+        default=None,
+        metadata={
+            "help": "thinc | interleaved | tool_call | nano | none | path to a text file; default thinc "
+            "(tool_call with --dialect tool_call)."
+        },
     )
     chat_template_kwargs: str | None = field(
         default=None,
@@ -229,6 +245,8 @@ class EvalConfig:
 
     def __post_init__(self) -> None:
         preset = DEMO if self.model is None else PAPER
+        if self.system_prompt is None:
+            self.system_prompt = "tool_call" if self.dialect == "tool_call" else "thinc"
         if self.backend == "scripted" and self.recovery_k is None:
             self.recovery_k = "0"
         for name, value in preset.items():
@@ -259,13 +277,17 @@ class EvalConfig:
 
         check_settings(
             dialect=self.dialect,
-            system_prompt=load_system_prompt(self.system_prompt),
+            system_prompt=load_system_prompt(str(self.system_prompt)),
             few_shot=int(self.few_shot or 0),
             exec_on=str(self.exec_on),
         )
         _parse_shard(self.shard)
         _parse_ks(str(self.recovery_k))
         parse_template_kwargs(self.chat_template_kwargs)
+        if not self.tool_name.isidentifier():
+            raise ConfigError(
+                f"--tool-name {self.tool_name!r}: use a function name such as python or jupyter_code"
+            )
 
     @property
     def shard_index(self) -> int:
@@ -301,7 +323,9 @@ class EvalConfig:
         from thinc_bench.prompts import load_examples, load_system_prompt
 
         settings = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in RUNTIME_FIELDS}
-        settings["system_prompt_text"] = load_system_prompt(self.system_prompt)
+        if self.dialect != "tool_call":
+            del settings["tool_name"]  # no tool is declared: the hash of earlier runs stays the same
+        settings["system_prompt_text"] = load_system_prompt(str(self.system_prompt))
         settings["few_shot_trajectories"] = [e.trajectory for e in load_examples(self.few_shot)]
         return settings
 
