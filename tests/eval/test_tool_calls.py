@@ -295,3 +295,22 @@ def test_without_thinking_each_generation_prompt_writes_an_empty_plan_the_histor
     assert count(ours) == 3  # the prompt's and both tool turns' generation prompts
     assert count(theirs) == 1  # the last turn's only
     assert _without(ours, empty_plan, header) == _without(theirs[:-1], empty_plan, header)
+
+
+def test_failure_mode_measures_and_the_viewer_read_tool_calls(clean):
+    from thinc_bench.report.runs import load_run
+    from thinc_bench.report.viewer import viewer_samples
+
+    record = clean["two-calls", 0]
+    assert record["posthoc"] is False and record["nl_literals"] == []
+    assert 0 < record["nl_ratio"] < 0.3  # the answer sentence only: the plan and the calls are apart
+    samples = viewer_samples([load_run(clean["out"])], {})
+    viewed = next(s for s in samples if s["problem_id"] == "malformed" and s["k"] == 0)
+    calls = [g for g in viewed["segments"] if g["kind"] == "code"]
+    assert [g["status"] for g in calls] == ["error", "error", "error", "ok"]
+    assert calls[1]["tool"] == "calculator" and calls[3]["text"] == "print(3 + 4)"
+    assert calls[0]["text"].startswith('{"name"')  # a malformed call shows its JSON
+    responses = [g["text"] for g in viewed["segments"] if g["kind"] == "output"]
+    assert responses[3] == "7" and all(
+        g.get("tool_response") for g in viewed["segments"] if g["kind"] == "output"
+    )
