@@ -314,3 +314,117 @@ def test_failure_mode_measures_and_the_viewer_read_tool_calls(clean):
     assert responses[3] == "7" and all(
         g.get("tool_response") for g in viewed["segments"] if g["kind"] == "output"
     )
+
+
+# --- the same trajectories through function calling (--backend openai --api chat) ---
+
+STUB_TURNS = {
+    "two-calls": [
+        ("Compute 2**10 in code, then add one.", "", ["x = 2**10\nprint(x)"]),
+        ("", "", ["print(x + 1)"]),
+        ("", "The answer is \\boxed{1025}.", []),
+    ],
+    "fix": [
+        ("Multiply in code.", "", ["print(y)"]),
+        ("", "", ["y = 6 * 7\nprint(y)"]),
+        ("", "\\boxed{42}", []),
+    ],
+    "one-turn": [("Multiply in code.", "", ["a = 3\nprint(a)", "print(a * 4)"]), ("", "\\boxed{12}", [])],
+    "malformed": [("", "\\boxed{7}", [])],
+}
+"""The scripted trajectories as a function-calling server returns them: reasoning, content, calls."""
+
+
+class ChatStub:
+    """A chat-completions server on 127.0.0.1 that answers each conversation with its next turn."""
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.requests: list[dict] = []
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                stub.requests.append(request)
+                question = next(m["content"] for m in request["messages"] if m["role"] == "user")
+                problem = next(i for i, (p, _) in PROBLEMS.items() if p == question)
+                turn = sum(m["role"] == "assistant" for m in request["messages"])
+                reasoning, content, codes = STUB_TURNS[problem][turn]
+                calls = [
+                    {"id": f"call_{turn}_{i}", "type": "function",
+                     "function": {"name": "python", "arguments": json.dumps({"code": code})}}
+                    for i, code in enumerate(codes)
+                ]  # fmt: skip
+                message = {
+                    "role": "assistant",
+                    "content": content or None,
+                    "reasoning_content": reasoning or None,
+                }
+                body = json.dumps(
+                    {
+                        "id": "stub", "object": "chat.completion", "created": 0, "model": request["model"],
+                        "choices": [{"index": 0, "finish_reason": "tool_calls" if calls else "stop",
+                                     "message": {**message, "tool_calls": calls}}],
+                    }
+                ).encode()  # fmt: skip
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+
+def test_function_calling_gives_the_scripted_trajectories_and_metrics(clean, tmp_path, qwen3_tokenizer_dir):
+    stub = ChatStub()
+    try:
+        bench = tmp_path / "tc.jsonl"
+        bench.write_text(
+            "".join(json.dumps({"id": i, "problem": p, "answer": a}) + "\n" for i, (p, a) in PROBLEMS.items())
+        )
+        out = tmp_path / "run"
+        args = ["--backend", "openai", "--api", "chat", "--model", "stub-model", "--base-url", stub.url]
+        args += [
+            "--tokenizer",
+            str(qwen3_tokenizer_dir),
+            "--benchmarks",
+            str(bench),
+            "--dialect",
+            "tool_call",
+        ]
+        assert thinc_eval.main([*args, "--out", str(out), "--samples", "1", "--recovery-k", "0"]) == 0
+    finally:
+        stub.server.shutdown()
+    records = {r["problem_id"]: r for r in map(json.loads, (out / "samples.jsonl").read_text().splitlines())}
+    same = ("text", "correct", "grounded", "n_tool_calls", "exec_statuses", "posthoc", "nl_ratio", "checks")
+    for problem in ("two-calls", "fix", "one-turn"):
+        assert {f: records[problem][f] for f in same} == {f: clean[problem, 0][f] for f in same}
+        assert records[problem]["response_tokens"] == clean[problem, 0]["response_tokens"]
+    last = next(r for r in stub.requests if len(r["messages"]) == 6)  # two-calls' third turn
+    assert last["tools"][0]["function"]["name"] == "python"
+    assert [m["role"] for m in last["messages"]] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "tool",
+    ]
+    assert last["messages"][3] == {
+        "role": "tool",
+        "tool_call_id": "call_0_0",
+        "name": "python",
+        "content": "1024",
+    }
+    assert last["messages"][2]["tool_calls"][0]["function"]["arguments"] == json.dumps(
+        {"code": "x = 2**10\nprint(x)"}
+    )

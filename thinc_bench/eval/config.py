@@ -160,6 +160,14 @@ class EvalConfig:
             "jupyter_code. A call of another name is a failed call."
         },
     )
+    api: str = field(
+        default="completions",
+        metadata={
+            "help": "openai: completions (the prompt as token ids, any dialect) | chat (function calling: "
+            "tools=[...], tool_calls and role tool messages; --dialect tool_call; the server renders the "
+            "prompt and parses the calls, e.g. vllm serve --enable-auto-tool-choice --tool-call-parser hermes)."
+        },
+    )
     system_prompt: str | None = field(
         default=None,
         metadata={
@@ -284,6 +292,13 @@ class EvalConfig:
         _parse_shard(self.shard)
         _parse_ks(str(self.recovery_k))
         parse_template_kwargs(self.chat_template_kwargs)
+        if self.api not in ("completions", "chat"):
+            raise ConfigError(f"--api {self.api!r}: use completions or chat")
+        if self.api == "chat" and (self.backend != "openai" or self.dialect != "tool_call"):
+            raise ConfigError(
+                f"--api chat is function calling: it needs --backend openai and --dialect tool_call "
+                f"(got --backend {self.backend} --dialect {self.dialect})"
+            )
         if not self.tool_name.isidentifier():
             raise ConfigError(
                 f"--tool-name {self.tool_name!r}: use a function name such as python or jupyter_code"
@@ -325,6 +340,8 @@ class EvalConfig:
         settings = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in RUNTIME_FIELDS}
         if self.dialect != "tool_call":
             del settings["tool_name"]  # no tool is declared: the hash of earlier runs stays the same
+        if self.api == "completions":
+            del settings["api"]
         settings["system_prompt_text"] = load_system_prompt(str(self.system_prompt))
         settings["few_shot_trajectories"] = [e.trajectory for e in load_examples(self.few_shot)]
         return settings

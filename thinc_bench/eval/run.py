@@ -92,19 +92,35 @@ async def _evaluate_one(
     template_kwargs = parse_template_kwargs(config.chat_template_kwargs)
     session = await asyncio.to_thread(sandbox.session, inject_failures=k)
     try:
-        result = await rollout.rollout(
-            generator,
-            session,
-            prompt_ids,
-            params,
-            limits=limits,
-            dialect=config.dialect,
-            request_id=f"{problem.id}/{sample_idx}/{k}",
-            exec_on=config.exec_on,  # type: ignore[arg-type]
-            response_prefix=config.response_prefix or "",
-            tool_name=config.tool_name,
-            template_kwargs=template_kwargs,
-        )
+        if config.api == "chat":
+            from thinc_bench.eval import function_calling
+            from thinc_bench.prompts import build_messages, load_system_prompt
+
+            result = await function_calling.rollout(
+                generator,  # type: ignore[arg-type]  # EvalConfig allows chat with the openai backend only
+                session,
+                build_messages(problem.problem, load_system_prompt(str(config.system_prompt))),
+                prompt_ids,
+                params,
+                limits=limits,
+                tool_name=config.tool_name,
+                template_kwargs=template_kwargs,
+                request_id=f"{problem.id}/{sample_idx}/{k}",
+            )
+        else:
+            result = await rollout.rollout(
+                generator,
+                session,
+                prompt_ids,
+                params,
+                limits=limits,
+                dialect=config.dialect,
+                request_id=f"{problem.id}/{sample_idx}/{k}",
+                exec_on=config.exec_on,  # type: ignore[arg-type]
+                response_prefix=config.response_prefix or "",
+                tool_name=config.tool_name,
+                template_kwargs=template_kwargs,
+            )
     finally:
         await asyncio.to_thread(session.close)
     started = time.perf_counter()
