@@ -428,3 +428,38 @@ def test_function_calling_gives_the_scripted_trajectories_and_metrics(clean, tmp
     assert last["messages"][2]["tool_calls"][0]["function"]["arguments"] == json.dumps(
         {"code": "x = 2**10\nprint(x)"}
     )
+
+
+@pytest.mark.parametrize(
+    ("preset", "dialect", "tool_name", "system_prompt", "exec_on"),
+    [
+        ("rstar2-agent", "tool_call", "jupyter_code", "none", "output_open"),
+        ("aster", "tool_call", "python", "none", "output_open"),
+        ("retool", "xml", "python", "interleaved", "code_close"),
+        ("thinc", "markdown", "python", "thinc", "output_open"),
+    ],
+)
+def test_presets_set_the_baselines_format_and_flags_win(preset, dialect, tool_name, system_prompt, exec_on):
+    from thinc_bench.eval import EvalConfig
+    from thinc_bench.eval.presets import PRESETS
+
+    config = EvalConfig(model="m", backend="openai", preset=preset)
+    assert (config.dialect, config.tool_name, config.system_prompt, config.exec_on) == (
+        dialect,
+        tool_name,
+        system_prompt,
+        exec_on,
+    )
+    assert config.settings()["preset"] == preset and PRESETS[preset].source
+    assert preset == "thinc" or PRESETS[preset].unknown  # every baseline says what is not known
+    assert EvalConfig(model="m", backend="openai", preset=preset, max_tool_calls=7).max_tool_calls == 7
+    if dialect == "tool_call":
+        assert EvalConfig(model="m", backend="openai", preset=preset, tool_name="py").tool_name == "py"
+
+
+def test_unknown_preset_is_refused_naming_the_choices():
+    from thinc_bench.errors import ConfigError
+    from thinc_bench.eval import EvalConfig
+
+    with pytest.raises(ConfigError, match="--preset 'rstar2'.*rstar2-agent"):
+        EvalConfig(model="m", preset="rstar2")

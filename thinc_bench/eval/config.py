@@ -80,6 +80,14 @@ class EvalConfig:
         },
     )
     backend: str = field(default="hf", metadata={"help": "hf | vllm | openai | scripted."})
+    preset: str | None = field(
+        default=None,
+        metadata={
+            "help": "thinc | rstar2-agent | aster | retool: a baseline's own format (dialect, tool name, "
+            "system prompt, trigger) for every flag left at its default; docs/tool_calls.md lists each "
+            "preset's source and what is unknown."
+        },
+    )
     benchmarks: str | None = field(
         default=None,
         metadata={
@@ -252,6 +260,7 @@ class EvalConfig:
     log_level: str = field(default="warning", metadata={"help": "debug | info | warning | error."})
 
     def __post_init__(self) -> None:
+        self._apply_preset()
         preset = DEMO if self.model is None else PAPER
         if self.system_prompt is None:
             self.system_prompt = "tool_call" if self.dialect == "tool_call" else "thinc"
@@ -304,6 +313,18 @@ class EvalConfig:
                 f"--tool-name {self.tool_name!r}: use a function name such as python or jupyter_code"
             )
 
+    def _apply_preset(self) -> None:
+        from thinc_bench.eval.presets import PRESETS
+
+        if self.preset is None:
+            return
+        if self.preset not in PRESETS:
+            raise ConfigError(f"--preset {self.preset!r}: choose one of {', '.join(PRESETS)}")
+        defaults = {f.name: f.default for f in fields(self)}
+        for name, value in PRESETS[self.preset].settings.items():
+            if getattr(self, name) == defaults[name]:
+                setattr(self, name, value)
+
     @property
     def shard_index(self) -> int:
         return _parse_shard(self.shard)[0]
@@ -342,6 +363,8 @@ class EvalConfig:
             del settings["tool_name"]  # no tool is declared: the hash of earlier runs stays the same
         if self.api == "completions":
             del settings["api"]
+        if self.preset is None:
+            del settings["preset"]  # the settings it made are recorded one by one
         settings["system_prompt_text"] = load_system_prompt(str(self.system_prompt))
         settings["few_shot_trajectories"] = [e.trajectory for e in load_examples(self.few_shot)]
         return settings
