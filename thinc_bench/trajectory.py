@@ -518,6 +518,20 @@ def _pending_codes(segments: Sequence[Segment], in_plan: bool) -> tuple[str, ...
     return tuple(reversed(codes))
 
 
+_TURN_END = re.compile(rf"\s*{_scan.SPECIAL_TOKEN}")
+
+
+def model_prefix(output: Segment, dialect: str) -> int:
+    """Characters at the start of an output segment that the model wrote: the output opener (the
+    dialect's stop string), or in the tool_call dialect the end-of-turn token that asked for the tool
+    turn (the template's markup and the responses after it are the harness's)."""
+    if dialect == "tool_call":
+        turn_end = _TURN_END.match(output.raw)
+        return 0 if turn_end is None else turn_end.end()
+    stop = get_dialect(dialect).stop
+    return len(stop) if output.raw.startswith(stop) else 0
+
+
 def has_final_answer(traj: Trajectory) -> bool:
     """True when the final text holds a box the grader reads (`\\boxed{}`, `\\fbox{}`, `\\boxed 42`)."""
     return _ANSWER_BOX.search(traj.final_text) is not None

@@ -194,6 +194,11 @@ HISTORIES = {
 def _rollout_ids(
     tmp_path: Path, tokenizer_dir: Path, problem_id: str, turns: list[str], kwargs: dict
 ) -> list[int]:
+    result = _rollout(tmp_path, tokenizer_dir, problem_id, turns, kwargs)
+    return result.prompt_ids + result.completion_ids
+
+
+def _rollout(tmp_path: Path, tokenizer_dir: Path, problem_id: str, turns: list[str], kwargs: dict):
     import asyncio
 
     from thinc_bench.backends import SamplingParams
@@ -208,7 +213,7 @@ def _rollout_ids(
     messages = build_messages(PROBLEMS[problem_id][0], load_system_prompt("tool_call"))
     prompt = render_prompt_ids(generator.tokenizer, messages, kwargs, [python_tool()])
 
-    async def go() -> list[int]:
+    async def go():
         with Sandbox(SandboxConfig()) as sandbox, sandbox.session() as session:
             result = await rollout(
                 generator,
@@ -226,7 +231,7 @@ def _rollout_ids(
             [i for i, m in zip(result.completion_ids, result.env_mask, strict=True) if not m]
         )
         assert "<tool_response>" in masked and "<tool_call>" not in masked  # the template's turns are mask 0
-        return result.prompt_ids + result.completion_ids
+        return result
 
     return asyncio.run(go())
 
@@ -463,3 +468,23 @@ def test_unknown_preset_is_refused_naming_the_choices():
 
     with pytest.raises(ConfigError, match="--preset 'rstar2'.*rstar2-agent"):
         EvalConfig(model="m", preset="rstar2")
+
+
+def test_sft_example_of_a_tool_call_trajectory_is_the_rollouts_ids_and_mask(tmp_path, qwen3_tokenizer_dir):
+    """build_sft's masks reproduce the rollout's own: tool turns 0, the model's end of turn 1."""
+    from transformers import AutoTokenizer
+
+    from thinc_bench import trajectory
+    from thinc_bench.build_sft.masks import tokenize_example
+    from thinc_bench.prompts import build_messages, load_system_prompt, python_tool
+
+    tokenizer = AutoTokenizer.from_pretrained(qwen3_tokenizer_dir)
+    result = _rollout(tmp_path, qwen3_tokenizer_dir, "one-turn", script()["one-turn"], {})
+    messages = build_messages(PROBLEMS["one-turn"][0], load_system_prompt("tool_call"))
+    example = tokenize_example(
+        tokenizer, messages, trajectory.parse(result.text, "tool_call"), tools=[python_tool()]
+    )
+    assert example.input_ids == result.prompt_ids + result.completion_ids
+    assert example.assistant_masks == [0] * len(result.prompt_ids) + result.env_mask
+    end_of_call_turn = result.completion_ids.index(tokenizer.eos_token_id)
+    assert result.env_mask[end_of_call_turn] == 1 and result.env_mask[end_of_call_turn + 1] == 0
