@@ -351,3 +351,38 @@ def test_real_smollm2_teacher_on_dapo_problems_completes_and_explains_its_funnel
     assert len(dataset) == stats["counts"]["kept"]
     assert "input_ids" in dataset.column_names and "assistant_masks" in dataset.column_names
     assert "Funnel" in (out / "report.html").read_text()
+
+
+def test_a_natively_thinking_teachers_trajectory_is_what_follows_its_thinking(tmp_path) -> None:
+    """--teacher-thinks: the teacher's own <think> (long, with arithmetic) never becomes the ThinC plan;
+    the card states the rule; --teacher-chat-template-kwargs reaches the teacher's prompt."""
+    source = tmp_path / "problems.jsonl"
+    source.write_text(
+        json.dumps({"id": "native", "problem": "Find the sum of the squares of 1, 2 and 3.", "answer": "14"})
+        + "\n"
+    )
+    native = (
+        "<think>\nOkay, 1 + 4 + 9 is 14, but let me follow the format and compute it in code.\n</think>\n\n"
+    )
+    turns = [
+        native
+        + "<think>\nSum the squares in code.\n</think>\n```python\nprint(sum(k * k for k in (1, 2, 3)))\n```\n```output",
+        "\\boxed{14}",
+    ]
+    teacher = tmp_path / "teacher.jsonl"
+    teacher.write_text(json.dumps({"problem_id": "native", "turns": turns}) + "\n")
+    out = tmp_path / "build"
+    kwargs = '{"enable_thinking": false}'
+    args = _args(source, out, teacher, "--min-code-blocks", "1", "--teacher-thinks")
+    assert (
+        build_sft.main([*args, "--teacher-chat-template-kwargs", kwargs, "--decontam-benchmarks", "aime2025"])
+        == 0
+    )
+    import datasets
+
+    (row,) = list(datasets.load_from_disk(str(out / "dataset")))
+    assert row["messages"][-1]["content"].startswith("<think>\nSum the squares in code.\n</think>\n```python")
+    assert "Okay" not in row["messages"][-1]["content"]
+    assert "after its first </think>" in (out / "README.md").read_text()
+    config = json.loads((out / "rollouts" / "config.json").read_text())
+    assert config["settings"]["chat_template_kwargs"] == kwargs

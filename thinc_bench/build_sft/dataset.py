@@ -49,7 +49,7 @@ def finish(config: BuildSFTConfig, out: Path) -> dict[str, Any]:
     from thinc_bench.backends._sources import load_tokenizer
     from thinc_bench.build_sft.decontam import Decontaminator
     from thinc_bench.build_sft.filters import Candidate, FilterConfig, apply_filters, conformance_failures
-    from thinc_bench.build_sft.masks import tokenize_example
+    from thinc_bench.build_sft.masks import after_native_thinking, tokenize_example
     from thinc_bench.eval.store import RunDir
     from thinc_bench.prompts import build_messages, load_system_prompt
 
@@ -86,7 +86,8 @@ def finish(config: BuildSFTConfig, out: Path) -> dict[str, Any]:
     for record in records:
         problem = problems[record.problem_id]
         messages = build_messages(problem.problem, system)
-        example = tokenize_example(tokenizer, messages, trajectory.parse(record.text))
+        text = after_native_thinking(record.text) if config.teacher_thinks else record.text
+        example = tokenize_example(tokenizer, messages, trajectory.parse(text))
         conformance = trajectory.check_conformance(
             example.trajectory, min_code_blocks=config.min_code_blocks, max_prose_chars=config.max_prose_chars
         )
@@ -115,7 +116,7 @@ def finish(config: BuildSFTConfig, out: Path) -> dict[str, Any]:
                 "problem": problem.problem,
                 "answer": problem.answer,
                 "source": problem.benchmark,
-                "messages": [*messages, {"role": "assistant", "content": record.text}],
+                "messages": [*messages, {"role": "assistant", "content": text}],
                 "segments": [{"kind": s.kind, "text": s.raw} for s in example.trajectory.segments],
                 "n_code_blocks": example.trajectory.n_code_blocks,
                 "plan_tokens": example.plan_tokens,
@@ -229,6 +230,7 @@ def build_stats(
 ) -> dict[str, Any]:
     """stats.json: the funnel, decontamination per benchmark, distributions and rejected examples."""
     from thinc_bench.build_sft.filters import FILTER_HELP, FILTERS, funnel
+    from thinc_bench.build_sft.masks import NATIVE_THINKING_RULE
 
     texts = {(r.problem_id, r.sample_idx): r.text for r in records}
     rejected: dict[str, list[dict[str, Any]]] = {name: [] for name in FILTERS}
@@ -264,6 +266,7 @@ def build_stats(
             "resolved_model": generator.get("model"),
             "model": config.teacher_description(),
             "backend": config.backend,
+            "trajectory_rule": NATIVE_THINKING_RULE if config.teacher_thinks else None,
         },
         "source": config.source,
         "student_tokenizer": config.student_tokenizer,

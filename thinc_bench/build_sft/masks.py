@@ -24,6 +24,7 @@ from thinc_bench.prompts.chat import PLAN_OPEN, opened_plan, render_prompt_ids
 from thinc_bench.trajectory import Span, Trajectory, model_prefix, parse
 
 _OPENER = re.compile(rf"\s*{PLAN_OPEN}(?:\r?\n)?")
+THINK_END = re.compile(r"</think>")
 
 """The plan's opening tag with the space before it and its line break, as a template writes it."""
 
@@ -80,6 +81,19 @@ def completion_mask(trajectory: Trajectory, offsets: list[tuple[int, int]]) -> l
                 model_end = segment.span.start + model_prefix(segment, trajectory.dialect)
                 mask.append(int(offsets[index][0] < model_end))
     return mask
+
+
+NATIVE_THINKING_RULE = (
+    "the teacher thinks natively: each trajectory is the text after its first </think> (and the blank "
+    "lines after it); its own thinking is dropped, never used as the ThinC plan"
+)
+
+
+def after_native_thinking(text: str) -> str:
+    """The trajectory a natively thinking teacher wrote after its own thinking (`NATIVE_THINKING_RULE`):
+    the text after the first `</think>`; '' when its thinking never closed (no trajectory at all)."""
+    closer = THINK_END.search(text)
+    return "" if closer is None else text[closer.end() :].lstrip("\r\n")
 
 
 def for_student(text: str, *, opened: bool, dialect: str = "markdown") -> str:
