@@ -414,7 +414,10 @@ def test_function_calling_gives_the_scripted_trajectories_and_metrics(clean, tmp
     for problem in ("two-calls", "fix", "one-turn"):
         assert {f: records[problem][f] for f in same} == {f: clean[problem, 0][f] for f in same}
         assert records[problem]["response_tokens"] == clean[problem, 0]["response_tokens"]
-    last = next(r for r in stub.requests if len(r["messages"]) == 6)  # two-calls' third turn
+    question = PROBLEMS["two-calls"][0]
+    last = next(
+        r for r in stub.requests if len(r["messages"]) == 6 and r["messages"][1]["content"] == question
+    )
     assert last["tools"][0]["function"]["name"] == "python"
     assert [m["role"] for m in last["messages"]] == [
         "system",
