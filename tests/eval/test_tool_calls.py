@@ -198,7 +198,15 @@ def _rollout_ids(
     return result.prompt_ids + result.completion_ids
 
 
-def _rollout(tmp_path: Path, tokenizer_dir: Path, problem_id: str, turns: list[str], kwargs: dict):
+def _rollout(
+    tmp_path: Path,
+    tokenizer_dir: Path,
+    problem_id: str,
+    turns: list[str],
+    kwargs: dict,
+    limits: tuple[int, int] = (4096, 8),
+    expect: str = "answer",
+):
     import asyncio
 
     from thinc_bench.backends import SamplingParams
@@ -220,12 +228,14 @@ def _rollout(tmp_path: Path, tokenizer_dir: Path, problem_id: str, turns: list[s
                 session,
                 prompt,
                 SamplingParams(max_tokens=2048),
-                limits=RolloutLimits(4096, 8),
+                limits=RolloutLimits(*limits),
                 dialect="tool_call",
                 request_id=f"{problem_id}/0",
                 template_kwargs=kwargs,
             )
-        assert result.stop_reason == "answer"
+        assert result.stop_reason == expect
+        if expect != "answer":
+            return result
         assert [e.status for e in result.executions] == ["ok", "ok"]
         masked = generator.tokenizer.decode(
             [i for i, m in zip(result.completion_ids, result.env_mask, strict=True) if not m]
@@ -491,3 +501,25 @@ def test_sft_example_of_a_tool_call_trajectory_is_the_rollouts_ids_and_mask(tmp_
     assert example.assistant_masks == [0] * len(result.prompt_ids) + result.env_mask
     end_of_call_turn = result.completion_ids.index(tokenizer.eos_token_id)
     assert result.env_mask[end_of_call_turn] == 1 and result.env_mask[end_of_call_turn + 1] == 0
+
+
+def test_results_that_overrun_the_budget_are_cut_in_call_order_and_the_turn_stays_closed(
+    tmp_path, qwen3_tokenizer_dir
+):
+    from thinc_bench import trajectory
+    from thinc_bench.eval.rollout import OUTPUT_CUT_NOTE
+
+    turns = [call("print('a' * 3000)") + "\n" + call("print('short')"), "\\boxed{1}"]
+    budget = 300
+    result = _rollout(tmp_path, qwen3_tokenizer_dir, "one-turn", turns, {}, (budget, 8), "max_tokens")
+    assert result.output_cut and len(result.completion_ids) <= budget
+    outputs = trajectory.parse(result.text, "tool_call").outputs
+    assert len(outputs) == 2 and outputs[0].startswith("aaa") and outputs[0].endswith(OUTPUT_CUT_NOTE.strip())
+    assert outputs[1] == OUTPUT_CUT_NOTE.strip()  # a later result after the cut is the note alone
+    assert result.text.endswith("<|im_start|>assistant\n")
+
+
+def test_a_turn_whose_calls_pass_the_tool_call_limit_ends_the_trajectory(tmp_path, qwen3_tokenizer_dir):
+    turns = [call("print(1)") + "\n" + call("print(2)") + "\n" + call("print(3)"), "\\boxed{1}"]
+    result = _rollout(tmp_path, qwen3_tokenizer_dir, "one-turn", turns, {}, (4096, 2), "max_tool_calls")
+    assert result.executions == [] and "<tool_response>" not in result.text

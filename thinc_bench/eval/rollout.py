@@ -331,15 +331,17 @@ def _fit_output(
 
 
 def _cut(outputs: list[str], chars: int) -> list[str]:
-    """The first `chars` characters of the outputs, in order, the one cut (and every later one) ending
-    with `OUTPUT_CUT_NOTE`."""
+    """The first `chars` characters of the outputs, in order: the one cut ends with `OUTPUT_CUT_NOTE`,
+    and every later one is the note alone."""
     cut: list[str] = []
     for output in outputs:
         if chars >= len(output) and len(cut) < len(outputs) - 1:
             cut.append(output)
+        elif chars >= 0:
+            cut.append(output[:chars] + OUTPUT_CUT_NOTE)
         else:
-            cut.append(output[: max(chars, 0)] + OUTPUT_CUT_NOTE)
-        chars -= len(output)
+            cut.append(OUTPUT_CUT_NOTE.strip())
+        chars = -1 if chars < len(output) else chars - len(output)
     return cut
 
 
