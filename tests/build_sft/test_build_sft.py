@@ -386,3 +386,53 @@ def test_a_natively_thinking_teachers_trajectory_is_what_follows_its_thinking(tm
     assert "after its first </think>" in (out / "README.md").read_text()
     config = json.loads((out / "rollouts" / "config.json").read_text())
     assert config["settings"]["chat_template_kwargs"] == kwargs
+
+
+def test_a_tool_call_teacher_builds_examples_with_every_tool_turn_masked(
+    tmp_path, qwen3_tokenizer_dir
+) -> None:
+    """--dialect tool_call: the teacher's and the student's prompts declare the tool; each kept example
+    trains on the calls and the end-of-turn tokens, never on the template's tool turns."""
+    source = tmp_path / "problems.jsonl"
+    source.write_text(json.dumps({"id": "tc", "problem": "Find 2^10 + 1.", "answer": "1025"}) + "\n")
+
+    def call(code: str) -> str:
+        return (
+            "<tool_call>\n" + json.dumps({"name": "python", "arguments": {"code": code}}) + "\n</tool_call>"
+        )
+
+    turns = [
+        "<think>\nPower, then add one, in code.\n</think>\n\n" + call("x = 2**10\nprint(x)"),
+        call("print(x + 1)"),
+        "\\boxed{1025}",
+    ]
+    teacher = tmp_path / "teacher.jsonl"
+    teacher.write_text(json.dumps({"problem_id": "tc", "turns": turns}) + "\n")
+    out = tmp_path / "build"
+    args = _args(
+        source,
+        out,
+        teacher,
+        "--min-code-blocks",
+        "2",
+        "--dialect",
+        "tool_call",
+        "--decontam-benchmarks",
+        "aime2025",
+    )
+    args[args.index("--student-tokenizer") + 1] = str(qwen3_tokenizer_dir)
+    assert build_sft.main([*args, "--tokenizer", str(qwen3_tokenizer_dir)]) == 0
+    import datasets
+
+    (row,) = list(datasets.load_from_disk(str(out / "dataset")))
+    tokenizer = load_tokenizer(str(qwen3_tokenizer_dir))
+    ids, mask = row["input_ids"], row["assistant_masks"]
+    prompt = tokenizer.decode(ids[: mask.index(1)])
+    assert '"name": "python"' in prompt.split("<tools>")[-1] and "```python" not in prompt
+    n = mask.index(1)  # the first trajectory token: the prompt is all 0
+    harness = tokenizer.decode([t for t, m in zip(ids[n:], mask[n:], strict=True) if not m])
+    assert harness.count("<tool_response>") == 2 and "<tool_call>" not in harness
+    model = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if m])
+    assert (
+        model.count("<tool_call>") == 2 and model.count("<|im_end|>") == 3 and "<tool_response>" not in model
+    )

@@ -51,7 +51,7 @@ def finish(config: BuildSFTConfig, out: Path) -> dict[str, Any]:
     from thinc_bench.build_sft.filters import Candidate, FilterConfig, apply_filters, conformance_failures
     from thinc_bench.build_sft.masks import after_native_thinking, tokenize_example
     from thinc_bench.eval.store import RunDir
-    from thinc_bench.prompts import build_messages, load_system_prompt
+    from thinc_bench.prompts import build_messages, load_system_prompt, python_tool
 
     run_config = json.loads((out / "rollouts" / "config.json").read_text(encoding="utf-8"))
     records = RunDir(out / "rollouts", run_config).records()
@@ -82,12 +82,13 @@ def finish(config: BuildSFTConfig, out: Path) -> dict[str, Any]:
     matches = index.check_many(problems[i] for i in dict.fromkeys(r.problem_id for r in records))
     tokenizer = load_tokenizer(config.student_tokenizer_path())
     system = load_system_prompt(config.student_system_prompt)
+    tools = [python_tool(config.tool_name)] if config.dialect == "tool_call" else None
     rows, candidates = [], []
     for record in records:
         problem = problems[record.problem_id]
         messages = build_messages(problem.problem, system)
         text = after_native_thinking(record.text) if config.teacher_thinks else record.text
-        example = tokenize_example(tokenizer, messages, trajectory.parse(text))
+        example = tokenize_example(tokenizer, messages, trajectory.parse(text, config.dialect), tools=tools)
         conformance = trajectory.check_conformance(
             example.trajectory, min_code_blocks=config.min_code_blocks, max_prose_chars=config.max_prose_chars
         )
