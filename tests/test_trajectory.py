@@ -675,3 +675,11 @@ def test_unclosed_call_is_not_code_to_run():
     traj = trajectory.parse('<tool_call>\n{"name": "python", "arguments": {"code": "1', "tool_call")
     assert [(s.kind, s.closed) for s in traj.segments] == [("code", False)]
     assert trajectory.pending_calls(traj.render()) == []
+
+
+def test_thinking_in_a_later_tool_turn_is_prose_not_a_plan_opened_by_the_prompt():
+    later = "<think>\nNow add one.\n</think>\n\n\\boxed{2}"
+    traj = trajectory.parse(_TC_CALL + _TC_TURN + later, "tool_call")
+    assert traj.plan is None and [s.kind for s in traj.segments][:2] == ["code", "output"]
+    opened = trajectory.parse("Plan.\n</think>\n\n" + _TC_CALL + _TC_TURN + later, "tool_call")
+    assert opened.plan == "Plan." and opened.segments[0].kind == "plan"

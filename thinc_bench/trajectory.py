@@ -415,6 +415,9 @@ def parse(text: str, dialect: str = "markdown") -> Trajectory:
             for p in pieces
             if p.kind in ("text", "answer") and (m := _scan.THINK_CLOSE.search(text, *p.span)) is not None
         ]
+        if d.name == "tool_call":  # a plan the prompt opened ends in the first turn; later ones are prose
+            first_turn = min((p.span[0] for p in pieces if p.kind == "output"), default=len(text))
+            closers = [c for c in closers if c < first_turn]
         if closers:
             pieces = _scan.Scanner(text, d, in_plan=True, close_from=closers[0]).run()
     return Trajectory(tuple(_segment(text, p) for p in pieces), d.name)
