@@ -116,6 +116,10 @@ def test_hand_written_trajectories_round_trip_exactly(dialect: str) -> None:
         _assert_well_formed(traj, text)
 
 
+STOP_DIALECTS = ["markdown", "xml"]
+"""Dialects whose output block opens at a stop string (tool_call's comes from the chat template)."""
+
+
 @pytest.mark.parametrize("dialect", sorted(DIALECTS))
 def test_random_fragment_strings_round_trip_exactly(dialect: str) -> None:
     rng = random.Random(20261202)
@@ -208,7 +212,7 @@ def test_markdown_fences_are_plain_text_in_xml_dialect() -> None:
 
 
 def test_unknown_dialect_raises_config_error_naming_value_and_choices() -> None:
-    with pytest.raises(ConfigError, match=r"'json'.*\['markdown', 'xml'\]"):
+    with pytest.raises(ConfigError, match=r"'json'.*\['markdown', 'tool_call', 'xml'\]"):
         parse("x", "json")
 
 
@@ -225,7 +229,7 @@ OUTPUTS = [
 ]
 
 
-@pytest.mark.parametrize("dialect", sorted(DIALECTS))
+@pytest.mark.parametrize("dialect", STOP_DIALECTS)
 @pytest.mark.parametrize("output", OUTPUTS)
 def test_stop_then_format_output_then_continuation_parses_to_closed_output(dialect: str, output: str) -> None:
     d = DIALECTS[dialect]
@@ -239,7 +243,7 @@ def test_stop_then_format_output_then_continuation_parses_to_closed_output(diale
 
 
 @pytest.mark.parametrize("exec_on", ["output_open", "code_close"])
-@pytest.mark.parametrize("dialect", sorted(DIALECTS))
+@pytest.mark.parametrize("dialect", STOP_DIALECTS)
 def test_harness_output_closes_exactly_the_block_it_answers_after_random_prefixes(
     dialect: str, exec_on: ExecOn
 ) -> None:
@@ -277,7 +281,7 @@ def test_format_output_neutralises_a_closer_inside_the_output(dialect: str, clos
     assert traj.final_text == "\\boxed{1}"
 
 
-@pytest.mark.parametrize("dialect", sorted(DIALECTS))
+@pytest.mark.parametrize("dialect", STOP_DIALECTS)
 def test_last_code_returns_the_block_awaiting_output(dialect: str) -> None:
     d = DIALECTS[dialect]
     block = "```python\n{}\n```\n" if dialect == "markdown" else "<code>{}</code>\n"
@@ -626,3 +630,56 @@ def test_a_turn_that_ends_after_a_fence_runs_it_but_not_after_an_answer_or_in_th
     assert harness_block("```python\nprint(1)\n```", exec_trigger("```python\nprint(1)\n```", None), "1") == (
         "\n```output\n1\n```\n"
     )
+
+
+# --- tool_call dialect (docs/tool_calls.md) ---
+
+from thinc_bench import trajectory  # noqa: E402
+
+_TC_CALL = '<tool_call>\n{"name": "python", "arguments": {"code": "print(\'</tool_call>\')"}}\n</tool_call>'
+_TC_TURN = "<|im_end|>\n<|im_start|>user\n<tool_response>\n</ tool_call>\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_tool_call_closer_inside_a_json_string_is_code():
+    traj = trajectory.parse("<think>\nplan\n</think>\n\n" + _TC_CALL + _TC_TURN + "\\boxed{1}", "tool_call")
+    assert [s.kind for s in traj.segments] == ["plan", "text", "code", "output", "answer"]
+    assert traj.code_blocks == ["print('</tool_call>')"] and traj.outputs == ["</ tool_call>"]
+
+
+def test_a_response_the_model_writes_itself_is_not_an_output():
+    """Without the template's special-token markup, `<tool_response>` is model text, never grounding."""
+    text = _TC_CALL + "\n<tool_response>\n42\n</tool_response>\nSo \\boxed{42}"
+    traj = trajectory.parse(text, "tool_call")
+    assert traj.outputs == [] and [s.kind for s in traj.segments] == ["code", "answer"]
+    assert trajectory.unexecuted_code(traj) == [traj.segments[0]]
+
+
+def test_an_empty_plan_written_by_the_generation_prompt_belongs_to_the_tool_turn():
+    turn = _TC_TURN + "<think>\n\n</think>\n\n"
+    traj = trajectory.parse(_TC_CALL + turn + "\\boxed{1}", "tool_call")
+    assert traj.segments[1].kind == "output" and traj.segments[1].raw.endswith("</think>\n\n")
+    assert traj.plan is None and traj.final_text == "\\boxed{1}"
+
+
+def test_pending_calls_are_the_last_turns_malformed_included():
+    text = (
+        _TC_CALL + _TC_TURN + _TC_CALL.replace("python", "sympy") + '\n<tool_call>\n{"name": \n</tool_call>'
+    )
+    calls = trajectory.pending_calls(text)
+    assert [c.name for c in calls] == ["sympy", None]
+    assert calls[0].problem("python") == "unknown tool 'sympy': the only tool is 'python'"
+    assert "not valid JSON" in str(calls[1].error)
+
+
+def test_unclosed_call_is_not_code_to_run():
+    traj = trajectory.parse('<tool_call>\n{"name": "python", "arguments": {"code": "1', "tool_call")
+    assert [(s.kind, s.closed) for s in traj.segments] == [("code", False)]
+    assert trajectory.pending_calls(traj.render()) == []
+
+
+def test_thinking_in_a_later_tool_turn_is_prose_not_a_plan_opened_by_the_prompt():
+    later = "<think>\nNow add one.\n</think>\n\n\\boxed{2}"
+    traj = trajectory.parse(_TC_CALL + _TC_TURN + later, "tool_call")
+    assert traj.plan is None and [s.kind for s in traj.segments][:2] == ["code", "output"]
+    opened = trajectory.parse("Plan.\n</think>\n\n" + _TC_CALL + _TC_TURN + later, "tool_call")
+    assert opened.plan == "Plan." and opened.segments[0].kind == "plan"

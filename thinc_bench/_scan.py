@@ -203,6 +203,28 @@ def xml_output_content(text: str, start: int, close: re.Match[str]) -> Range:
     return (start, end)
 
 
+TOOL_CALL_OPEN = re.compile(r"<tool_call>(?=\s*(?:\{|\Z))")
+"""`<tool_call>` opening a call: followed (after blanks) by its JSON object; a mention in prose is not."""
+TOOL_CALL_OPEN_LINE = re.compile(r"(?m)^[ \t]*<tool_call>")
+TOOL_CALL_CLOSE = re.compile(r"</tool_call>")
+SPECIAL_TOKEN = r"<\|[^<>|\s]{1,40}\|>"
+"""Chat markup as a tokenizer decodes a special token (`<|im_end|>`, `<|start_header_id|>`)."""
+TOOL_TURN_OPEN = re.compile(rf"\s*(?:{SPECIAL_TOKEN}[a-z_]{{0,20}}\s*)+<tool_response>")
+"""Where the harness's tool turn starts after a call: the model's end of turn, the template's markup
+(one special token at least: a model cannot write one without ending its turn), then a response."""
+TOOL_RESPONSE_OPEN = re.compile(r"\s*<tool_response>")
+TOOL_RESPONSE_CLOSE = re.compile(r"</tool_response>")
+TOOL_TURN_TAIL = re.compile(
+    rf"(?:{SPECIAL_TOKEN}[a-z_]{{0,20}}|\r?\n)*(?:(?<=\n)<think>\s*</think>(?:\r?\n)*)?"
+)
+"""What the template writes after the last response of a tool turn: the markup up to the next
+assistant turn, and an empty plan that a generation prompt opens and closes (`enable_thinking=False`)."""
+
+
+def tool_response_content(text: str, start: int, close: re.Match[str]) -> Range:
+    return xml_output_content(text, start, close)
+
+
 THINK_OPEN = re.compile(r"\A\s*<think>")
 THINK_CLOSE = re.compile(r"</think>(?:\r?\n)?")  # the closer owns its line break, like the fences
 XML_CODE_CLOSE = re.compile(r"</code>(?:\r?\n)?")
@@ -279,6 +301,8 @@ class Scanner:
     def _code_open(self, pos: int) -> re.Match[str] | None:
         if self.d.name == "xml":
             return XML_OPEN.search(self.text, pos)
+        if self.d.name == "tool_call":
+            return TOOL_CALL_OPEN.search(self.text, pos)
         line = MD_OPEN_LINE.search(self.text, pos)
         inline = MD_OPEN_INLINE.search(self.text, pos)
         if line is None or (inline is not None and inline.start() < line.start()):
@@ -292,6 +316,10 @@ class Scanner:
         text = self.text
         previous = self.pieces[-1] if self.pieces else None
         after_code = previous is not None and previous.kind == "code" and previous.closed
+        if self.d.name == "tool_call":
+            after_output = previous is not None and previous.kind == "output" and previous.closed
+            pattern = TOOL_TURN_OPEN if after_code else TOOL_RESPONSE_OPEN if after_output else None
+            return None if pattern is None else pattern.match(text, pos)
         for opener in self.d.output_open.finditer(text, pos):
             if after_code and not text[pos : opener.start()].strip():
                 return opener
@@ -302,6 +330,8 @@ class Scanner:
 
     def _code(self, opener: re.Match[str]) -> Piece:
         text, body = self.text, opener.end()
+        if self.d.name == "tool_call":
+            return self._call(opener)
         if self.d.name == "xml":
             closer, reopen = XML_CODE_CLOSE, XML_OPEN_LINE
         else:
@@ -318,13 +348,29 @@ class Scanner:
         content = xml_code_span(text, body, stop) if self.d.name == "xml" else (body, stop)
         return self._block("code", (opener.start(), span_end), content, closed=closed)
 
+    def _call(self, opener: re.Match[str]) -> Piece:
+        """A tool call: its JSON between `<tool_call>` and `</tool_call>` (a closer inside a JSON string
+        is part of the string); a new call opened on its own line abandons an unclosed one."""
+        text, body = self.text, opener.end()
+        end = code_terminator(text, body, TOOL_CALL_CLOSE, TOOL_TURN_OPEN, TOOL_CALL_OPEN_LINE)
+        stop = len(text) if end is None else end.start
+        inner = text[body:stop]
+        start = body + len(inner) - len(inner.lstrip())
+        content = (start, start + len(inner.strip()))
+        closed = end is not None and end.kind == "close"
+        span_end = len(text) if end is None else end.end if closed else end.start
+        return self._block("code", (opener.start(), span_end), content, closed=closed)
+
     def _output(self, opener: re.Match[str]) -> Piece:
         closer = self.d.output_close.search(self.text, opener.end())
         if closer is None:
             span = (opener.start(), len(self.text))
             return self._block("output", span, (opener.end(), len(self.text)), closed=False)
         content = self.d.output_content(self.text, opener.end(), closer)
-        return self._block("output", (opener.start(), closer.end()), content, closed=True)
+        end = closer.end()
+        if self.d.name == "tool_call" and TOOL_RESPONSE_OPEN.match(self.text, end) is None:
+            end = TOOL_TURN_TAIL.match(self.text, end).end()  # type: ignore[union-attr]  # may match empty
+        return self._block("output", (opener.start(), end), content, closed=True)
 
     def _block(self, kind: PieceKind, span: Range, content: Range, *, closed: bool) -> Piece:
         return Piece(kind, span, (content[0], content[1]), closed, self.in_plan)

@@ -13,6 +13,7 @@ here by a local regex only to place the answer).
 
 from __future__ import annotations
 
+import json
 import re
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
@@ -23,7 +24,7 @@ from thinc_bench import _scan
 from thinc_bench.errors import ConfigError
 
 SegmentKind = Literal["plan", "code", "output", "text", "answer"]
-DialectName = Literal["markdown", "xml"]
+DialectName = Literal["markdown", "xml", "tool_call"]
 Style = Literal["thinc", "interleaved", "no_code"]
 CheckName = Literal[
     "has_plan",
@@ -91,7 +92,10 @@ class Segment:
 
     @property
     def code(self) -> str:
-        """The code this block runs: `content` less the opening fence's indentation (CommonMark)."""
+        """The code this block runs: `content` less the opening fence's indentation (CommonMark); for
+        a tool call, its `code` argument ('' when the call is malformed, see `parse_call`)."""
+        if self.raw.startswith("<tool_call>"):
+            return parse_call(self.content).code or ""
         indent = self.raw[: len(self.raw) - len(self.raw.lstrip(" \t"))]
         return _scan.dedent(self.content, indent)
 
@@ -153,9 +157,13 @@ class Dialect:
         Returns:
             The text that follows the stop string, ending with a line break after the closer.
         """
+        return "\n" + self.guard(output) + self.output_tail
+
+    def guard(self, output: str) -> str:
+        """`output` without trailing line breaks and with any line that would close its block early
+        neutralised (the body `format_output` writes; the tool_call dialect's template writes the rest)."""
         pattern, replacement = self.output_guard
-        body = pattern.sub(replacement, output.rstrip("\r\n"))
-        return "\n" + body + self.output_tail
+        return pattern.sub(replacement, output.rstrip("\r\n"))
 
     def last_code(self, text: str) -> str | None:
         """Return the code of the last closed code block not yet followed by a closed output block.
@@ -203,7 +211,82 @@ XML = Dialect(
     code_end="</code>",
     code_ends=("</code>",),
 )
-DIALECTS: dict[str, Dialect] = {d.name: d for d in (MARKDOWN, XML)}
+TOOL_CALL = Dialect(
+    name="tool_call",
+    stop="</tool_call>",
+    code_open=_scan.TOOL_CALL_OPEN,
+    code_close=_scan.TOOL_CALL_CLOSE,
+    output_open=_scan.TOOL_TURN_OPEN,
+    output_close=_scan.TOOL_RESPONSE_CLOSE,
+    code_content=_scan.xml_output_content,
+    output_content=_scan.tool_response_content,
+    output_tail="",
+    output_guard=(re.compile(r"</tool_response>"), "</ tool_response>"),
+    code_end="</tool_call>",
+    code_ends=("</tool_call>",),
+)
+"""Native tool calls in the Hermes/Qwen format (docs/tool_calls.md): a call is
+`<tool_call>{"name": ..., "arguments": {"code": ...}}</tool_call>` in the assistant turn, and its
+result comes back as the chat template renders a `tool` message (`<tool_response>` in a user turn).
+Generation is not stopped at a call: the model ends its turn, then every call of the turn runs. The
+output segment of a tool turn spans the model's end-of-turn text and the template's markup (which
+only the rollout, through the template, writes), so `stop` here is only the call's closer."""
+DIALECTS: dict[str, Dialect] = {d.name: d for d in (MARKDOWN, XML, TOOL_CALL)}
+
+
+class ToolCall(NamedTuple):
+    """A tool call as the model wrote it: the function name and its `code` argument, or why not.
+
+    `error` is None for a well-formed call; else it says what is wrong (the JSON does not parse, no
+    function name, no string `code` argument). Whether the name is the declared tool is the
+    rollout's to decide (`problem`).
+    """
+
+    name: str | None
+    code: str | None
+    error: str | None
+
+    def problem(self, tool_name: str) -> str | None:
+        """Why this call cannot run as a call of `tool_name`, or None when it can."""
+        if self.error is not None:
+            return self.error
+        if self.name != tool_name:
+            return f"unknown tool {self.name!r}: the only tool is {tool_name!r}"
+        return None
+
+
+def parse_call(body: str) -> ToolCall:
+    """Read the JSON body of a `<tool_call>`: `{"name": ..., "arguments": {"code": ...}}`.
+
+    `arguments` given as a JSON string (as the OpenAI API writes it) is decoded too.
+    """
+    try:
+        call = json.loads(body)
+    except json.JSONDecodeError as exc:
+        return ToolCall(None, None, f"the tool call is not valid JSON ({exc.msg} at character {exc.pos})")
+    if not isinstance(call, dict):
+        return ToolCall(None, None, "the tool call is not a JSON object with 'name' and 'arguments'")
+    name = call.get("name")
+    if not isinstance(name, str) or not name:
+        return ToolCall(None, None, "the tool call has no function 'name'")
+    arguments = call.get("arguments")
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError:
+            return ToolCall(name, None, "the tool call's 'arguments' string is not a JSON object")
+    code = arguments.get("code") if isinstance(arguments, dict) else None
+    if not isinstance(code, str):
+        return ToolCall(name, None, "the tool call has no string argument 'code'")
+    return ToolCall(name, code, None)
+
+
+def pending_calls(text: str) -> list[ToolCall]:
+    """The calls of the model's last turn in a tool_call trajectory: every closed `<tool_call>` after
+    the last tool response, in order (malformed ones included, with their `error`)."""
+    segments = parse(text, "tool_call").segments
+    last = max((i for i, s in enumerate(segments) if s.kind == "output"), default=-1)
+    return [parse_call(s.content) for s in segments[last + 1 :] if s.kind == "code" and s.closed]
 
 
 def get_dialect(name: str) -> Dialect:
@@ -332,6 +415,9 @@ def parse(text: str, dialect: str = "markdown") -> Trajectory:
             for p in pieces
             if p.kind in ("text", "answer") and (m := _scan.THINK_CLOSE.search(text, *p.span)) is not None
         ]
+        if d.name == "tool_call":  # a plan the prompt opened ends in the first turn; later ones are prose
+            first_turn = min((p.span[0] for p in pieces if p.kind == "output"), default=len(text))
+            closers = [c for c in closers if c < first_turn]
         if closers:
             pieces = _scan.Scanner(text, d, in_plan=True, close_from=closers[0]).run()
     return Trajectory(tuple(_segment(text, p) for p in pieces), d.name)
@@ -433,6 +519,20 @@ def _pending_codes(segments: Sequence[Segment], in_plan: bool) -> tuple[str, ...
         if s.kind == "code" and s.closed:
             codes.append(s.code)
     return tuple(reversed(codes))
+
+
+_TURN_END = re.compile(rf"\s*{_scan.SPECIAL_TOKEN}")
+
+
+def model_prefix(output: Segment, dialect: str) -> int:
+    """Characters at the start of an output segment that the model wrote: the output opener (the
+    dialect's stop string), or in the tool_call dialect the end-of-turn token that asked for the tool
+    turn (the template's markup and the responses after it are the harness's)."""
+    if dialect == "tool_call":
+        turn_end = _TURN_END.match(output.raw)
+        return 0 if turn_end is None else turn_end.end()
+    stop = get_dialect(dialect).stop
+    return len(stop) if output.raw.startswith(stop) else 0
 
 
 def has_final_answer(traj: Trajectory) -> bool:
@@ -585,9 +685,24 @@ def unexecuted_code(traj: Trajectory) -> list[Segment]:
     """Closed code blocks not directly followed (blank text aside) by an output block of their own.
 
     Such a block never shows its own output: after the last output it never ran, and in `code, code,
-    code, output` the harness runs the three together and answers them with one output block.
+    code, output` the harness runs the three together and answers them with one output block. In the
+    tool_call dialect the calls of one turn are answered by the responses that follow, one each.
     """
     segments = [s for s in traj.segments if s.kind != "text" or s.raw.strip()]
+    if traj.dialect == "tool_call":
+        missing: list[Segment] = []
+        calls: list[Segment] = []
+        answered = False
+        for s in segments:
+            if s.kind == "code" and s.closed:
+                if answered:  # a new turn's call: the last turn's unanswered calls never ran
+                    missing, calls, answered = missing + calls, [], False
+                calls.append(s)
+            elif s.kind == "output":
+                answered = True
+                if calls:
+                    calls.pop(0)
+        return missing + calls
     return [
         s
         for s, after in zip(segments, [*segments[1:], None], strict=True)

@@ -351,3 +351,88 @@ def test_real_smollm2_teacher_on_dapo_problems_completes_and_explains_its_funnel
     assert len(dataset) == stats["counts"]["kept"]
     assert "input_ids" in dataset.column_names and "assistant_masks" in dataset.column_names
     assert "Funnel" in (out / "report.html").read_text()
+
+
+def test_a_natively_thinking_teachers_trajectory_is_what_follows_its_thinking(tmp_path) -> None:
+    """--teacher-thinks: the teacher's own <think> (long, with arithmetic) never becomes the ThinC plan;
+    the card states the rule; --teacher-chat-template-kwargs reaches the teacher's prompt."""
+    source = tmp_path / "problems.jsonl"
+    source.write_text(
+        json.dumps({"id": "native", "problem": "Find the sum of the squares of 1, 2 and 3.", "answer": "14"})
+        + "\n"
+    )
+    native = (
+        "<think>\nOkay, 1 + 4 + 9 is 14, but let me follow the format and compute it in code.\n</think>\n\n"
+    )
+    turns = [
+        native
+        + "<think>\nSum the squares in code.\n</think>\n```python\nprint(sum(k * k for k in (1, 2, 3)))\n```\n```output",
+        "\\boxed{14}",
+    ]
+    teacher = tmp_path / "teacher.jsonl"
+    teacher.write_text(json.dumps({"problem_id": "native", "turns": turns}) + "\n")
+    out = tmp_path / "build"
+    kwargs = '{"enable_thinking": false}'
+    args = _args(source, out, teacher, "--min-code-blocks", "1", "--teacher-thinks")
+    assert (
+        build_sft.main([*args, "--teacher-chat-template-kwargs", kwargs, "--decontam-benchmarks", "aime2025"])
+        == 0
+    )
+    import datasets
+
+    (row,) = list(datasets.load_from_disk(str(out / "dataset")))
+    assert row["messages"][-1]["content"].startswith("<think>\nSum the squares in code.\n</think>\n```python")
+    assert "Okay" not in row["messages"][-1]["content"]
+    assert "after its first </think>" in (out / "README.md").read_text()
+    config = json.loads((out / "rollouts" / "config.json").read_text())
+    assert config["settings"]["chat_template_kwargs"] == kwargs
+
+
+def test_a_tool_call_teacher_builds_examples_with_every_tool_turn_masked(
+    tmp_path, qwen3_tokenizer_dir
+) -> None:
+    """--dialect tool_call: the teacher's and the student's prompts declare the tool; each kept example
+    trains on the calls and the end-of-turn tokens, never on the template's tool turns."""
+    source = tmp_path / "problems.jsonl"
+    source.write_text(json.dumps({"id": "tc", "problem": "Find 2^10 + 1.", "answer": "1025"}) + "\n")
+
+    def call(code: str) -> str:
+        return (
+            "<tool_call>\n" + json.dumps({"name": "python", "arguments": {"code": code}}) + "\n</tool_call>"
+        )
+
+    turns = [
+        "<think>\nPower, then add one, in code.\n</think>\n\n" + call("x = 2**10\nprint(x)"),
+        call("print(x + 1)"),
+        "\\boxed{1025}",
+    ]
+    teacher = tmp_path / "teacher.jsonl"
+    teacher.write_text(json.dumps({"problem_id": "tc", "turns": turns}) + "\n")
+    out = tmp_path / "build"
+    args = _args(
+        source,
+        out,
+        teacher,
+        "--min-code-blocks",
+        "2",
+        "--dialect",
+        "tool_call",
+        "--decontam-benchmarks",
+        "aime2025",
+    )
+    args[args.index("--student-tokenizer") + 1] = str(qwen3_tokenizer_dir)
+    assert build_sft.main([*args, "--tokenizer", str(qwen3_tokenizer_dir)]) == 0
+    import datasets
+
+    (row,) = list(datasets.load_from_disk(str(out / "dataset")))
+    tokenizer = load_tokenizer(str(qwen3_tokenizer_dir))
+    ids, mask = row["input_ids"], row["assistant_masks"]
+    prompt = tokenizer.decode(ids[: mask.index(1)])
+    assert '"name": "python"' in prompt.split("<tools>")[-1] and "```python" not in prompt
+    n = mask.index(1)  # the first trajectory token: the prompt is all 0
+    harness = tokenizer.decode([t for t, m in zip(ids[n:], mask[n:], strict=True) if not m])
+    assert harness.count("<tool_response>") == 2 and "<tool_call>" not in harness
+    model = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if m])
+    assert (
+        model.count("<tool_call>") == 2 and model.count("<|im_end|>") == 3 and "<tool_response>" not in model
+    )

@@ -135,3 +135,14 @@ def test_failure_modes_summary_leaves_unmeasured_trajectories_out() -> None:
     assert modes.nl_literals_mean == 1.0
     assert modes.nl_ratio == pytest.approx(0.3)
     assert modes.plan_share == pytest.approx(0.3)
+
+
+def test_nl_literals_read_the_code_of_a_tool_call_not_its_json():
+    from thinc_bench import trajectory as tr
+    from thinc_bench.metrics import nl_literals
+
+    call = '<tool_call>\n{"name": "python", "arguments": {"code": "print(sum(map(int, str(1267650600228229401496703205376))))"}}\n</tool_call>'
+    text = "First, 2^100 = 1267650600228229401496703205376. Now sum its digits.\n" + call
+    assert nl_literals(tr.parse(text, "tool_call"), "Find the digit sum of 2^100.") == [
+        "1267650600228229401496703205376"
+    ]

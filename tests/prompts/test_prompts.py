@@ -130,6 +130,19 @@ def test_eval_config_refuses_the_thinc_prompt_with_the_xml_dialect() -> None:
     )
 
 
+def test_tool_call_dialect_takes_its_own_prompt_and_refuses_block_prompts() -> None:
+    from thinc_bench.eval.config import EvalConfig
+
+    config = EvalConfig(model="m", backend="openai", dialect="tool_call")
+    assert config.system_prompt == "tool_call" and "```" not in load_system_prompt("tool_call")
+    for prompt in ("thinc", "interleaved"):
+        with pytest.raises(ConfigError, match="--dialect tool_call .* --system-prompt tool_call"):
+            EvalConfig(model="m", backend="openai", dialect="tool_call", system_prompt=prompt)
+    with pytest.raises(ConfigError, match="--tool-name 'jupyter code'"):
+        EvalConfig(model="m", backend="openai", dialect="tool_call", tool_name="jupyter code")
+    assert "tool_name" not in EvalConfig(model="m", backend="openai").settings()  # old run hashes stay
+
+
 def test_named_file_and_none_system_prompts(tmp_path: Path) -> None:
     assert "\\boxed" in load_system_prompt("thinc")
     assert load_system_prompt("none") == ""
@@ -139,7 +152,7 @@ def test_named_file_and_none_system_prompts(tmp_path: Path) -> None:
 
 
 def test_unknown_prompt_and_too_many_examples_are_config_errors() -> None:
-    with pytest.raises(ConfigError, match="neither one of thinc, interleaved, nano, none"):
+    with pytest.raises(ConfigError, match="neither one of thinc, interleaved, nano, tool_call, none"):
         load_system_prompt("thinc2")
     with pytest.raises(ConfigError, match=f"only {len(EXAMPLES)} bundled examples"):
         load_examples(len(EXAMPLES) + 1)

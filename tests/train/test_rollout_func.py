@@ -178,3 +178,33 @@ def test_longest_prompt_is_the_longest_rendered_prompt(smollm2_tokenizer) -> Non
     ]
     assert max_prompt_tokens(smollm2_tokenizer, problems, system) == max(rendered) > rendered[0] + 100
     assert max_prompt_tokens(smollm2_tokenizer, [], system) == 0
+
+
+def test_tool_call_trajectories_mask_every_tool_turn(tmp_path, qwen3_tokenizer_dir) -> None:
+    """GRPO rollouts in the tool_call dialect: the tool is declared in the prompt, the template's tool
+    turns are env_mask 0 and the model's calls and end-of-turn tokens 1."""
+    call = '<tool_call>\n{"name": "python", "arguments": {"code": "print(2 + 3)"}}\n</tool_call>'
+    script = tmp_path / "turns.jsonl"
+    script.write_text(json.dumps({"problem_id": "p", "turns": [call, "\\boxed{5}"]}) + "\n")
+    generator = load_generator("scripted", str(script), tokenizer=str(qwen3_tokenizer_dir))
+    with Sandbox() as sandbox:
+        rollout = ThincRollout(
+            sandbox,
+            RolloutLimits(max_tokens=512, max_tool_calls=4),
+            load_system_prompt("tool_call"),
+            dialect="tool_call",
+            generator=generator,
+            problem_ids={"Compute 2 + 3.": "p"},
+        )
+        out = rollout(["Compute 2 + 3."], None)
+    ids, mask = out["completion_ids"][0], out["env_mask"][0]
+    tokenizer = generator.tokenizer
+    assert out["n_tool_calls"] == [1]
+    harness = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if not m])
+    model = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if m])
+    assert (
+        harness
+        == "\n<|im_start|>user\n<tool_response>\n5\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert model == call + "<|im_end|>\\boxed{5}<|im_end|>"
+    assert exact_match_reward(out["completion_ids"], ["5"], out["thinc_text"], out["stop_reason"]) == [1.0]

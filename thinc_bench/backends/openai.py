@@ -25,6 +25,8 @@ import logging
 import os
 import random
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from thinc_bench.backends import _sources
@@ -44,6 +46,27 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FunctionCall:
+    """One call a function-calling server parsed out of the model's turn (`arguments` as sent: JSON text)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class ChatTurn:
+    """One assistant turn from the chat-completions endpoint: reasoning (a server's reasoning parser),
+    content, and the parsed tool calls."""
+
+    content: str
+    reasoning: str
+    calls: tuple[FunctionCall, ...]
+    finish_reason: str
+
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 """Where `vllm serve` listens by default."""
@@ -205,6 +228,47 @@ class OpenAIGenerator(Generator):
             "context_length": self._context,
         }
 
+    async def chat(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        params: SamplingParams,
+        *,
+        template_kwargs: Mapping[str, Any] | None = None,
+        request_id: str | None = None,
+    ) -> ChatTurn:
+        """One assistant turn through function calling (`tools=[...]`; the server renders the prompt and
+        parses the calls, e.g. `vllm serve --enable-auto-tool-choice --tool-call-parser hermes`).
+
+        Raises:
+            BackendUnavailable: the server is out of reach after the retries, or answered oddly.
+            RequestRejected, ContextExceeded, ConfigError: as `generate`.
+        """
+        if self._closed:
+            raise BackendUnavailable("openai backend is closed; create a new generator")
+        body = self._body([], params)
+        del body["prompt"]
+        body |= {"messages": messages, "tools": tools}
+        extra = {k: v for k, v in body["extra_body"].items() if k not in ("return_token_ids",)}
+        extra.pop("include_stop_str_in_output", None)
+        if template_kwargs:
+            extra["chat_template_kwargs"] = dict(template_kwargs)
+        body["extra_body"] = extra
+        choice = await self._post_with_retries(body, request_id)
+        self._succeeded += 1
+        message = choice.message
+        if choice.finish_reason not in ("stop", "length", "tool_calls"):
+            raise BackendUnavailable(
+                f"openai backend: {self._base_url} ended a chat request with finish_reason {choice.finish_reason!r}"
+            )
+        extra_fields = message.model_extra or {}
+        reasoning = extra_fields.get("reasoning_content") or extra_fields.get("reasoning") or ""
+        calls = tuple(
+            FunctionCall(str(c.id), str(c.function.name), str(c.function.arguments))
+            for c in (message.tool_calls or [])
+        )
+        return ChatTurn(str(message.content or ""), str(reasoning), calls, str(choice.finish_reason))
+
     def _body(self, prompt_ids: list[int], params: SamplingParams) -> dict[str, Any]:
         """The request: every sampling field explicit, so the server's defaults never apply."""
         body: dict[str, Any] = {
@@ -259,7 +323,10 @@ class OpenAIGenerator(Generator):
             retry_after: float | None = None
             try:
                 async with semaphore:
-                    completion = await client.completions.create(**body)
+                    create = (
+                        client.chat.completions.create if "messages" in body else client.completions.create
+                    )
+                    completion = await create(**body)
                 if not completion.choices:
                     raise BackendUnavailable(
                         f"openai backend: {self._base_url} answered without choices: {completion}"

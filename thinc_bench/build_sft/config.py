@@ -109,6 +109,7 @@ REFILTER_FIELDS = frozenset(
         "decontam_maths_threshold",
         "student_tokenizer",
         "student_system_prompt",
+        "teacher_thinks",
         "push_to_hub",
         "out",
         "refilter",
@@ -192,6 +193,29 @@ class BuildSFTConfig:
     few_shot: int | None = field(
         default=None,
         metadata={"help": "Bundled few-shot ThinC examples shown to the teacher; default all, demo 1."},
+    )
+    dialect: str = field(
+        default="markdown",
+        metadata={
+            "help": "markdown (ThinC blocks) | tool_call (native tool calls: the teacher's and the student's "
+            "prompts declare the tool, tool turns are masked; teacher and student prompts default to tool_call)."
+        },
+    )
+    tool_name: str = field(default="python", metadata={"help": "tool_call: the declared function."})
+    teacher_chat_template_kwargs: str | None = field(
+        default=None,
+        metadata={
+            "help": "JSON object of the teacher's chat-template variables, e.g. '{\"enable_thinking\": false}' "
+            "so a natively thinking teacher (Qwen3.5) writes the ThinC plan instead of its own thinking."
+        },
+    )
+    teacher_thinks: bool = field(
+        default=False,
+        metadata={
+            "help": "The teacher thinks natively before its answer (<think>...</think>): each trajectory is "
+            "what follows its first </think>, so that thinking never becomes the ThinC plan (the card "
+            "records the rule). Re-applied by --refilter."
+        },
     )
     exec_on: str | None = field(
         default=None,
@@ -298,6 +322,12 @@ class BuildSFTConfig:
                     f"--teacher {self.teacher} is replayed by the scripted backend; drop --backend"
                 )
             self.backend = "scripted"
+        if self.dialect == "tool_call":
+            self.system_prompt = "tool_call" if self.system_prompt == TEACHER_PROMPT else self.system_prompt
+            self.student_system_prompt = (
+                "tool_call" if self.student_system_prompt == "thinc" else self.student_system_prompt
+            )
+            self.few_shot = 0 if self.few_shot is None else self.few_shot  # the examples are markdown
         demo = self.teacher is None
         preset = DEMO if demo else NANO if self.teacher in TEMPLATE_TEACHERS else PAPER
         for name, value in preset.items():
@@ -397,6 +427,9 @@ class BuildSFTConfig:
             few_shot=len(load_examples()) if self.few_shot is None else self.few_shot,
             exec_on=self.exec_on,
             response_prefix=self.response_prefix,
+            chat_template_kwargs=self.teacher_chat_template_kwargs,
+            dialect=self.dialect,
+            tool_name=self.tool_name,
             concurrency=self.concurrency,
             exec_timeout_s=self.exec_timeout_s,
             recovery_k="0",  # teacher rollouts are clean; the paper preset's Recovery@k is for eval

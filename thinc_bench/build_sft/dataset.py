@@ -49,9 +49,9 @@ def finish(config: BuildSFTConfig, out: Path) -> dict[str, Any]:
     from thinc_bench.backends._sources import load_tokenizer
     from thinc_bench.build_sft.decontam import Decontaminator
     from thinc_bench.build_sft.filters import Candidate, FilterConfig, apply_filters, conformance_failures
-    from thinc_bench.build_sft.masks import tokenize_example
+    from thinc_bench.build_sft.masks import after_native_thinking, tokenize_example
     from thinc_bench.eval.store import RunDir
-    from thinc_bench.prompts import build_messages, load_system_prompt
+    from thinc_bench.prompts import build_messages, load_system_prompt, python_tool
 
     run_config = json.loads((out / "rollouts" / "config.json").read_text(encoding="utf-8"))
     records = RunDir(out / "rollouts", run_config).records()
@@ -82,11 +82,13 @@ def finish(config: BuildSFTConfig, out: Path) -> dict[str, Any]:
     matches = index.check_many(problems[i] for i in dict.fromkeys(r.problem_id for r in records))
     tokenizer = load_tokenizer(config.student_tokenizer_path())
     system = load_system_prompt(config.student_system_prompt)
+    tools = [python_tool(config.tool_name)] if config.dialect == "tool_call" else None
     rows, candidates = [], []
     for record in records:
         problem = problems[record.problem_id]
         messages = build_messages(problem.problem, system)
-        example = tokenize_example(tokenizer, messages, trajectory.parse(record.text))
+        text = after_native_thinking(record.text) if config.teacher_thinks else record.text
+        example = tokenize_example(tokenizer, messages, trajectory.parse(text, config.dialect), tools=tools)
         conformance = trajectory.check_conformance(
             example.trajectory, min_code_blocks=config.min_code_blocks, max_prose_chars=config.max_prose_chars
         )
@@ -115,7 +117,7 @@ def finish(config: BuildSFTConfig, out: Path) -> dict[str, Any]:
                 "problem": problem.problem,
                 "answer": problem.answer,
                 "source": problem.benchmark,
-                "messages": [*messages, {"role": "assistant", "content": record.text}],
+                "messages": [*messages, {"role": "assistant", "content": text}],
                 "segments": [{"kind": s.kind, "text": s.raw} for s in example.trajectory.segments],
                 "n_code_blocks": example.trajectory.n_code_blocks,
                 "plan_tokens": example.plan_tokens,
@@ -229,6 +231,7 @@ def build_stats(
 ) -> dict[str, Any]:
     """stats.json: the funnel, decontamination per benchmark, distributions and rejected examples."""
     from thinc_bench.build_sft.filters import FILTER_HELP, FILTERS, funnel
+    from thinc_bench.build_sft.masks import NATIVE_THINKING_RULE
 
     texts = {(r.problem_id, r.sample_idx): r.text for r in records}
     rejected: dict[str, list[dict[str, Any]]] = {name: [] for name in FILTERS}
@@ -264,6 +267,7 @@ def build_stats(
             "resolved_model": generator.get("model"),
             "model": config.teacher_description(),
             "backend": config.backend,
+            "trajectory_rule": NATIVE_THINKING_RULE if config.teacher_thinks else None,
         },
         "source": config.source,
         "student_tokenizer": config.student_tokenizer,

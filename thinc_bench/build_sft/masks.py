@@ -8,7 +8,9 @@ the harness took turns. Each token takes its kind from the segment holding its f
 (`Trajectory.with_token_spans`). The mask is 1 on plan, code, answer and the closing
 EOS, and 0 on the prompt and on every interpreter-output token. An output block's opening string
 (```` ```output ````, the dialect's stop string) is the model's own (DESIGN.md: the model opens the
-block, the harness writes the rest), so its tokens are 1. Pure: no IO; the tokenizer is passed in.
+block, the harness writes the rest), so its tokens are 1; in the tool_call dialect the model's own
+part of a tool turn is the end-of-turn token that asked for it, and the template's markup and the
+responses are 0. Pure: no IO; the tokenizer is passed in.
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from thinc_bench.prompts.chat import PLAN_OPEN, opened_plan, render_prompt_ids
-from thinc_bench.trajectory import DIALECTS, Span, Trajectory, parse
+from thinc_bench.trajectory import Span, Trajectory, model_prefix, parse
 
 _OPENER = re.compile(rf"\s*{PLAN_OPEN}(?:\r?\n)?")
+THINK_END = re.compile(r"</think>")
+
 """The plan's opening tag with the space before it and its line break, as a template writes it."""
 
 
@@ -66,7 +70,6 @@ def completion_mask(trajectory: Trajectory, offsets: list[tuple[int, int]]) -> l
     Raises:
         ValueError: the trajectory has no token spans.
     """
-    stop = DIALECTS[trajectory.dialect].stop
     mask: list[int] = []
     for segment in trajectory.segments:
         if segment.token_span is None:
@@ -75,9 +78,22 @@ def completion_mask(trajectory: Trajectory, offsets: list[tuple[int, int]]) -> l
             if segment.kind != "output":
                 mask.append(1)
             else:
-                model_end = segment.span.start + (len(stop) if segment.raw.startswith(stop) else 0)
+                model_end = segment.span.start + model_prefix(segment, trajectory.dialect)
                 mask.append(int(offsets[index][0] < model_end))
     return mask
+
+
+NATIVE_THINKING_RULE = (
+    "the teacher thinks natively: each trajectory is the text after its first </think> (and the blank "
+    "lines after it); its own thinking is dropped, never used as the ThinC plan"
+)
+
+
+def after_native_thinking(text: str) -> str:
+    """The trajectory a natively thinking teacher wrote after its own thinking (`NATIVE_THINKING_RULE`):
+    the text after the first `</think>`; '' when its thinking never closed (no trajectory at all)."""
+    closer = THINK_END.search(text)
+    return "" if closer is None else text[closer.end() :].lstrip("\r\n")
 
 
 def for_student(text: str, *, opened: bool, dialect: str = "markdown") -> str:
@@ -100,6 +116,7 @@ def tokenize_example(
     prompt_messages: list[dict[str, str]],
     trajectory: Trajectory,
     template_kwargs: Mapping[str, Any] | None = None,
+    tools: list[dict[str, Any]] | None = None,
 ) -> Tokenized:
     """Token ids and assistant masks of prompt + trajectory + EOS in the student's tokenizer.
 
@@ -113,6 +130,7 @@ def tokenize_example(
         prompt_messages: the system and user turns, without the assistant turn.
         trajectory: the parsed trajectory (canonical dialect), as the teacher wrote it.
         template_kwargs: extra chat-template variables (e.g. `{"enable_thinking": False}`).
+        tools: the tools the prompt declares (the tool_call dialect's `prompts.python_tool`).
 
     Returns:
         The tokenized example; its trajectory is the student's text (`for_student`).
@@ -125,7 +143,7 @@ def tokenize_example(
             f"tokenizer {getattr(tokenizer, 'name_or_path', tokenizer)!r} cannot report offsets; "
             "pass --student-tokenizer with a fast tokenizer (tokenizer.json)"
         )
-    prompt_ids = render_prompt_ids(tokenizer, prompt_messages, template_kwargs)
+    prompt_ids = render_prompt_ids(tokenizer, prompt_messages, template_kwargs, tools)
     opened = opened_plan(tokenizer, prompt_ids)
     text = for_student(trajectory.render(), opened=opened, dialect=trajectory.dialect)
     parsed = parse(text, trajectory.dialect)
@@ -158,14 +176,10 @@ def tokenize_example(
 def _chunks(trajectory: Trajectory, opener_end: int) -> list[tuple[int, int]]:
     """Character ranges in the order and cut inference wrote them: the plan opener alone (so both
     templates tokenize what follows it alike), then model text and harness output blocks in turn."""
-    stop = DIALECTS[trajectory.dialect].stop
     cuts = {0, opener_end}
     for segment in trajectory.segments:
         if segment.kind == "output":
-            cuts |= {
-                segment.span.start + (len(stop) if segment.raw.startswith(stop) else 0),
-                segment.span.end,
-            }
+            cuts |= {segment.span.start + model_prefix(segment, trajectory.dialect), segment.span.end}
     end = sum(len(s.raw) for s in trajectory.segments)
     ordered = sorted(c for c in cuts | {end} if 0 <= c <= end)
     return [(a, b) for a, b in zip(ordered, ordered[1:], strict=False) if b > a]

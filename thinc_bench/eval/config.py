@@ -80,6 +80,14 @@ class EvalConfig:
         },
     )
     backend: str = field(default="hf", metadata={"help": "hf | vllm | openai | scripted."})
+    preset: str | None = field(
+        default=None,
+        metadata={
+            "help": "thinc | rstar2-agent | aster | retool: a baseline's own format (dialect, tool name, "
+            "system prompt, trigger) for every flag left at its default; docs/tool_calls.md lists each "
+            "preset's source and what is unknown."
+        },
+    )
     benchmarks: str | None = field(
         default=None,
         metadata={
@@ -146,10 +154,34 @@ class EvalConfig:
         },
     )
     dialect: str = field(
-        default="markdown", metadata={"help": "markdown (ThinC) | xml (interleaved TIR baselines)."}
+        default="markdown",
+        metadata={
+            "help": "markdown (ThinC) | xml (interleaved TIR baselines, <code>/<interpreter>) | tool_call "
+            "(native Hermes/Qwen tool calls: the tool is declared through the chat template; "
+            "docs/tool_calls.md)."
+        },
     )
-    system_prompt: str = field(
-        default="thinc", metadata={"help": "thinc | interleaved | none | path to a text file."}
+    tool_name: str = field(
+        default="python",
+        metadata={
+            "help": "tool_call: the declared function (one string parameter `code`); rStar2-Agent's is "
+            "jupyter_code. A call of another name is a failed call."
+        },
+    )
+    api: str = field(
+        default="completions",
+        metadata={
+            "help": "openai: completions (the prompt as token ids, any dialect) | chat (function calling: "
+            "tools=[...], tool_calls and role tool messages; --dialect tool_call; the server renders the "
+            "prompt and parses the calls, e.g. vllm serve --enable-auto-tool-choice --tool-call-parser hermes)."
+        },
+    )
+    system_prompt: str | None = field(
+        default=None,
+        metadata={
+            "help": "thinc | interleaved | tool_call | nano | none | path to a text file; default thinc "
+            "(tool_call with --dialect tool_call)."
+        },
     )
     chat_template_kwargs: str | None = field(
         default=None,
@@ -234,7 +266,10 @@ class EvalConfig:
     log_level: str = field(default="warning", metadata={"help": "debug | info | warning | error."})
 
     def __post_init__(self) -> None:
+        self._apply_preset()
         preset = DEMO if self.model is None else PAPER
+        if self.system_prompt is None:
+            self.system_prompt = "tool_call" if self.dialect == "tool_call" else "thinc"
         if self.backend == "scripted" and self.recovery_k is None:
             self.recovery_k = "0"
         for name, value in preset.items():
@@ -265,13 +300,36 @@ class EvalConfig:
 
         check_settings(
             dialect=self.dialect,
-            system_prompt=load_system_prompt(self.system_prompt),
+            system_prompt=load_system_prompt(str(self.system_prompt)),
             few_shot=int(self.few_shot or 0),
             exec_on=str(self.exec_on),
         )
         _parse_shard(self.shard)
         _parse_ks(str(self.recovery_k))
         parse_template_kwargs(self.chat_template_kwargs)
+        if self.api not in ("completions", "chat"):
+            raise ConfigError(f"--api {self.api!r}: use completions or chat")
+        if self.api == "chat" and (self.backend != "openai" or self.dialect != "tool_call"):
+            raise ConfigError(
+                f"--api chat is function calling: it needs --backend openai and --dialect tool_call "
+                f"(got --backend {self.backend} --dialect {self.dialect})"
+            )
+        if not self.tool_name.isidentifier():
+            raise ConfigError(
+                f"--tool-name {self.tool_name!r}: use a function name such as python or jupyter_code"
+            )
+
+    def _apply_preset(self) -> None:
+        from thinc_bench.eval.presets import PRESETS
+
+        if self.preset is None:
+            return
+        if self.preset not in PRESETS:
+            raise ConfigError(f"--preset {self.preset!r}: choose one of {', '.join(PRESETS)}")
+        defaults = {f.name: f.default for f in fields(self)}
+        for name, value in PRESETS[self.preset].settings.items():
+            if getattr(self, name) == defaults[name]:
+                setattr(self, name, value)
 
     @property
     def shard_index(self) -> int:
@@ -307,7 +365,13 @@ class EvalConfig:
         from thinc_bench.prompts import load_examples, load_system_prompt
 
         settings = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in RUNTIME_FIELDS}
-        settings["system_prompt_text"] = load_system_prompt(self.system_prompt)
+        if self.dialect != "tool_call":
+            del settings["tool_name"]  # no tool is declared: the hash of earlier runs stays the same
+        if self.api == "completions":
+            del settings["api"]
+        if self.preset is None:
+            del settings["preset"]  # the settings it made are recorded one by one
+        settings["system_prompt_text"] = load_system_prompt(str(self.system_prompt))
         settings["few_shot_trajectories"] = [e.trajectory for e in load_examples(self.few_shot)]
         return settings
 

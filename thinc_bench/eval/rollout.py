@@ -19,24 +19,26 @@ import hashlib
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from thinc_bench.backends import BackendUnavailable, Generator, SamplingParams
 from thinc_bench.backends.base import MAX_SEED
 from thinc_bench.errors import ContextExceeded
-from thinc_bench.prompts import opened_plan
+from thinc_bench.prompts import DEFAULT_TOOL_NAME, neutralise_markup, opened_plan, tool_turn_text
 from thinc_bench.sandbox import Session
 from thinc_bench.trajectory import (
     DIALECTS,
     Dialect,
+    ToolCall,
     Trigger,
     exec_stops,
     exec_trigger,
     harness_block,
     has_final_answer,
     parse,
+    pending_calls,
 )
 
 logger = logging.getLogger(__name__)
@@ -152,6 +154,8 @@ async def rollout(
     exec_on: ExecTrigger = "output_open",
     response_prefix: str = "",
     request_id: str | None = None,
+    tool_name: str = DEFAULT_TOOL_NAME,
+    template_kwargs: Mapping[str, Any] | None = None,
 ) -> RolloutResult:
     """Run one trajectory to its end.
 
@@ -170,6 +174,14 @@ async def rollout(
             What runs, and when a stop string is only a mention, is `trajectory.exec_trigger`'s.
         response_prefix: text that starts the assistant turn (prefill); harness-written, mask 0.
         request_id: a stable id for this trajectory (the scripted backend keys its turns on it).
+        tool_name: the tool_call dialect's declared tool; a call of another name is a failed call.
+        template_kwargs: the prompt's chat-template variables (tool_call: the template renders each
+            tool turn and the next generation prompt with them).
+
+    In the tool_call dialect generation is not stopped at a call: when the model ends its turn,
+    every `<tool_call>` of the turn runs in order (a malformed one, or one of another tool, gets an
+    error as its result and counts as a failed call), and the template's rendering of the `tool`
+    messages and of the next generation prompt is appended after the model's end-of-turn token.
 
     Returns:
         The trajectory; a backend outage or a request the server refused comes back with stop_reason
@@ -183,7 +195,8 @@ async def rollout(
     tokenizer = generator.tokenizer
     context = generator.context_length
     result = RolloutResult(list(prompt_ids), [], [], "", "eos", logprobs=[] if params.logprobs else None)
-    stops = exec_stops(spec, exec_on)
+    calling = spec.name == "tool_call"
+    stops = () if calling else exec_stops(spec, exec_on)
     plan_open = opened_plan(tokenizer, prompt_ids)  # R1 distills, Qwen3 2507 thinking
     text = ""
     if response_prefix:
@@ -226,7 +239,11 @@ async def rollout(
             else:
                 result.logprobs += generation.logprobs
         text += generation.text
-        trigger = exec_trigger(text, generation.stop, spec, plan_open=plan_open)
+        if calling:
+            calls = [] if generation.finish_reason == "length" else pending_calls(text)
+            trigger = Trigger(bool(calls), tuple(c.code or "" for c in calls), False)
+        else:
+            trigger = exec_trigger(text, generation.stop, spec, plan_open=plan_open)
         if generation.stop is None and (generation.finish_reason == "length" or not trigger.run):
             if generation.finish_reason == "length":
                 # Cut short of our cap: a backend that knows a shorter context than we do.
@@ -237,7 +254,9 @@ async def rollout(
             break
         if not trigger.run:
             continue  # a mention, a string, a plain ``` block or a draft in the plan: keep writing
-        if generation.stop is None:
+        if calling:
+            text += _end_turn(result, tokenizer)
+        elif generation.stop is None:
             _drop_eos(result, tokenizer)  # the turn ended so that the code runs; it goes on after it
         if result.n_tool_calls + max(1, len(trigger.codes)) > limits.max_tool_calls:
             result.stop_reason = "max_tool_calls"
@@ -246,17 +265,25 @@ async def rollout(
         if room <= 0:  # the stop string took the last token allowed: no room for any output
             result.stop_reason, result.context_exceeded = "max_tokens", by_context
             break
-        output = await _execute(session, trigger.codes, result)
+        if calling:
+            outputs = await _execute_calls(session, calls, tool_name, result)
+        else:
+            outputs = [await _execute(session, trigger.codes, result)]
         if result.executions[-1].status == "infra_error":
-            result.stop_reason, result.error = "infra_error", f"sandbox: {output}"
+            result.stop_reason, result.error = "infra_error", f"sandbox: {outputs[-1]}"
             break
         stop = generation.stop
 
-        def block(out: str, trigger: Trigger = trigger, stop: str | None = stop, text: str = text) -> str:
-            written = harness_block(text, trigger, out, spec)
+        def block(
+            outs: list[str], trigger: Trigger = trigger, stop: str | None = stop, text: str = text
+        ) -> str:
+            if calling:
+                guarded = [spec.guard(neutralise_markup(tokenizer, out)) for out in outs]
+                return tool_turn_text(tokenizer, tool_name, guarded, template_kwargs)
+            written = harness_block(text, trigger, outs[0], spec)
             return written if stop is None else _after_stop(written, text, stop)
 
-        ids, written, result.output_cut = _fit_output(tokenizer, block, output, room)
+        ids, written, result.output_cut = _fit_output(tokenizer, block, outputs, room)
         _append_harness(result, ids, tokenizer)
         text += written
         if result.output_cut:
@@ -276,30 +303,54 @@ def _room(result: RolloutResult, limits: RolloutLimits, context: int | None) -> 
 
 
 def _fit_output(
-    tokenizer: Any, block: Callable[[str], str], output: str, room: int
+    tokenizer: Any, block: Callable[[list[str]], str], outputs: list[str], room: int
 ) -> tuple[list[int], str, bool]:
-    """The output block's token ids and text, with the output cut (and `OUTPUT_CUT_NOTE` added) until
-    it fits `room`, and whether it was cut; the block always closes. When not even an empty block
-    with the note fits, nothing is written.
+    """The output block's token ids and text, with the outputs cut (and `OUTPUT_CUT_NOTE` added) until
+    they fit `room`, and whether they were cut; the block always closes. When not even empty outputs
+    with the note fit, nothing is written.
 
-    `block(output)` formats the whole harness-written text for an output; the cut keeps the longest
-    prefix of the output that fits (binary search over characters: one encode per step).
+    `block(outputs)` formats the whole harness-written text for the outputs (one per tool call, or
+    one for a code block); the cut keeps the longest prefix of their concatenation that fits (binary
+    search over characters: one encode per step), and every output after the cut is the note alone.
     """
-    written = block(output)
+    written = block(outputs)
     ids = tokenizer.encode(written, add_special_tokens=False)
     if len(ids) <= room:
         return ids, written, False
     best: tuple[list[int], str] = ([], "")
-    low, high = 0, len(output)
+    low, high = 0, sum(len(output) for output in outputs)
     while low <= high:
         mid = (low + high) // 2
-        candidate = block(output[:mid] + OUTPUT_CUT_NOTE)
+        candidate = block(_cut(outputs, mid))
         candidate_ids = tokenizer.encode(candidate, add_special_tokens=False)
         if len(candidate_ids) <= room:
             best, low = (candidate_ids, candidate), mid + 1
         else:
             high = mid - 1
     return best[0], best[1], True
+
+
+def _cut(outputs: list[str], chars: int) -> list[str]:
+    """The first `chars` characters of the outputs, in order: the one cut ends with `OUTPUT_CUT_NOTE`,
+    and every later one is the note alone."""
+    cut: list[str] = []
+    for output in outputs:
+        if chars >= len(output) and len(cut) < len(outputs) - 1:
+            cut.append(output)
+        elif chars >= 0:
+            cut.append(output[:chars] + OUTPUT_CUT_NOTE)
+        else:
+            cut.append(OUTPUT_CUT_NOTE.strip())
+        chars = -1 if chars < len(output) else chars - len(output)
+    return cut
+
+
+def _end_turn(result: RolloutResult, tokenizer: Any) -> str:
+    """The model's end-of-turn token as text (a tool turn follows it in the record's text); a backend
+    that dropped the token gets it back, written by the harness, so the ids stay the template's."""
+    if not result.completion_ids or result.completion_ids[-1] != tokenizer.eos_token_id:
+        _append_harness(result, [int(tokenizer.eos_token_id)], tokenizer)
+    return str(tokenizer.eos_token)
 
 
 def _append_harness(result: RolloutResult, ids: list[int], tokenizer: Any) -> str:
@@ -327,6 +378,24 @@ def _drop_eos(result: RolloutResult, tokenizer: Any) -> None:
         del result.completion_ids[-1], result.env_mask[-1]
         if result.logprobs:
             del result.logprobs[-1]
+
+
+async def _execute_calls(
+    session: Session, calls: list[ToolCall], tool_name: str, result: RolloutResult
+) -> list[str]:
+    """Run every call of a turn in order, one result each; a call that cannot run (malformed, another
+    tool) gets the reason as its result and counts as a failed call. A sandbox outage stops there."""
+    outputs = []
+    for call in calls:
+        problem = call.problem(tool_name)
+        if problem is not None:
+            result.executions.append(Execution("error", 0.0, False, False, call.code or ""))
+            outputs.append(f"Error: {problem}.")
+            continue
+        outputs.append(await _execute(session, (str(call.code),), result))
+        if result.executions[-1].status == "infra_error":
+            break
+    return outputs
 
 
 async def _execute(session: Session, codes: tuple[str, ...], result: RolloutResult) -> str:

@@ -87,19 +87,40 @@ async def _evaluate_one(
         seed=sample_seed(config.seed, problem.benchmark, problem.id, sample_idx, k)
     )
     limits = rollout.RolloutLimits(int(config.max_tokens or 1), int(config.max_tool_calls or 1))
+    from thinc_bench.prompts import parse_template_kwargs
+
+    template_kwargs = parse_template_kwargs(config.chat_template_kwargs)
     session = await asyncio.to_thread(sandbox.session, inject_failures=k)
     try:
-        result = await rollout.rollout(
-            generator,
-            session,
-            prompt_ids,
-            params,
-            limits=limits,
-            dialect=config.dialect,
-            request_id=f"{problem.id}/{sample_idx}/{k}",
-            exec_on=config.exec_on,  # type: ignore[arg-type]
-            response_prefix=config.response_prefix or "",
-        )
+        if config.api == "chat":
+            from thinc_bench.eval import function_calling
+            from thinc_bench.prompts import build_messages, load_system_prompt
+
+            result = await function_calling.rollout(
+                generator,  # type: ignore[arg-type]  # EvalConfig allows chat with the openai backend only
+                session,
+                build_messages(problem.problem, load_system_prompt(str(config.system_prompt))),
+                prompt_ids,
+                params,
+                limits=limits,
+                tool_name=config.tool_name,
+                template_kwargs=template_kwargs,
+                request_id=f"{problem.id}/{sample_idx}/{k}",
+            )
+        else:
+            result = await rollout.rollout(
+                generator,
+                session,
+                prompt_ids,
+                params,
+                limits=limits,
+                dialect=config.dialect,
+                request_id=f"{problem.id}/{sample_idx}/{k}",
+                exec_on=config.exec_on,  # type: ignore[arg-type]
+                response_prefix=config.response_prefix or "",
+                tool_name=config.tool_name,
+                template_kwargs=template_kwargs,
+            )
     finally:
         await asyncio.to_thread(session.close)
     started = time.perf_counter()
@@ -191,9 +212,16 @@ def _render_prompts(
 ) -> dict[tuple[str, str], list[int]]:
     """Each problem's prompt ids (`prompts.render_prompt_ids`, the renderer SFT examples use too),
     recorded once in the run directory's prompts.jsonl so a reader sees exactly what the model saw."""
-    from thinc_bench.prompts import build_messages, opened_plan, parse_template_kwargs, render_prompt_ids
+    from thinc_bench.prompts import (
+        build_messages,
+        opened_plan,
+        parse_template_kwargs,
+        python_tool,
+        render_prompt_ids,
+    )
 
     template_kwargs = parse_template_kwargs(config.chat_template_kwargs)
+    tools = [python_tool(config.tool_name)] if config.dialect == "tool_call" else None
     tokenizer = generator.tokenizer
     prompts: dict[tuple[str, str], list[int]] = {}
     for problem in problems:
@@ -201,7 +229,7 @@ def _render_prompts(
         if key in prompts:
             continue
         messages = build_messages(problem.problem, system_prompt, examples)
-        ids = prompts[key] = render_prompt_ids(tokenizer, messages, template_kwargs)
+        ids = prompts[key] = render_prompt_ids(tokenizer, messages, template_kwargs, tools)
         text = str(tokenizer.decode(ids, skip_special_tokens=False))
         run.record_prompt(*key, ids, text, opened_plan(tokenizer, ids))
     return prompts
@@ -227,7 +255,7 @@ async def run_eval(config: EvalConfig, run: RunDir, problems: Sequence[Problem])
     if not todo:
         logger.info("nothing to do: all %d samples are in %s", len(done), run.path)
         return
-    system_prompt = load_system_prompt(config.system_prompt)
+    system_prompt = load_system_prompt(str(config.system_prompt))
     examples = load_examples(config.few_shot)
     model = config.model or str(smollm2_gguf())
     concurrency = int(config.concurrency or 1)

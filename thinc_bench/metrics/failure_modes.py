@@ -120,7 +120,7 @@ def nl_literals(traj: Trajectory, problem: str) -> list[str]:
         elif segment.kind == "output":
             known |= _numbers(segment.content)
         elif segment.kind == "code" and segment.closed:
-            literals = code_literals(segment.content)
+            literals = code_literals(segment.code)  # a tool call: its decoded code, not its JSON
             for value in literals:
                 if value in prose and value not in known and _substantive(value) and value not in found:
                     found.append(value)

@@ -19,26 +19,37 @@ from typing import get_args
 
 from thinc_bench.errors import ConfigError
 from thinc_bench.prompts.chat import opened_plan, parse_template_kwargs, render_prompt_ids
+from thinc_bench.prompts.tools import DEFAULT_TOOL_NAME, neutralise_markup, python_tool, tool_turn_text
 from thinc_bench.trajectory import ExecOn, get_dialect
 
 __all__ = [
+    "DEFAULT_TOOL_NAME",
     "SYSTEM_PROMPTS",
     "Example",
     "build_messages",
     "check_settings",
     "load_examples",
     "load_system_prompt",
+    "neutralise_markup",
     "opened_plan",
     "parse_template_kwargs",
     "render_examples",
+    "python_tool",
     "render_prompt_ids",
+    "tool_turn_text",
 ]
 
 EXAMPLES_FILE = "examples.jsonl"
 
-SYSTEM_PROMPTS: dict[str, str] = {"thinc": "thinc.txt", "interleaved": "interleaved.txt", "nano": "nano.txt"}
-"""Named system prompts: `thinc` (plan, then code blocks only), `interleaved` (TIR baselines) and
-`nano` (ThinC in two lines: the nano recipes train on it, so every training token counts)."""
+SYSTEM_PROMPTS: dict[str, str] = {
+    "thinc": "thinc.txt",
+    "interleaved": "interleaved.txt",
+    "nano": "nano.txt",
+    "tool_call": "tool_call.txt",
+}
+"""Named system prompts: `thinc` (plan, then code blocks only), `interleaved` (TIR baselines),
+`nano` (ThinC in two lines: the nano recipes train on it, so every training token counts) and
+`tool_call` (ThinC through native tool calls; the template declares the tool itself)."""
 
 
 def load_system_prompt(name_or_path: str) -> str:
@@ -136,8 +147,16 @@ def check_settings(*, dialect: str, system_prompt: str, few_shot: int, exec_on: 
         "markdown": [m for m in _MARKDOWN_MARKERS if m in system_prompt],
         "xml": [m for m in _XML_MARKERS if m in system_prompt],
     }
+    if dialect == "tool_call":
+        blocks = taught["markdown"] + taught["xml"]
+        if blocks:
+            raise ConfigError(
+                f"--dialect tool_call runs native tool calls, but the system prompt teaches {' and '.join(blocks)} "
+                "blocks that would never run; pass --system-prompt tool_call (or none, or your own prompt)"
+            )
+        taught = {}
     other = "xml" if dialect == "markdown" else "markdown"
-    if taught[other] and not taught[dialect]:
+    if taught and taught[other] and not taught[dialect]:
         prompt = "interleaved" if dialect == "xml" else "thinc"
         raise ConfigError(
             f"--dialect {dialect} parses {' / '.join(_XML_MARKERS if dialect == 'xml' else _MARKDOWN_MARKERS)} "

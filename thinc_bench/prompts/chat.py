@@ -26,6 +26,7 @@ def render_prompt_ids(
     tokenizer: Any,
     messages: list[dict[str, str]],
     template_kwargs: Mapping[str, Any] | None = None,
+    tools: list[dict[str, Any]] | None = None,
 ) -> list[int]:
     """Token ids of the chat prompt with the assistant generation header, from the model's template.
 
@@ -33,6 +34,8 @@ def render_prompt_ids(
         tokenizer: a Hugging Face tokenizer with a chat template.
         messages: system, few-shot and user turns (see `prompts.build_messages`).
         template_kwargs: extra variables of the template (e.g. `{"enable_thinking": False}`).
+        tools: functions declared through the template's `tools` argument (the tool_call dialect's
+            `prompts.tools.python_tool`); None declares none.
 
     Returns:
         The ids, exactly as the model is given them.
@@ -46,7 +49,7 @@ def render_prompt_ids(
             "use an instruct/chat model's tokenizer (tokenizer_config.json with chat_template)"
         )
     encoded: Any = tokenizer.apply_chat_template(
-        messages, add_generation_prompt=True, tokenize=True, **dict(template_kwargs or {})
+        messages, add_generation_prompt=True, tokenize=True, tools=tools, **dict(template_kwargs or {})
     )
     ids = encoded["input_ids"] if hasattr(encoded, "keys") else encoded  # transformers 5: a BatchEncoding
     return [int(i) for i in ids]

@@ -192,7 +192,15 @@ def header(run: Run) -> dict[str, Any]:
         },
         "prompt": {
             k: settings.get(k)
-            for k in ("dialect", "system_prompt", "few_shot", "response_prefix", "chat_template_kwargs")
+            for k in (
+                "dialect",
+                "tool_name",
+                "system_prompt",
+                "few_shot",
+                "response_prefix",
+                "chat_template_kwargs",
+            )
+            if k != "tool_name" or settings.get("dialect") == "tool_call"
         },
         "versions": {**env.get("versions", {}), "python": env.get("python")},
         "platform": env.get("platform"),

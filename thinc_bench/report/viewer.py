@@ -77,6 +77,12 @@ def _segments(sample: dict[str, Any], dialect: str) -> list[dict[str, Any]]:
         if seg.kind == "text" and not seg.raw.strip():
             continue
         item: dict[str, Any] = {"kind": seg.kind, "text": seg.content if seg.kind != "text" else seg.raw}
+        if seg.kind == "code" and dialect == "tool_call":  # the call's code, or its JSON when malformed
+            call = trajectory.parse_call(seg.content)
+            item["text"] = call.code if call.error is None else seg.content
+            item["tool"] = call.name
+        if seg.kind == "output" and dialect == "tool_call":
+            item["tool_response"] = True
         if seg.kind == "code":
             item["closed"] = seg.closed
             item["status"] = statuses[n_code] if n_code < len(statuses) else "not run"

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from thinc_bench.backends.base import Generator, SamplingParams
 from thinc_bench.errors import BackendUnavailable, ConfigError
 from thinc_bench.eval import rollout as engine
-from thinc_bench.prompts import build_messages
+from thinc_bench.prompts import build_messages, python_tool, render_prompt_ids
 
 if TYPE_CHECKING:
     from thinc_bench.sandbox import Sandbox
@@ -66,7 +66,9 @@ class ThincRollout:
             the recipe's curriculum callback replaces it at each stage boundary.
         system_prompt: the system prompt text (as eval uses it).
         temperature: sampling temperature.
-        dialect: trajectory dialect.
+        dialect: trajectory dialect (`tool_call`: the prompt declares `tool_name` through the chat
+            template, as eval does).
+        tool_name: the tool_call dialect's declared tool.
         response_prefix: harness-written start of every answer (prefill, env_mask 0), as eval's flag.
         exec_on: when code runs, as eval's `--exec-on` (`code_close` for models that never open an
             output block themselves).
@@ -83,6 +85,7 @@ class ThincRollout:
     system_prompt: str
     temperature: float = 1.0
     dialect: str = "markdown"
+    tool_name: str = "python"
     response_prefix: str = ""
     exec_on: engine.ExecTrigger = "output_open"
     generator: Generator | None = None
@@ -207,7 +210,12 @@ class ThincRollout:
     async def _one(
         self, problem: str, index: int, generator: Generator, logprobs: bool, seed: int | None
     ) -> engine.RolloutResult:
-        prompt_ids = engine.render_prompt(generator, build_messages(problem, self.system_prompt))
+        messages = build_messages(problem, self.system_prompt)
+        if self.dialect == "tool_call":
+            tools = [python_tool(self.tool_name)]
+            prompt_ids = render_prompt_ids(generator.tokenizer, messages, None, tools)
+        else:
+            prompt_ids = engine.render_prompt(generator, messages)
         params = SamplingParams(
             temperature=self.temperature, max_tokens=self.limits.max_tokens, seed=seed, logprobs=logprobs
         )
@@ -222,6 +230,7 @@ class ThincRollout:
                 dialect=self.dialect,
                 response_prefix=self.response_prefix,
                 exec_on=self.exec_on,
+                tool_name=self.tool_name,
                 request_id=f"{self.problem_ids.get(problem, 'problem')}/{self._calls}-{index}",
             )
         finally:
