@@ -37,6 +37,9 @@ OK, BAD, MISSING = "#54A24B", "#E45756", "#BAB0AC"
 WIDTH_IN = 7.0
 """Figure width in inches: the report column at 96 dpi, and one printed page width."""
 
+NA_NOTE = "; n/a: no value (the table's – says why)"
+"""Caption tail of the bar figures, which mark a missing value instead of drawing a zero bar."""
+
 _salt = itertools.count()
 _XMLNS = re.compile(r'\s+xmlns(?::\w+)?="[^"]*"')
 _METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.S)
@@ -102,8 +105,11 @@ def _grouped_bars(
     centres = list(range(len(names)))
     for r, run in enumerate(runs):
         xs = [c - 0.4 + width * (r + 0.5) for c in centres]
-        ys = [100 * v if v is not None else 0.0 for v in values[r]]
+        ys = [100 * v if v is not None else float("nan") for v in values[r]]
         err = [100 * e if e is not None else 0.0 for e in errors[r]] if errors else None
+        for x, v in zip(xs, values[r], strict=True):
+            if v is None:  # no value is not zero: a mark where the bar would stand, explained in the caption
+                ax.text(x, 1, "n/a", rotation=90, ha="center", va="bottom", fontsize=6, color=INK)
         ax.bar(
             xs,
             ys,
@@ -342,7 +348,7 @@ def all_figures(
             "key": "accuracy",
             "title": "Accuracy per benchmark",
             "caption": "avg@n ± standard error over problems; markers: published 5-benchmark averages "
-            "(not measured here)",
+            "(not measured here)" + NA_NOTE,
             "svg": accuracy_figure(runs, benchmarks, reference),
         },
         {
@@ -358,7 +364,8 @@ def all_figures(
             "caption": "grounded answers, then (A) post-hoc verification, (B) trajectories typing prose numbers "
             "into code (% of trajectories), (C) prose outside the plan (% of model tokens); lower is better "
             "for A-C. "
-            "Markers: published grounding rates (not measured here); the paper reports no number for A-C",
+            "Markers: published grounding rates (not measured here); the paper reports no number for A-C"
+            + NA_NOTE,
             "svg": failure_mode_figure(runs, reference),
         },
         {
@@ -377,7 +384,7 @@ def all_figures(
         {
             "key": "grounding",
             "title": "Grounding by benchmark",
-            "caption": "answers equal to a value the interpreter printed",
+            "caption": "answers equal to a value the interpreter printed" + NA_NOTE,
             "svg": grounding_figure(runs, benchmarks),
         },
     ]

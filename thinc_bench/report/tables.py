@@ -55,7 +55,8 @@ def _largest_k(name: str) -> Callable[[dict[str, Any]], float | None]:
         by_k = block.get(name) or {}
         if not by_k:
             return None
-        return float(by_k[max(by_k, key=int)]["value"])
+        value = by_k[max(by_k, key=int)].get("value")
+        return None if value is None else float(value)
 
     return get
 
@@ -150,7 +151,9 @@ def fmt(value: float | None, kind: Format) -> str:
     return f"{value:.2f}"
 
 
-def _cell(metric: Metric, block: dict[str, Any] | None, value: float | None = None) -> dict[str, Any]:
+def _cell(
+    metric: Metric, block: dict[str, Any] | None, value: float | None = None, why: str | None = None
+) -> dict[str, Any]:
     if block is not None:
         value = metric.get(block)
     cell: dict[str, Any] = {"key": metric.key, "value": value, "text": fmt(value, metric.fmt), "best": False}
@@ -158,9 +161,52 @@ def _cell(metric: Metric, block: dict[str, Any] | None, value: float | None = No
         stderr = _path("accuracy", "stderr")(block)
         cell["stderr"] = stderr
         cell["stderr_text"] = fmt(stderr, "pct") if stderr is not None else None
-    if metric.key in ("pass_at_k", "maj_at_k") and block:
+    if metric.key in ("pass_at_k", "maj_at_k") and block and value is not None:
         cell["note"] = _coverage(block.get(metric.key) or {})
+    if value is None:
+        cell["why"] = why or (missing_reason(metric, block) if block is not None else "no value")
     return cell
+
+
+MISSING = {
+    "accuracy": "no scored sample",
+    "tool_calls": "no scored sample",
+    "response_tokens": "the records do not say how long their responses were (older thinc_bench)",
+    "grounding": "no scored sample gave an answer",
+    "exec_errors": "no code was executed",
+    "no_answer": "no scored sample",
+    "truncation": "no scored sample",
+    "conformance": "the records carry no conformance checks (older thinc_bench)",
+    "posthoc": "no answered sample to judge (or older records without failure modes)",
+    "nl_literals": "no sample with code to judge (or older records without failure modes)",
+    "nl_ratio": "no model tokens to measure (or older records without failure modes)",
+}
+"""Why a headline metric can have no value in a summary block that has records."""
+
+
+def missing_reason(metric: Metric, block: dict[str, Any]) -> str:
+    """Why `metric` has no value in a per-benchmark or overall summary block: the reader's tooltip."""
+    if not block:
+        return "this run has no records of this benchmark"
+    if "accuracy" not in block and "mean_accuracy" not in block and block.get("n_records") is not None:
+        n, lost = block.get("n_records", 0), excluded(block)
+        return f"no scored sample: {lost} of {n} clean samples excluded (no verdict)"
+    if metric.key in ("pass_at_k", "maj_at_k"):
+        by_k = block.get(metric.key) or {}
+        if not by_k:
+            return "not computed (older summary)"
+        k = max(by_k, key=int)
+        entry = by_k[k]
+        short, unresolved = int(entry.get("n_problems_short") or 0), int(entry.get("n_unresolved") or 0)
+        if metric.key == "pass_at_k" or not unresolved:
+            return (
+                f"no problem has {k} usable samples ({short} problems have fewer: a sample lost to an "
+                "infrastructure error, a grader timeout or error)"
+            )
+        return (
+            f"no majority group of {k} samples has a known verdict ({unresolved} unresolved, {short} short)"
+        )
+    return MISSING.get(metric.key, "no value")
 
 
 def _coverage(by_k: dict[str, Any]) -> str | None:
@@ -175,19 +221,25 @@ def _coverage(by_k: dict[str, Any]) -> str | None:
 
 
 def _average_cells(run: Run) -> list[dict[str, Any]]:
+    """The average row: benchmarks without a scored sample are left out of it, and the cell says so."""
     overall = run.summary.get("overall", {})
-    blocks = [b for b in run.summary.get("per_benchmark", {}).values() if "accuracy" in b]
+    per = run.summary.get("per_benchmark", {})
+    blocks = [b for b in per.values() if "accuracy" in b]
+    partial = f"{len(blocks)}/{len(per)} benchmarks" if 0 < len(blocks) < len(per) else None
     cells = []
     for metric in METRICS:
         if metric.key == "accuracy":
-            cells.append(_cell(metric, None, overall.get("mean_accuracy")))
+            why = "no benchmark has a scored sample"
+            cells.append(_cell(metric, None, overall.get("mean_accuracy"), why))
         elif metric.key in ("pass_at_k", "maj_at_k"):
             values = [v for v in (metric.get(b) for b in blocks) if v is not None]
-            cells.append(
-                _cell(metric, None, fmean(values) if values and len(values) == len(blocks) else None)
-            )
+            whole = bool(values) and len(values) == len(blocks)
+            why = f"{len(blocks) - len(values)} of {len(blocks)} scored benchmarks have no {metric.label}"
+            cells.append(_cell(metric, None, fmean(values) if whole else None, why))
         else:
             cells.append(_cell(metric, overall))
+        if partial and metric.key in ("accuracy", "pass_at_k", "maj_at_k") and cells[-1]["value"] is not None:
+            cells[-1]["note"] = partial
     return cells
 
 
@@ -220,7 +272,7 @@ def headline(runs: Sequence[Run], benchmarks: Sequence[str]) -> dict[str, Any]:
         groups = []
         for run in runs:
             block = run.summary.get("per_benchmark", {}).get(name)
-            groups.append([_cell(m, block if block and "accuracy" in block else {}) for m in METRICS])
+            groups.append([_cell(m, block or {}) for m in METRICS])
         _mark_best(groups)
         ks: dict[str, list[str] | None] = {
             m: sorted({k for run in runs if (k := _largest_key(run.summary, name, m)) is not None}, key=int)
