@@ -92,3 +92,37 @@ def test_a_benchmark_with_no_scored_sample_shows_every_cell_missing_with_its_rea
     assert average[1]["value"] == pytest.approx(
         summary["per_benchmark"]["hmmt_feb2025"]["pass_at_k"]["2"]["value"]
     )
+
+
+def test_the_excluded_column_counts_clean_samples_per_benchmark_and_overall_and_faulted_runs_apart(
+    tmp_path: Path,
+) -> None:
+    from thinc_bench.eval.store import RunDir
+    from thinc_bench.eval.summary import summarize
+
+    path = synthetic_run(tmp_path / "run", model="org/m", ks=(0, 1, 2), samples=4)
+    run = RunDir(path, json.loads((path / "config.json").read_text()))
+    records = run.records()
+    lost = 0
+    for r in records:  # 6 samples of each benchmark's k = 2 run lost to infrastructure, 1 of k = 1
+        if (r.k == 2 and r.sample_idx == 0) or (
+            r.k == 1 and (r.problem_id, r.sample_idx) == (f"{r.benchmark}-1", 3)
+        ):
+            if r.k == 2 and int(r.problem_id.rsplit("-", 1)[1]) >= 6:
+                continue
+            r.status, r.correct, r.answer, r.finish_reason = "infra_error", False, None, "infra_error"
+            lost += 1
+    assert lost == (6 + 1) + (4 + 1)  # aime2025 has 6 problems, hmmt_feb2025 4
+    run.samples_path.write_text("")
+    for r in records:
+        run.append(r)
+    run.write_summary(summarize(records, same=lambda a, b: a == b, samples=4))
+    html = write_report(path).read_text()
+    shown = dict(
+        re.findall(r'<tr[^>]*data-benchmark="(\w+)".*?data-metric="infra" data-value="(\d+)"', html, re.S)
+    )
+    # synthetic: problem 0 of each benchmark loses 2 clean samples (an infra error, a grader timeout)
+    assert shown == {"aime2025": "2", "hmmt_feb2025": "2", "average": "4"}
+    faulted = re.findall(r'data-metric="infra"[^>]*title="([^"]*)">\d+<span class="se"> \+(\d+) k&gt;0', html)
+    assert [n for _, n in faulted] == ["7", "5", "12"]
+    assert "k=1: 1, k=2: 6" in faulted[0][0]

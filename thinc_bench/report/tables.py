@@ -259,10 +259,24 @@ def _mark_best(groups: list[list[dict[str, Any]]]) -> None:
 
 
 def excluded(block: dict[str, Any]) -> int:
-    """Samples kept out of accuracy (infrastructure errors, grader timeouts and errors); version-1
-    summaries counted infrastructure errors only."""
+    """Clean samples kept out of accuracy (infrastructure errors, grader timeouts and errors);
+    version-1 summaries counted infrastructure errors only."""
     counts = block.get("excluded")
     return int(sum(counts.values())) if counts else int(block.get("n_infra_errors", 0))
+
+
+def _excluded_cell(block: dict[str, Any]) -> dict[str, Any]:
+    """The excluded column: clean samples, then the k > 0 runs' exclusions apart (they are out of
+    Recovery@k, not out of accuracy)."""
+    by_k = {k: int(sum(c.values())) for k, c in (block.get("excluded_recovery") or {}).items()}
+    faulted = sum(by_k.values())
+    detail = ", ".join(f"k={k}: {n}" for k, n in by_k.items() if n)
+    return {
+        "value": excluded(block),
+        "faulted": faulted,
+        "title": "clean samples without a verdict (out of accuracy)"
+        + (f"; injected-failure runs: {detail} (out of Recovery@k)" if faulted else ""),
+    }
 
 
 def headline(runs: Sequence[Run], benchmarks: Sequence[str]) -> dict[str, Any]:
@@ -278,11 +292,11 @@ def headline(runs: Sequence[Run], benchmarks: Sequence[str]) -> dict[str, Any]:
             m: sorted({k for run in runs if (k := _largest_key(run.summary, name, m)) is not None}, key=int)
             for m in ("pass_at_k", "maj_at_k")
         }
-        infra = [excluded(run.summary.get("per_benchmark", {}).get(name, {})) for run in runs]
+        infra = [_excluded_cell(run.summary.get("per_benchmark", {}).get(name, {})) for run in runs]
         rows.append({"benchmark": name, "groups": groups, "ks": ks, "infra": infra, "average": False})
     averages = [_average_cells(run) for run in runs]
     _mark_best(averages)
-    infra = [excluded(run.summary.get("overall", {})) for run in runs]
+    infra = [_excluded_cell(run.summary.get("overall", {})) for run in runs]
     rows.append({"benchmark": "average", "groups": averages, "ks": {}, "infra": infra, "average": True})
     columns = []
     for m in METRICS:
