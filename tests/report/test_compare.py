@@ -4,6 +4,7 @@ published numbers, reader warnings and the CLI."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -44,7 +45,10 @@ def test_one_column_group_per_run_with_the_best_accuracy_marked(two_runs) -> Non
     strong, weak = (group[0] for group in average["groups"])
     assert strong["value"] > weak["value"]
     assert (strong["best"], weak["best"]) == (True, False)
-    assert render(data).count('colspan="14"') == 2  # 13 headline columns + excluded
+    html = render(data)
+    for r in range(2):  # runs as rows: one row per run in each benchmark's group and in the average's
+        rows = re.findall(rf'<tr[^>]*data-benchmark="(\w+)" data-run="{r}"', html)
+        assert rows == ["aime2025", "hmmt_feb2025", "average"]
 
 
 def test_shards_of_one_run_merge_into_one_column_with_the_unsharded_numbers(tmp_path) -> None:
@@ -200,6 +204,6 @@ def test_pass_and_maj_cells_say_on_how_many_problems_the_requested_k_was_compute
     block = summary["per_benchmark"]["aime2025"]
     assert (block["pass_at_k"]["4"]["n_problems"], block["pass_at_k"]["4"]["n_problems_short"]) == (5, 1)
     html = render(build_data(two_runs[:1]))
-    row = html[html.index('data-benchmark="aime2025"') :]
+    row = html[html.index('data-benchmark="aime2025" data-run="0"') :]
     row = row[: row.index("</tr>")]
-    assert row.count("(5/6 problems)") == 2  # pass@4 and maj@4
+    assert row.count(">5/6 problems</span>") == 2  # pass@4 and maj@4

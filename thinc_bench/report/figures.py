@@ -41,6 +41,9 @@ NA_NOTE = "; n/a: no value (the table's – says why)"
 """Caption tail of the bar figures, which mark a missing value instead of drawing a zero bar."""
 
 _salt = itertools.count()
+_figure_ids = itertools.count()
+_ID = re.compile(r'\sid="([^"]+)"')
+_REF = re.compile(r'(href="#|url\(#)([^")]+)')
 _XMLNS = re.compile(r'\s+xmlns(?::\w+)?="[^"]*"')
 _METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.S)
 
@@ -91,7 +94,16 @@ def svg_figure(fig: Figure) -> Markup:
     # Inline SVG in HTML needs no namespace declarations or RDF metadata; dropping them leaves the page
     # free of any URL, so "no external URL" stays a simple check.
     text = _METADATA.sub("", _XMLNS.sub("", text))
-    return Markup(text)  # noqa: S704 - matplotlib's own SVG, with no user text unescaped
+    return Markup(_unique_ids(text))  # noqa: S704 - matplotlib's own SVG, with no user text unescaped
+
+
+def _unique_ids(svg: str) -> str:
+    """Ids unique in a page of several SVGs: matplotlib numbers `figure_1`, `axes_1`... afresh in each
+    figure. Ids nothing refers to are dropped; referenced ones (clip paths, markers) get a prefix."""
+    prefix = f"f{next(_figure_ids)}-"
+    referenced = {m[2] for m in _REF.finditer(svg)}
+    svg = _ID.sub(lambda m: f' id="{prefix}{m[1]}"' if m[1] in referenced else "", svg)
+    return _REF.sub(lambda m: f"{m[1]}{prefix}{m[2]}", svg)
 
 
 def _grouped_bars(
