@@ -229,6 +229,8 @@ def test_a_four_run_compare_fits_the_window_has_unique_ids_and_names_what_differ
         for words in ("prompt (few_shot)", "trigger (exec_on)", "budget (max_tokens)", "samples", "k set"):
             assert words in banner, words
         assert "dialect" not in banner  # every run has the markdown dialect
+        for fig in ("#fig-accuracy", "#fig-failure_modes"):  # nano is no paper benchmark: no marker
+            assert "published" not in page.locator(f"{fig} svg").text_content()
         # the headline reads first: its table starts within the first screen
         top = page.evaluate("document.querySelector('table.glance').getBoundingClientRect().top")
         assert top < 900

@@ -68,7 +68,9 @@ def test_published_numbers_sit_beside_the_run_and_are_labelled(two_runs) -> None
     for entry in load_reference()["numbers"]:
         assert f"<td>{entry['model']}</td>" in html
         shown = '<span class="muted">not reported' if entry["value"] is None else entry["value"]
-        assert f'<td class="pub">{shown}' in html
+        assert re.search(
+            rf'<td class="pub" title="[^"]+" data-class="{entry["class"]}">{re.escape(str(shown))}', html
+        )
     not_reported = {n["metric"] for n in load_reference()["numbers"] if n["value"] is None}
     assert not_reported == {"posthoc", "nl_literals", "nl_ratio"}  # the paper names A-C without a number
     (k5,) = [n for n in load_reference()["numbers"] if n["metric"] == "recovery_accuracy_k5"]
@@ -80,6 +82,59 @@ def test_published_numbers_sit_beside_the_run_and_are_labelled(two_runs) -> None
         75.2,
         74.0,
     ]
+
+
+def test_every_published_number_says_how_we_know_it_and_names_baselines_as_the_source_does(two_runs) -> None:
+    numbers = load_reference()["numbers"]
+    by_model = {(n["metric"], n["model"]): n for n in numbers}
+    # issue 26's audit: these come from secondary summaries, not from the abstract
+    assert by_model[("avg_accuracy", "ASTER-4B")]["class"] == "secondary"
+    assert by_model[("recovery_accuracy_k5", "ThinC-4B")]["class"] == "secondary"
+    assert {n["model"] for n in numbers if n["metric"] == "grounding"} == {
+        "ThinC-4B",
+        "ReTool-32B",
+        "rStar2-Agent-14B",
+    }
+    html = render(build_data(two_runs))
+    for n in numbers:
+        if n["class"] == "secondary":
+            assert f'title="paper body, via a secondary source: {n["via"]}"' in html
+    assert html.count('title="paper abstract"') == sum(n["class"] == "abstract" for n in numbers)
+    assert html.count('title="our inference"') == sum(n["class"] == "inference" for n in numbers)
+
+
+def test_the_recovery_rate_is_shown_as_a_rate_beside_our_ratio_not_an_accuracy(two_runs) -> None:
+    numbers = load_reference()["numbers"]
+    (rate,) = [n for n in numbers if n["value"] == 64.0]
+    assert (
+        rate["metric"] == "recovery_rate_k3"
+        and "does not define" in load_reference()["metrics"]["recovery_rate_k3"]
+    )
+    # the two runs have k up to 2: no Recovery@3 of their own, so their cells are –; a run with k = 3 has its ratio
+    data = build_data(two_runs)
+    (group,) = [g for g in data["published"] if g["metric"] == "recovery_rate_k3"]
+    assert [m["value"] for m in group["measured"]] == [None, None] and "ratio" in group["measured_as"]
+
+
+def test_published_markers_stand_only_on_the_benchmarks_they_were_published_for(tmp_path, two_runs) -> None:
+    from thinc_bench.report.reference import applies
+
+    reference = load_reference()
+    five = reference["source"]["benchmarks"]
+    (avg,) = [n for n in reference["numbers"] if n["model"] == "ThinC-4B" and n["metric"] == "avg_accuracy"]
+    assert applies(avg, five, reference) and not applies(avg, ["aime2025", "hmmt_feb2025"], reference)
+    assert not applies(avg, ["nano"], reference) and not applies(avg, [*five, "nano"], reference)
+    figures = {f["key"]: f for f in build_data(two_runs)["figures"]}
+    assert "78.1" not in str(figures["accuracy"]["svg"])  # a 2-benchmark average is not the paper's 5
+    assert "99.2" in str(figures["failure_modes"]["svg"])  # grounding on two of the paper's benchmarks
+    nano = synthetic_run(tmp_path / "nano", model="org/nano", sizes={"nano": 4}, samples=2)
+    figures = {f["key"]: f for f in build_data(nano)["figures"]}
+    assert "published" not in str(figures["accuracy"]["svg"]) + str(figures["failure_modes"]["svg"])
+    assert "no published markers" in figures["accuracy"]["caption"]
+    paper = synthetic_run(tmp_path / "paper", model="org/p", sizes=dict.fromkeys(five, 2), samples=2)
+    svg = str({f["key"]: f for f in build_data(paper)["figures"]}["accuracy"]["svg"])
+    assert "ThinC-4B 78.1 (published; paper abstract)" in svg
+    assert "ASTER-4B 74.0 (published; paper body, via a secondary source)" in svg
 
 
 def test_warnings_list_every_kind_with_its_samples(two_runs) -> None:

@@ -59,7 +59,7 @@ def build_report_data(
         "headline": headline(runs, benchmarks),
         "recovery": recovery(runs, benchmarks),
         "reference": reference,
-        "published": published(runs, reference),
+        "published": published(runs, reference, benchmarks),
         "warnings": _warnings.collect(runs, samples),
         "figures": [
             *figures.all_figures(runs, benchmarks, reference),

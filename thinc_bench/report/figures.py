@@ -137,6 +137,27 @@ def _grouped_bars(
     return [float(c) for c in centres]
 
 
+def published_markers(
+    reference: dict[str, Any], metric: str, benchmarks: Sequence[str]
+) -> list[dict[str, Any]]:
+    """The published numbers of `metric` that may be drawn on a report of `benchmarks` (see
+    `reference.applies`): the paper's AIME averages never stand on a nano axis."""
+    from thinc_bench.report.reference import applies
+
+    return [
+        e
+        for e in reference.get("numbers", [])
+        if e["metric"] == metric and e["value"] is not None and applies(e, benchmarks, reference)
+    ]
+
+
+def _marker_label(entry: dict[str, Any], reference: dict[str, Any]) -> str:
+    from thinc_bench.report.reference import provenance
+
+    kind = provenance(entry, reference).split(":")[0]
+    return f"{entry['model']} {entry['value']} (published; {kind})"
+
+
 def accuracy_figure(runs: Sequence[Run], benchmarks: Sequence[str], reference: dict[str, Any]) -> Markup:
     """avg@n per benchmark ± standard error, runs side by side; published averages as markers."""
     with _style():
@@ -152,16 +173,15 @@ def accuracy_figure(runs: Sequence[Run], benchmarks: Sequence[str], reference: d
             errors.append([(per.get(b, {}).get("accuracy") or {}).get("stderr") for b in benchmarks] + [None])
         centres = _grouped_bars(ax, runs, names, values, errors)
         markers = itertools.cycle("D^sv<>pho")
-        for entry in reference.get("numbers", []):
-            if entry["metric"] == "avg_accuracy":
-                ax.plot(
-                    [centres[-1] + 0.45],
-                    [entry["value"]],
-                    next(markers),
-                    color=INK,
-                    markersize=4,
-                    label=f"{entry['model']} {entry['value']} (published)",
-                )
+        for entry in published_markers(reference, "avg_accuracy", benchmarks):
+            ax.plot(
+                [centres[-1] + 0.45],
+                [entry["value"]],
+                next(markers),
+                color=INK,
+                markersize=4,
+                label=_marker_label(entry, reference),
+            )
         ax.set_ylabel("accuracy (%)")
         ax.set_ylim(0, 100)
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
@@ -310,7 +330,7 @@ def _dig(block: dict[str, Any], path: Sequence[str]) -> float | None:
     return None if value is None else float(value)
 
 
-def failure_mode_figure(runs: Sequence[Run], reference: dict[str, Any]) -> Markup:
+def failure_mode_figure(runs: Sequence[Run], reference: dict[str, Any], benchmarks: Sequence[str]) -> Markup:
     """Grounding and the three TIR failure modes, runs side by side (pooled clean samples).
 
     Published numbers are drawn as markers where the paper gives one (grounding); groups it does
@@ -324,6 +344,7 @@ def failure_mode_figure(runs: Sequence[Run], reference: dict[str, Any]) -> Marku
             ]
             for _, _, metric in FAILURE_MODE_GROUPS
         }
+        drawn = {metric: published_markers(reference, metric, benchmarks) for metric in published}
         names = [
             label if published[metric] else f"{label}\n(paper: not reported)"
             for label, _, metric in FAILURE_MODE_GROUPS
@@ -334,14 +355,14 @@ def failure_mode_figure(runs: Sequence[Run], reference: dict[str, Any]) -> Marku
         centres = _grouped_bars(ax, runs, names, values)
         markers = itertools.cycle("D^sv<>pho")
         for centre, (_, _, metric) in zip(centres, FAILURE_MODE_GROUPS, strict=True):
-            for entry in published[metric]:
+            for entry in drawn[metric]:
                 ax.plot(
                     [centre + 0.45],
                     [entry["value"]],
                     next(markers),
                     color=INK,
                     markersize=4,
-                    label=f"{entry['model']} {entry['value']} (published)",
+                    label=_marker_label(entry, reference),
                 )
         ax.tick_params(axis="x", labelrotation=0, labelsize=7)
         ax.set_ylabel("%")
@@ -355,12 +376,23 @@ def all_figures(
 ) -> list[dict[str, Any]]:
     """The report's figures in page order: dicts with key, title, caption and svg (None when no data)."""
     ks = sorted({int(s["k"]) for run in runs for s in run.samples})
+    paper = ", ".join(reference.get("source", {}).get("benchmarks", []))
+    none_here = f"no published markers: they were measured on {paper}, not on this report's benchmarks"
+    averages = (
+        "markers: published 5-benchmark averages (not measured here; the legend gives each one's source class)"
+        if published_markers(reference, "avg_accuracy", benchmarks)
+        else none_here
+    )
+    grounding = (
+        "Markers: published grounding rates (not measured here)"
+        if published_markers(reference, "grounding", benchmarks)
+        else none_here.capitalize()
+    )
     figures: list[dict[str, Any]] = [
         {
             "key": "accuracy",
             "title": "Accuracy per benchmark",
-            "caption": "avg@n ± standard error over problems; markers: published 5-benchmark averages "
-            "(not measured here)" + NA_NOTE,
+            "caption": f"avg@n ± standard error over problems; {averages}{NA_NOTE}",
             "svg": accuracy_figure(runs, benchmarks, reference),
         },
         {
@@ -376,9 +408,8 @@ def all_figures(
             "caption": "grounded answers, then (A) post-hoc verification, (B) trajectories typing prose numbers "
             "into code (% of trajectories), (C) prose outside the plan (% of model tokens); lower is better "
             "for A-C. "
-            "Markers: published grounding rates (not measured here); the paper reports no number for A-C"
-            + NA_NOTE,
-            "svg": failure_mode_figure(runs, reference),
+            f"{grounding}; the paper reports no number for A-C{NA_NOTE}",
+            "svg": failure_mode_figure(runs, reference, benchmarks),
         },
         {
             "key": "tool_calls",
