@@ -184,6 +184,23 @@ WINDOW_PX = 1400
 """The reader's window the issue sets: the headline must fit it without scrolling sideways."""
 
 
+OVERLAPPING_TEXT = """
+[...document.querySelectorAll('figure svg')].flatMap((svg) => {
+  const boxes = [...svg.querySelectorAll('text')].map((t) => [t.textContent.trim(), t.getBoundingClientRect()])
+    .filter(([s, r]) => s && r.width > 0);
+  const out = [];
+  for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+    const [a, r] = boxes[i], [b, q] = boxes[j];
+    const dx = Math.min(r.right, q.right) - Math.max(r.left, q.left);
+    const dy = Math.min(r.bottom, q.bottom) - Math.max(r.top, q.top);
+    if (dx > -1 && dy > 2) out.push(svg.closest('figure').id + ': ' + a + ' / ' + b);
+  }
+  return out;
+})
+"""
+"""Pairs of SVG text labels whose boxes overlap or touch (within 1 px sideways, 2 px vertically), per figure."""
+
+
 @pytest.fixture(scope="module")
 def four_runs(tmp_path_factory) -> Path:
     """Four runs that differ the way real comparisons do: a base model given by its absolute path,
@@ -231,6 +248,8 @@ def test_a_four_run_compare_fits_the_window_has_unique_ids_and_names_what_differ
         assert "dialect" not in banner  # every run has the markdown dialect
         for fig in ("#fig-accuracy", "#fig-failure_modes"):  # nano is no paper benchmark: no marker
             assert "published" not in page.locator(f"{fig} svg").text_content()
+        overlaps = page.evaluate(OVERLAPPING_TEXT)
+        assert overlaps == [], overlaps[:5]
         # the headline reads first: its table starts within the first screen
         top = page.evaluate("document.querySelector('table.glance').getBoundingClientRect().top")
         assert top < 900

@@ -262,3 +262,27 @@ def test_pass_and_maj_cells_say_on_how_many_problems_the_requested_k_was_compute
     row = html[html.index('data-benchmark="aime2025" data-run="0"') :]
     row = row[: row.index("</tr>")]
     assert row.count(">5/6 problems</span>") == 2  # pass@4 and maj@4
+
+
+def _height_in(svg: str) -> float:
+    return float(re.search(r'<svg[^>]*height="([\d.]+)pt"', svg)[1]) / 72  # type: ignore[index]
+
+
+def test_figures_stay_within_a_bounded_height_for_many_problems_and_many_runs(tmp_path) -> None:
+    from thinc_bench.report.figures import MAX_FIGURE_HEIGHT_IN
+
+    sizes = {"nano": 100}
+    runs = [
+        synthetic_run(
+            tmp_path / f"r{i}", model=f"org/run-with-a-rather-long-name-{i}", sizes=sizes, samples=1
+        )
+        for i in range(8)
+    ]
+    figures = build_data(runs)["figures"]
+    heights = {f["key"]: _height_in(str(f["svg"])) for f in figures if f["svg"]}
+    assert set(heights) >= {"accuracy", "lengths", "heatmap-nano"}
+    assert max(heights.values()) <= MAX_FIGURE_HEIGHT_IN + 0.01, heights
+    # 100 problems x 1 sample: one panel wraps into rows of 40 problems, not 100 rows
+    single = {f["key"]: f for f in build_data(runs[0])["figures"]}
+    assert _height_in(str(single["heatmap-nano"]["svg"])) < 1.5
+    assert "40 problems per row x 1 sample" in str(single["heatmap-nano"]["svg"])

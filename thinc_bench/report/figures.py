@@ -80,6 +80,39 @@ def new_figure(height_in: float = 3.0, ncols: int = 1) -> tuple[Figure, Any]:
     return fig, axes if ncols > 1 else axes[0]
 
 
+MAX_PANELS_PER_ROW = 3
+"""Per-run panels wrap after this many, so 8 runs never squeeze labels into each other."""
+
+MAX_HEIGHT_IN = 4.5
+"""No panel is taller than this (about half a laptop screen at 96 dpi)."""
+
+MAX_FIGURE_HEIGHT_IN = 6.0
+"""No figure is taller than this, however many runs wrap into rows of panels."""
+
+HEATMAP_COLUMNS = 40
+"""Cells per heat-map row: problems with few samples wrap, several problems to a row, instead of one
+problem per row down the page (100 problems x 1 sample was taller than the screen)."""
+
+
+def panels(n: int, row_height_in: float, max_cols: int = MAX_PANELS_PER_ROW) -> tuple[Figure, list[Any]]:
+    """A figure with `n` panels wrapped into rows of at most `max_cols`, its height bounded."""
+    import math
+
+    from matplotlib.figure import Figure
+
+    cols = max(1, min(n, 2 if n == 4 else max_cols))
+    rows = max(1, math.ceil(n / cols))
+    fig = Figure(figsize=(WIDTH_IN, min(row_height_in * rows, MAX_FIGURE_HEIGHT_IN)), layout="constrained")
+    axes = list(fig.subplots(rows, cols, squeeze=False).ravel())
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    return fig, axes[:n]
+
+
+def _short(label: str, limit: int = 28) -> str:
+    return label if len(label) <= limit else label[: limit - 1] + "…"
+
+
 def svg_figure(fig: Figure) -> Markup:
     """Inline SVG markup of a matplotlib figure, themed by the page (see module docstring).
 
@@ -240,57 +273,80 @@ def tool_call_figure(runs: Sequence[Run]) -> Markup:
 
 
 def length_figure(runs: Sequence[Run]) -> Markup:
-    """Model tokens per response, correct vs incorrect, one panel per run."""
+    """Model tokens per response, correct vs incorrect, one panel per run (wrapped in rows)."""
     with _style():
-        fig, axes = new_figure(2.6, ncols=len(runs))
-        for ax, run in zip(axes if len(runs) > 1 else [axes], runs, strict=True):
+        fig, axes = panels(len(runs), 2.4)
+        for ax, run in zip(axes, runs, strict=True):
             scored = _clean_scored(run)
             right = [s["gen_tokens"] for s in scored if s["correct"]]
             wrong = [s["gen_tokens"] for s in scored if not s["correct"]]
             top = max([*right, *wrong, 1])
             bins = [top * i / 20 for i in range(21)]
             ax.hist([right, wrong], bins=bins, color=[OK, BAD], label=["correct", "incorrect"], stacked=True)
-            ax.set_title(run.label, fontsize=8)
-            ax.set_xlabel("model tokens per response")
-        (axes[0] if len(runs) > 1 else axes).set_ylabel("trajectories")
-        (axes[0] if len(runs) > 1 else axes).legend(fontsize=7)
+            ax.set_title(_short(run.label), fontsize=8)
+            ax.tick_params(axis="x", labelsize=7)
+        fig.supxlabel("model tokens per response", fontsize=9)
+        fig.supylabel("trajectories", fontsize=9)
+        axes[0].legend(fontsize=7)
     return svg_figure(fig)
 
 
+def _heat_grid(mine: Sequence[dict[str, Any]]) -> tuple[list[list[int]], list[str], int, int]:
+    """(grid, problem ids, samples per problem, problems per row) of one run's clean samples: each
+    problem is `n` adjacent cells, problems wrap several to a row when n is small."""
+    problems = sorted({s["problem_id"] for s in mine})
+    n = max((s["sample_idx"] for s in mine), default=0) + 1
+    per_row = max(1, HEATMAP_COLUMNS // n)
+    per_row = min(per_row, max(len(problems), 1))
+    index = {p: i for i, p in enumerate(problems)}
+    rows = max(1, -(-len(problems) // per_row))
+    grid = [[-1] * (per_row * n) for _ in range(rows)]  # -1: no problem in this cell
+    for p in problems:
+        i = index[p]
+        for col in range(n):
+            grid[i // per_row][(i % per_row) * n + col] = 0
+    for s in mine:
+        i = index[s["problem_id"]]
+        grid[i // per_row][(i % per_row) * n + s["sample_idx"]] = (
+            0 if s["status"] == "infra_error" else (2 if s["correct"] else 1)
+        )
+    return grid, problems, n, per_row
+
+
 def heatmap_figure(runs: Sequence[Run], benchmark: str) -> Markup:
-    """Problem x sample correctness of one benchmark (clean samples), one panel per run."""
+    """Problem x sample correctness of one benchmark (clean samples), one panel per run; problems
+    with few samples wrap several to a row, so the figure stays within `MAX_HEIGHT_IN`."""
     from matplotlib.colors import ListedColormap
 
     with _style():
-        grids = []
-        for run in runs:
-            mine = [s for s in run.samples if s["benchmark"] == benchmark and s["k"] == 0]
-            problems = sorted({s["problem_id"] for s in mine})
-            n = max((s["sample_idx"] for s in mine), default=0) + 1
-            grid = [[0] * n for _ in problems]
-            index = {p: i for i, p in enumerate(problems)}
-            for s in mine:
-                grid[index[s["problem_id"]]][s["sample_idx"]] = (
-                    0 if s["status"] == "infra_error" else (2 if s["correct"] else 1)
-                )
-            grids.append((run, problems, grid))
+        grids = [
+            (run, *_heat_grid([s for s in run.samples if s["benchmark"] == benchmark and s["k"] == 0]))
+            for run in runs
+        ]
         rows = max((len(g[1]) for g in grids), default=1)
-        fig, axes = new_figure(min(1.2 + 0.12 * rows, 9.0), ncols=len(runs))
-        for ax, (run, problems, grid) in zip(axes if len(runs) > 1 else [axes], grids, strict=True):
+        per_panel = min(0.8 + 0.12 * rows, MAX_HEIGHT_IN)
+        fig, axes = panels(len(runs), per_panel, max_cols=2 if len(runs) > 1 else 1)
+        for ax, (run, grid, problems, n, per_row) in zip(axes, grids, strict=True):
             ax.imshow(
-                grid or [[0]],
-                cmap=ListedColormap([MISSING, BAD, OK]),
-                vmin=0,
+                grid,
+                cmap=ListedColormap(["none", MISSING, BAD, OK]),
+                vmin=-1,
                 vmax=2,
                 aspect="auto",
                 interpolation="nearest",
             )
-            ax.set_title(run.label, fontsize=8)
-            ax.set_xticks(range(len(grid[0]) if grid else 1))
-            ax.set_xlabel("sample")
-            ax.set_yticks(
-                range(len(problems)), problems if len(problems) <= 40 else [""] * len(problems), fontsize=6
-            )
+            ax.set_title(_short(run.label), fontsize=8)
+            if per_row == 1:
+                ax.set_xticks(range(n))
+                ax.set_xlabel("sample", fontsize=8)
+                labels = problems if len(problems) <= 40 else [""] * len(problems)
+                ax.set_yticks(range(len(problems)), labels, fontsize=6)
+            else:  # several problems per row: one column per sample, problems in reading order
+                for x in range(1, per_row):
+                    ax.axvline(x * n - 0.5, color=INK, linewidth=0.3)
+                ax.set_xticks([])
+                ax.set_xlabel(f"{per_row} problems per row x {n} sample{'s' if n > 1 else ''}", fontsize=8)
+                ax.set_yticks(range(len(grid)), [f"{i * per_row + 1}–" for i in range(len(grid))], fontsize=6)
     return svg_figure(fig)
 
 
@@ -436,7 +492,8 @@ def all_figures(
             {
                 "key": f"heatmap-{name}",
                 "title": f"Correctness: {name}",
-                "caption": "problems x samples: green correct, red incorrect, grey not scored",
+                "caption": "problems x samples (problems with few samples wrap, several to a row, in id order): "
+                "green correct, red incorrect, grey not scored",
                 "svg": heatmap_figure(runs, name),
             }
         )
