@@ -286,3 +286,16 @@ def test_figures_stay_within_a_bounded_height_for_many_problems_and_many_runs(tm
     single = {f["key"]: f for f in build_data(runs[0])["figures"]}
     assert _height_in(str(single["heatmap-nano"]["svg"])) < 1.5
     assert "40 problems per row x 1 sample" in str(single["heatmap-nano"]["svg"])
+
+
+def test_pass_and_maj_at_different_k_are_not_ranked_against_each_other(tmp_path) -> None:
+    runs = [
+        synthetic_run(tmp_path / "four", model="org/four", samples=4, p_correct=0.3),
+        synthetic_run(tmp_path / "eight", model="org/eight", samples=8, p_correct=0.3),
+    ]
+    rows = build_data(runs)["headline"]["rows"]
+    for row in rows:
+        cells = {c["key"]: c for group in row["groups"] for c in group if c["best"]}
+        assert "pass_at_k" not in cells and "maj_at_k" not in cells, row["benchmark"]
+    assert rows[0]["ks"]["pass_at_k"] == ["4", "8"]  # the row says which k each run has
+    assert any(c["best"] for group in rows[-1]["groups"] for c in group[:1])  # avg@n is still ranked

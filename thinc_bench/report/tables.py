@@ -243,12 +243,13 @@ def _average_cells(run: Run) -> list[dict[str, Any]]:
     return cells
 
 
-def _mark_best(groups: list[list[dict[str, Any]]]) -> None:
-    """Flag, per metric, the best value across runs (all tied best values); only with 2+ runs."""
+def _mark_best(groups: list[list[dict[str, Any]]], skip: frozenset[str] = frozenset()) -> None:
+    """Flag, per metric, the best value across runs (all tied best values); only with 2+ runs, and
+    not for `skip` (pass@k / maj@k at different k: pass@8 beats pass@4 by construction)."""
     if len(groups) < 2:
         return
     for i, metric in enumerate(METRICS):
-        if metric.direction == "none":
+        if metric.direction == "none" or metric.key in skip:
             continue
         values = [g[i]["value"] for g in groups if g[i]["value"] is not None]
         if len(values) < 2:
@@ -287,15 +288,16 @@ def headline(runs: Sequence[Run], benchmarks: Sequence[str]) -> dict[str, Any]:
         for run in runs:
             block = run.summary.get("per_benchmark", {}).get(name)
             groups.append([_cell(m, block or {}) for m in METRICS])
-        _mark_best(groups)
         ks: dict[str, list[str] | None] = {
             m: sorted({k for run in runs if (k := _largest_key(run.summary, name, m)) is not None}, key=int)
             for m in ("pass_at_k", "maj_at_k")
         }
+        _mark_best(groups, frozenset(m for m, found in ks.items() if found and len(found) > 1))
         infra = [_excluded_cell(run.summary.get("per_benchmark", {}).get(name, {})) for run in runs]
         rows.append({"benchmark": name, "groups": groups, "ks": ks, "infra": infra, "average": False})
     averages = [_average_cells(run) for run in runs]
-    _mark_best(averages)
+    differ = {m for row in rows for m, found in row["ks"].items() if found and len(found) > 1}
+    _mark_best(averages, frozenset(differ))
     infra = [_excluded_cell(run.summary.get("overall", {})) for run in runs]
     rows.append({"benchmark": "average", "groups": averages, "ks": {}, "infra": infra, "average": True})
     columns = []
