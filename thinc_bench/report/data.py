@@ -41,6 +41,7 @@ def build_report_data(
         ValueError: no runs.
     """
     from thinc_bench.report import figures
+    from thinc_bench.report._heatmap import heatmap_figures
     from thinc_bench.report.tables import headline, published, recovery
 
     if not runs:
@@ -63,6 +64,7 @@ def build_report_data(
         "warnings": _warnings.collect(runs, samples),
         "figures": [
             *figures.all_figures(runs, benchmarks, reference),
+            *heatmap_figures(runs, benchmarks),
             {
                 "key": "training_reward",
                 "title": "GRPO reward per step",
