@@ -115,6 +115,37 @@ def test_samples_without_a_verdict_are_excluded_from_accuracy_and_counted(status
     assert sum(block["excluded"].values()) == 1
 
 
+def test_excluded_is_counted_the_same_way_per_benchmark_and_overall_with_the_faulted_runs_apart() -> None:
+    # per benchmark: 1 clean grader timeout; the k = 1 run loses 2 samples and the k = 2 run 4
+    records = []
+    for bench in ("a", "c"):
+        records += [
+            _rec("p1", 0, True, bench=bench),
+            _rec("p1", 1, False, bench=bench, status="grader_timeout"),
+        ]
+        records += [
+            _rec("p1", i, False, bench=bench, k=1, status="infra_error", answer=None) for i in range(2)
+        ]
+        records += [_rec("p1", i, False, bench=bench, k=2, status="grader_error") for i in range(3)]
+        records += [_rec("p1", 3, False, bench=bench, k=2, status="infra_error", answer=None)]
+    summary = summarize(records, same=_same, benchmarks=["a", "c"])
+    none = {"infra_error": 0, "grader_timeout": 0, "grader_error": 0}
+    for block in summary["per_benchmark"].values():
+        assert block["excluded"] == {**none, "grader_timeout": 1}
+        assert block["n_infra_errors"] == 0
+        assert block["excluded_recovery"] == {
+            "1": {**none, "infra_error": 2},
+            "2": {**none, "infra_error": 1, "grader_error": 3},
+        }
+    overall = summary["overall"]
+    assert overall["excluded"] == {**none, "grader_timeout": 2}  # the sum of the benchmarks, clean only
+    assert overall["n_infra_errors"] == 0
+    assert overall["excluded_recovery"] == {
+        "1": {**none, "infra_error": 4},
+        "2": {**none, "infra_error": 2, "grader_error": 6},
+    }
+
+
 def test_a_problem_with_no_scored_sample_is_reported_missing_not_dropped() -> None:
     records = [
         _rec("p1", 0, True),

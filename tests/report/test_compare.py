@@ -4,6 +4,7 @@ published numbers, reader warnings and the CLI."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -44,7 +45,10 @@ def test_one_column_group_per_run_with_the_best_accuracy_marked(two_runs) -> Non
     strong, weak = (group[0] for group in average["groups"])
     assert strong["value"] > weak["value"]
     assert (strong["best"], weak["best"]) == (True, False)
-    assert render(data).count('colspan="14"') == 2  # 13 headline columns + excluded
+    html = render(data)
+    for r in range(2):  # runs as rows: one row per run in each benchmark's group and in the average's
+        rows = re.findall(rf'<tr[^>]*data-benchmark="(\w+)" data-run="{r}"', html)
+        assert rows == ["aime2025", "hmmt_feb2025", "average"]
 
 
 def test_shards_of_one_run_merge_into_one_column_with_the_unsharded_numbers(tmp_path) -> None:
@@ -64,7 +68,9 @@ def test_published_numbers_sit_beside_the_run_and_are_labelled(two_runs) -> None
     for entry in load_reference()["numbers"]:
         assert f"<td>{entry['model']}</td>" in html
         shown = '<span class="muted">not reported' if entry["value"] is None else entry["value"]
-        assert f'<td class="pub">{shown}' in html
+        assert re.search(
+            rf'<td class="pub" title="[^"]+" data-class="{entry["class"]}">{re.escape(str(shown))}', html
+        )
     not_reported = {n["metric"] for n in load_reference()["numbers"] if n["value"] is None}
     assert not_reported == {"posthoc", "nl_literals", "nl_ratio"}  # the paper names A-C without a number
     (k5,) = [n for n in load_reference()["numbers"] if n["metric"] == "recovery_accuracy_k5"]
@@ -76,6 +82,59 @@ def test_published_numbers_sit_beside_the_run_and_are_labelled(two_runs) -> None
         75.2,
         74.0,
     ]
+
+
+def test_every_published_number_says_how_we_know_it_and_names_baselines_as_the_source_does(two_runs) -> None:
+    numbers = load_reference()["numbers"]
+    by_model = {(n["metric"], n["model"]): n for n in numbers}
+    # issue 26's audit: these come from secondary summaries, not from the abstract
+    assert by_model[("avg_accuracy", "ASTER-4B")]["class"] == "secondary"
+    assert by_model[("recovery_accuracy_k5", "ThinC-4B")]["class"] == "secondary"
+    assert {n["model"] for n in numbers if n["metric"] == "grounding"} == {
+        "ThinC-4B",
+        "ReTool-32B",
+        "rStar2-Agent-14B",
+    }
+    html = render(build_data(two_runs))
+    for n in numbers:
+        if n["class"] == "secondary":
+            assert f'title="paper body, via a secondary source: {n["via"]}"' in html
+    assert html.count('title="paper abstract"') == sum(n["class"] == "abstract" for n in numbers)
+    assert html.count('title="our inference"') == sum(n["class"] == "inference" for n in numbers)
+
+
+def test_the_recovery_rate_is_shown_as_a_rate_beside_our_ratio_not_an_accuracy(two_runs) -> None:
+    numbers = load_reference()["numbers"]
+    (rate,) = [n for n in numbers if n["value"] == 64.0]
+    assert (
+        rate["metric"] == "recovery_rate_k3"
+        and "does not define" in load_reference()["metrics"]["recovery_rate_k3"]
+    )
+    # the two runs have k up to 2: no Recovery@3 of their own, so their cells are –; a run with k = 3 has its ratio
+    data = build_data(two_runs)
+    (group,) = [g for g in data["published"] if g["metric"] == "recovery_rate_k3"]
+    assert [m["value"] for m in group["measured"]] == [None, None] and "ratio" in group["measured_as"]
+
+
+def test_published_markers_stand_only_on_the_benchmarks_they_were_published_for(tmp_path, two_runs) -> None:
+    from thinc_bench.report.reference import applies
+
+    reference = load_reference()
+    five = reference["source"]["benchmarks"]
+    (avg,) = [n for n in reference["numbers"] if n["model"] == "ThinC-4B" and n["metric"] == "avg_accuracy"]
+    assert applies(avg, five, reference) and not applies(avg, ["aime2025", "hmmt_feb2025"], reference)
+    assert not applies(avg, ["nano"], reference) and not applies(avg, [*five, "nano"], reference)
+    figures = {f["key"]: f for f in build_data(two_runs)["figures"]}
+    assert "78.1" not in str(figures["accuracy"]["svg"])  # a 2-benchmark average is not the paper's 5
+    assert "99.2" in str(figures["failure_modes"]["svg"])  # grounding on two of the paper's benchmarks
+    nano = synthetic_run(tmp_path / "nano", model="org/nano", sizes={"nano": 4}, samples=2)
+    figures = {f["key"]: f for f in build_data(nano)["figures"]}
+    assert "published" not in str(figures["accuracy"]["svg"]) + str(figures["failure_modes"]["svg"])
+    assert "no published markers" in figures["accuracy"]["caption"]
+    paper = synthetic_run(tmp_path / "paper", model="org/p", sizes=dict.fromkeys(five, 2), samples=2)
+    svg = str({f["key"]: f for f in build_data(paper)["figures"]}["accuracy"]["svg"])
+    assert "ThinC-4B 78.1 (published; paper abstract)" in svg
+    assert "ASTER-4B 74.0 (published; paper body, via a secondary source)" in svg
 
 
 def test_warnings_list_every_kind_with_its_samples(two_runs) -> None:
@@ -200,6 +259,43 @@ def test_pass_and_maj_cells_say_on_how_many_problems_the_requested_k_was_compute
     block = summary["per_benchmark"]["aime2025"]
     assert (block["pass_at_k"]["4"]["n_problems"], block["pass_at_k"]["4"]["n_problems_short"]) == (5, 1)
     html = render(build_data(two_runs[:1]))
-    row = html[html.index('data-benchmark="aime2025"') :]
+    row = html[html.index('data-benchmark="aime2025" data-run="0"') :]
     row = row[: row.index("</tr>")]
-    assert row.count("(5/6 problems)") == 2  # pass@4 and maj@4
+    assert row.count(">5/6 problems</span>") == 2  # pass@4 and maj@4
+
+
+def _height_in(svg: str) -> float:
+    return float(re.search(r'<svg[^>]*height="([\d.]+)pt"', svg)[1]) / 72  # type: ignore[index]
+
+
+def test_figures_stay_within_a_bounded_height_for_many_problems_and_many_runs(tmp_path) -> None:
+    from thinc_bench.report.figures import MAX_FIGURE_HEIGHT_IN
+
+    sizes = {"nano": 100}
+    runs = [
+        synthetic_run(
+            tmp_path / f"r{i}", model=f"org/run-with-a-rather-long-name-{i}", sizes=sizes, samples=1
+        )
+        for i in range(8)
+    ]
+    figures = build_data(runs)["figures"]
+    heights = {f["key"]: _height_in(str(f["svg"])) for f in figures if f["svg"]}
+    assert set(heights) >= {"accuracy", "lengths", "heatmap-nano"}
+    assert max(heights.values()) <= MAX_FIGURE_HEIGHT_IN + 0.01, heights
+    # 100 problems x 1 sample: one panel wraps into rows of 40 problems, not 100 rows
+    single = {f["key"]: f for f in build_data(runs[0])["figures"]}
+    assert _height_in(str(single["heatmap-nano"]["svg"])) < 1.5
+    assert "40 problems per row x 1 sample" in str(single["heatmap-nano"]["svg"])
+
+
+def test_pass_and_maj_at_different_k_are_not_ranked_against_each_other(tmp_path) -> None:
+    runs = [
+        synthetic_run(tmp_path / "four", model="org/four", samples=4, p_correct=0.3),
+        synthetic_run(tmp_path / "eight", model="org/eight", samples=8, p_correct=0.3),
+    ]
+    rows = build_data(runs)["headline"]["rows"]
+    for row in rows:
+        cells = {c["key"]: c for group in row["groups"] for c in group if c["best"]}
+        assert "pass_at_k" not in cells and "maj_at_k" not in cells, row["benchmark"]
+    assert rows[0]["ks"]["pass_at_k"] == ["4", "8"]  # the row says which k each run has
+    assert any(c["best"] for group in rows[-1]["groups"] for c in group[:1])  # avg@n is still ranked

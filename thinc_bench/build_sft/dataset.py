@@ -30,6 +30,27 @@ logger = logging.getLogger(__name__)
 
 STATS_SCHEMA_VERSION = 1
 """Bump when a stats.json key is renamed or removed (the report and card templates read them)."""
+NANO_NO_DECONTAMINATION = (
+    "nano's train and test splits are disjoint by construction (a hash of family and numbers), and every "
+    "problem of a family shares its wording with the test split, which n-gram overlap would call contamination"
+)
+"""Why a `--source nano` build checks no benchmark (see build_sft.config.NANO_CLI)."""
+
+
+def decontamination_skipped(config: BuildSFTConfig, benchmark_names: Sequence[str]) -> str | None:
+    """Why decontamination did not run (no benchmark to check against), or None when it ran."""
+    if benchmark_names:
+        return None
+    if config.source == "nano":
+        return NANO_NO_DECONTAMINATION
+    return "--decontam-benchmarks was empty"
+
+
+def dataset_name(config: BuildSFTConfig) -> str:
+    """The dataset's name on its card: ThinC-SFT-nano for the nano source (the nano chain's card)."""
+    return "ThinC-SFT-nano" if config.source == "nano" else "ThinC-SFT"
+
+
 EXAMPLES_PER_FILTER = 3
 """Rejected trajectories shown per filter: enough to see the pattern, small enough to read."""
 EXAMPLE_CHARS = 4000
@@ -262,6 +283,7 @@ def build_stats(
     generator = run_config.get("resolved", {}).get("generator", {})
     return {
         "schema_version": STATS_SCHEMA_VERSION,
+        "name": dataset_name(config),
         "teacher": {
             **generator,
             "resolved_model": generator.get("model"),
@@ -282,6 +304,7 @@ def build_stats(
         "funnel": [asdict(step) | {"help": FILTER_HELP[step.name]} for step in funnel(decisions)],
         "decontamination": {
             "benchmarks": benchmark_names,
+            "not_run": decontamination_skipped(config, benchmark_names),
             "ngram": config.decontam_ngram,
             "threshold": config.decontam_threshold,
             "maths_threshold": config.decontam_maths_threshold,

@@ -7,7 +7,8 @@ overall row averages the per-benchmark accuracies, as the ThinC paper's "Avg." c
 
 Denominators never move silently. Samples that infrastructure kept from being produced, and samples
 whose grading timed out or failed, are not wrong answers: they are left out of every accuracy and
-counted (`excluded`). A problem left with no scored sample is reported as missing (`missing`, count
+counted: `excluded` for the clean samples (per benchmark, and overall as their sum), and
+`excluded_recovery` for each k > 0. A problem left with no scored sample is reported as missing (`missing`, count
 and ids), never dropped unseen. pass@k and maj@k keep the requested k (the samples asked for per
 problem): each is computed on the problems that have k usable samples, with that count and the count
 of the others beside it, instead of lowering k for every problem because one sample was lost.
@@ -23,8 +24,12 @@ from typing import Any
 from thinc_bench import metrics
 from thinc_bench.eval.store import INFRA_STATUS, SampleRecord
 
-SUMMARY_VERSION = 2
-"""Bump when a key of summary.json is renamed or removed (reports read it).
+SUMMARY_VERSION = 3
+"""Bump when a key of summary.json is renamed or removed, or changes meaning (reports read it).
+
+3: `excluded` and `n_infra_errors` count clean (k = 0) samples overall as per benchmark (overall is
+the sum over benchmarks); the k > 0 exclusions are `excluded_recovery` {k: {status: count}}, per
+benchmark and overall.
 
 2: lengths are response (completion) / model / prompt tokens; `excluded`, `missing`, `truncation_by`,
 `conformance_checks`, `thinc_style` and `failure_modes` added; grader timeouts and errors left out of
@@ -38,7 +43,17 @@ NO_VOTE_STATUSES = frozenset({INFRA_STATUS})
 """Statuses whose sample is not drawn for maj@k (no trajectory); grader failures still vote."""
 
 _PER_BENCHMARK_ONLY = frozenset(
-    {"accuracy", "pass_at_k", "maj_at_k", "n_records", "n_infra_errors", "excluded", "missing", "n_samples"}
+    {
+        "accuracy",
+        "pass_at_k",
+        "maj_at_k",
+        "n_records",
+        "n_infra_errors",
+        "excluded",
+        "excluded_recovery",
+        "missing",
+        "n_samples",
+    }
 )
 """Keys that only mean something within one benchmark (problem ids may repeat across benchmarks)."""
 
@@ -103,7 +118,7 @@ def _block(
 ) -> dict[str, Any]:
     """All metrics of one set of clean samples (one benchmark, k = 0); n: samples requested per problem."""
     scored = _scored(records)
-    excluded = {status: sum(r.status == status for r in records) for status in EXCLUDED_STATUSES}
+    excluded = _excluded(records)
     problems = list(dict.fromkeys(r.problem_id for r in sorted(records, key=lambda r: r.problem_id)))
     with_score = {r.problem_id for r in scored}
     missing = [pid for pid in problems if pid not in with_score]
@@ -172,6 +187,26 @@ def _recovery(records: Sequence[SampleRecord], clean: Sequence[SampleRecord]) ->
     return out
 
 
+def _excluded(records: Iterable[SampleRecord]) -> dict[str, int]:
+    """Samples without a verdict, by status: the one way `excluded` is counted everywhere."""
+    statuses = [r.status for r in records]
+    return {status: statuses.count(status) for status in EXCLUDED_STATUSES}
+
+
+def _excluded_recovery(records: Sequence[SampleRecord]) -> dict[str, dict[str, int]]:
+    """`excluded` of each injected-failure count k > 0 (out of Recovery@k as excluded is out of accuracy)."""
+    ks = sorted({r.k for r in records if r.k > 0})
+    return {str(k): _excluded(r for r in records if r.k == k) for k in ks}
+
+
+def _sum_counts(blocks: Iterable[dict[str, int]]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for block in blocks:
+        for key, n in block.items():
+            total[key] = total.get(key, 0) + n
+    return total
+
+
 def _requested(records: Sequence[SampleRecord]) -> int | None:
     """Samples per problem when not given: the most any problem has (every status counted)."""
     counts: dict[str, int] = defaultdict(int)
@@ -207,14 +242,19 @@ def summarize(
         clean = [r for r in mine if r.k == 0]
         block = _block(clean, same, samples or _requested(clean))
         block["recovery"] = _recovery(mine, clean)
+        block["excluded_recovery"] = _excluded_recovery(mine)
         per_benchmark[name] = block
     accuracies = [b["accuracy"].value for b in per_benchmark.values() if "accuracy" in b]
     overall = {
         "mean_accuracy": sum(accuracies) / len(accuracies) if accuracies else None,
         "n_benchmarks_scored": len(accuracies),
         "n_records": len(records),
-        "n_infra_errors": sum(r.status == INFRA_STATUS for r in records),
-        "excluded": {status: sum(r.status == status for r in records) for status in EXCLUDED_STATUSES},
+        "n_infra_errors": sum(b["n_infra_errors"] for b in per_benchmark.values()),
+        "excluded": _sum_counts(b["excluded"] for b in per_benchmark.values()) or _excluded([]),
+        "excluded_recovery": {
+            k: _sum_counts(b["excluded_recovery"].get(k, {}) for b in per_benchmark.values())
+            for k in sorted({k for b in per_benchmark.values() for k in b["excluded_recovery"]}, key=int)
+        },
         "missing": {
             "count": sum(b["missing"]["count"] for b in per_benchmark.values()),
             "ids": [f"{name}/{pid}" for name, b in per_benchmark.items() for pid in b["missing"]["ids"]],

@@ -15,7 +15,7 @@ from typing import Any
 
 from thinc_bench.report import _warnings
 from thinc_bench.report.reference import load_reference
-from thinc_bench.report.runs import Run, header, utc
+from thinc_bench.report.runs import Run, differences, header, utc
 from thinc_bench.report.viewer import pack, problem_texts, viewer_samples
 
 logger = logging.getLogger(__name__)
@@ -41,6 +41,7 @@ def build_report_data(
         ValueError: no runs.
     """
     from thinc_bench.report import figures
+    from thinc_bench.report._heatmap import heatmap_figures
     from thinc_bench.report.tables import headline, published, recovery
 
     if not runs:
@@ -49,18 +50,21 @@ def build_report_data(
     reference = load_reference()
     texts = problem_texts(runs) if problem_text else {}
     samples = viewer_samples(runs, texts)
+    headers = [header(run) for run in runs]
     return {
         "title": title or "thinc_bench · " + " vs ".join(run.label for run in runs),
         "generated": utc(datetime.datetime.now(tz=datetime.timezone.utc).timestamp()),
-        "runs": [header(run) for run in runs],
+        "runs": headers,
+        "differences": differences(headers),
         "benchmarks": benchmarks,
         "headline": headline(runs, benchmarks),
         "recovery": recovery(runs, benchmarks),
         "reference": reference,
-        "published": published(runs, reference),
+        "published": published(runs, reference, benchmarks),
         "warnings": _warnings.collect(runs, samples),
         "figures": [
             *figures.all_figures(runs, benchmarks, reference),
+            *heatmap_figures(runs, benchmarks),
             {
                 "key": "training_reward",
                 "title": "GRPO reward per step",

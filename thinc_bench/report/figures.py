@@ -37,7 +37,13 @@ OK, BAD, MISSING = "#54A24B", "#E45756", "#BAB0AC"
 WIDTH_IN = 7.0
 """Figure width in inches: the report column at 96 dpi, and one printed page width."""
 
+NA_NOTE = "; n/a: no value (the table's – says why)"
+"""Caption tail of the bar figures, which mark a missing value instead of drawing a zero bar."""
+
 _salt = itertools.count()
+_figure_ids = itertools.count()
+_ID = re.compile(r'\sid="([^"]+)"')
+_REF = re.compile(r'(href="#|url\(#)([^")]+)')
 _XMLNS = re.compile(r'\s+xmlns(?::\w+)?="[^"]*"')
 _METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.S)
 
@@ -74,6 +80,35 @@ def new_figure(height_in: float = 3.0, ncols: int = 1) -> tuple[Figure, Any]:
     return fig, axes if ncols > 1 else axes[0]
 
 
+MAX_PANELS_PER_ROW = 3
+"""Per-run panels wrap after this many, so 8 runs never squeeze labels into each other."""
+
+MAX_HEIGHT_IN = 4.5
+"""No panel is taller than this (about half a laptop screen at 96 dpi)."""
+
+MAX_FIGURE_HEIGHT_IN = 6.0
+"""No figure is taller than this, however many runs wrap into rows of panels."""
+
+
+def panels(n: int, row_height_in: float, max_cols: int = MAX_PANELS_PER_ROW) -> tuple[Figure, list[Any]]:
+    """A figure with `n` panels wrapped into rows of at most `max_cols`, its height bounded."""
+    import math
+
+    from matplotlib.figure import Figure
+
+    cols = max(1, min(n, 2 if n == 4 else max_cols))
+    rows = max(1, math.ceil(n / cols))
+    fig = Figure(figsize=(WIDTH_IN, min(row_height_in * rows, MAX_FIGURE_HEIGHT_IN)), layout="constrained")
+    axes = list(fig.subplots(rows, cols, squeeze=False).ravel())
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    return fig, axes[:n]
+
+
+def _short(label: str, limit: int = 28) -> str:
+    return label if len(label) <= limit else label[: limit - 1] + "…"
+
+
 def svg_figure(fig: Figure) -> Markup:
     """Inline SVG markup of a matplotlib figure, themed by the page (see module docstring).
 
@@ -88,7 +123,16 @@ def svg_figure(fig: Figure) -> Markup:
     # Inline SVG in HTML needs no namespace declarations or RDF metadata; dropping them leaves the page
     # free of any URL, so "no external URL" stays a simple check.
     text = _METADATA.sub("", _XMLNS.sub("", text))
-    return Markup(text)  # noqa: S704 - matplotlib's own SVG, with no user text unescaped
+    return Markup(_unique_ids(text))  # noqa: S704 - matplotlib's own SVG, with no user text unescaped
+
+
+def _unique_ids(svg: str) -> str:
+    """Ids unique in a page of several SVGs: matplotlib numbers `figure_1`, `axes_1`... afresh in each
+    figure. Ids nothing refers to are dropped; referenced ones (clip paths, markers) get a prefix."""
+    prefix = f"f{next(_figure_ids)}-"
+    referenced = {m[2] for m in _REF.finditer(svg)}
+    svg = _ID.sub(lambda m: f' id="{prefix}{m[1]}"' if m[1] in referenced else "", svg)
+    return _REF.sub(lambda m: f"{m[1]}{prefix}{m[2]}", svg)
 
 
 def _grouped_bars(
@@ -102,8 +146,11 @@ def _grouped_bars(
     centres = list(range(len(names)))
     for r, run in enumerate(runs):
         xs = [c - 0.4 + width * (r + 0.5) for c in centres]
-        ys = [100 * v if v is not None else 0.0 for v in values[r]]
+        ys = [100 * v if v is not None else float("nan") for v in values[r]]
         err = [100 * e if e is not None else 0.0 for e in errors[r]] if errors else None
+        for x, v in zip(xs, values[r], strict=True):
+            if v is None:  # no value is not zero: a mark where the bar would stand, explained in the caption
+                ax.text(x, 1, "n/a", rotation=90, ha="center", va="bottom", fontsize=6, color=INK)
         ax.bar(
             xs,
             ys,
@@ -117,6 +164,27 @@ def _grouped_bars(
     ax.set_xticks(centres, list(names))
     ax.tick_params(axis="x", labelrotation=20 if len(names) > 3 else 0)
     return [float(c) for c in centres]
+
+
+def published_markers(
+    reference: dict[str, Any], metric: str, benchmarks: Sequence[str]
+) -> list[dict[str, Any]]:
+    """The published numbers of `metric` that may be drawn on a report of `benchmarks` (see
+    `reference.applies`): the paper's AIME averages never stand on a nano axis."""
+    from thinc_bench.report.reference import applies
+
+    return [
+        e
+        for e in reference.get("numbers", [])
+        if e["metric"] == metric and e["value"] is not None and applies(e, benchmarks, reference)
+    ]
+
+
+def _marker_label(entry: dict[str, Any], reference: dict[str, Any]) -> str:
+    from thinc_bench.report.reference import provenance
+
+    kind = provenance(entry, reference).split(":")[0]
+    return f"{entry['model']} {entry['value']} (published; {kind})"
 
 
 def accuracy_figure(runs: Sequence[Run], benchmarks: Sequence[str], reference: dict[str, Any]) -> Markup:
@@ -134,16 +202,15 @@ def accuracy_figure(runs: Sequence[Run], benchmarks: Sequence[str], reference: d
             errors.append([(per.get(b, {}).get("accuracy") or {}).get("stderr") for b in benchmarks] + [None])
         centres = _grouped_bars(ax, runs, names, values, errors)
         markers = itertools.cycle("D^sv<>pho")
-        for entry in reference.get("numbers", []):
-            if entry["metric"] == "avg_accuracy":
-                ax.plot(
-                    [centres[-1] + 0.45],
-                    [entry["value"]],
-                    next(markers),
-                    color=INK,
-                    markersize=4,
-                    label=f"{entry['model']} {entry['value']} (published)",
-                )
+        for entry in published_markers(reference, "avg_accuracy", benchmarks):
+            ax.plot(
+                [centres[-1] + 0.45],
+                [entry["value"]],
+                next(markers),
+                color=INK,
+                markersize=4,
+                label=_marker_label(entry, reference),
+            )
         ax.set_ylabel("accuracy (%)")
         ax.set_ylim(0, 100)
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
@@ -202,57 +269,21 @@ def tool_call_figure(runs: Sequence[Run]) -> Markup:
 
 
 def length_figure(runs: Sequence[Run]) -> Markup:
-    """Model tokens per response, correct vs incorrect, one panel per run."""
+    """Model tokens per response, correct vs incorrect, one panel per run (wrapped in rows)."""
     with _style():
-        fig, axes = new_figure(2.6, ncols=len(runs))
-        for ax, run in zip(axes if len(runs) > 1 else [axes], runs, strict=True):
+        fig, axes = panels(len(runs), 2.4)
+        for ax, run in zip(axes, runs, strict=True):
             scored = _clean_scored(run)
             right = [s["gen_tokens"] for s in scored if s["correct"]]
             wrong = [s["gen_tokens"] for s in scored if not s["correct"]]
             top = max([*right, *wrong, 1])
             bins = [top * i / 20 for i in range(21)]
             ax.hist([right, wrong], bins=bins, color=[OK, BAD], label=["correct", "incorrect"], stacked=True)
-            ax.set_title(run.label, fontsize=8)
-            ax.set_xlabel("model tokens per response")
-        (axes[0] if len(runs) > 1 else axes).set_ylabel("trajectories")
-        (axes[0] if len(runs) > 1 else axes).legend(fontsize=7)
-    return svg_figure(fig)
-
-
-def heatmap_figure(runs: Sequence[Run], benchmark: str) -> Markup:
-    """Problem x sample correctness of one benchmark (clean samples), one panel per run."""
-    from matplotlib.colors import ListedColormap
-
-    with _style():
-        grids = []
-        for run in runs:
-            mine = [s for s in run.samples if s["benchmark"] == benchmark and s["k"] == 0]
-            problems = sorted({s["problem_id"] for s in mine})
-            n = max((s["sample_idx"] for s in mine), default=0) + 1
-            grid = [[0] * n for _ in problems]
-            index = {p: i for i, p in enumerate(problems)}
-            for s in mine:
-                grid[index[s["problem_id"]]][s["sample_idx"]] = (
-                    0 if s["status"] == "infra_error" else (2 if s["correct"] else 1)
-                )
-            grids.append((run, problems, grid))
-        rows = max((len(g[1]) for g in grids), default=1)
-        fig, axes = new_figure(min(1.2 + 0.12 * rows, 9.0), ncols=len(runs))
-        for ax, (run, problems, grid) in zip(axes if len(runs) > 1 else [axes], grids, strict=True):
-            ax.imshow(
-                grid or [[0]],
-                cmap=ListedColormap([MISSING, BAD, OK]),
-                vmin=0,
-                vmax=2,
-                aspect="auto",
-                interpolation="nearest",
-            )
-            ax.set_title(run.label, fontsize=8)
-            ax.set_xticks(range(len(grid[0]) if grid else 1))
-            ax.set_xlabel("sample")
-            ax.set_yticks(
-                range(len(problems)), problems if len(problems) <= 40 else [""] * len(problems), fontsize=6
-            )
+            ax.set_title(_short(run.label), fontsize=8)
+            ax.tick_params(axis="x", labelsize=7)
+        fig.supxlabel("model tokens per response", fontsize=9)
+        fig.supylabel("trajectories", fontsize=9)
+        axes[0].legend(fontsize=7)
     return svg_figure(fig)
 
 
@@ -292,7 +323,7 @@ def _dig(block: dict[str, Any], path: Sequence[str]) -> float | None:
     return None if value is None else float(value)
 
 
-def failure_mode_figure(runs: Sequence[Run], reference: dict[str, Any]) -> Markup:
+def failure_mode_figure(runs: Sequence[Run], reference: dict[str, Any], benchmarks: Sequence[str]) -> Markup:
     """Grounding and the three TIR failure modes, runs side by side (pooled clean samples).
 
     Published numbers are drawn as markers where the paper gives one (grounding); groups it does
@@ -306,6 +337,7 @@ def failure_mode_figure(runs: Sequence[Run], reference: dict[str, Any]) -> Marku
             ]
             for _, _, metric in FAILURE_MODE_GROUPS
         }
+        drawn = {metric: published_markers(reference, metric, benchmarks) for metric in published}
         names = [
             label if published[metric] else f"{label}\n(paper: not reported)"
             for label, _, metric in FAILURE_MODE_GROUPS
@@ -316,14 +348,14 @@ def failure_mode_figure(runs: Sequence[Run], reference: dict[str, Any]) -> Marku
         centres = _grouped_bars(ax, runs, names, values)
         markers = itertools.cycle("D^sv<>pho")
         for centre, (_, _, metric) in zip(centres, FAILURE_MODE_GROUPS, strict=True):
-            for entry in published[metric]:
+            for entry in drawn[metric]:
                 ax.plot(
                     [centre + 0.45],
                     [entry["value"]],
                     next(markers),
                     color=INK,
                     markersize=4,
-                    label=f"{entry['model']} {entry['value']} (published)",
+                    label=_marker_label(entry, reference),
                 )
         ax.tick_params(axis="x", labelrotation=0, labelsize=7)
         ax.set_ylabel("%")
@@ -335,14 +367,26 @@ def failure_mode_figure(runs: Sequence[Run], reference: dict[str, Any]) -> Marku
 def all_figures(
     runs: Sequence[Run], benchmarks: Sequence[str], reference: dict[str, Any]
 ) -> list[dict[str, Any]]:
-    """The report's figures in page order: dicts with key, title, caption and svg (None when no data)."""
+    """The report's run-level figures in page order: dicts with key, title, caption and svg (None when
+    no data); the per-benchmark heat maps follow them (`_heatmap.heatmap_figures`)."""
     ks = sorted({int(s["k"]) for run in runs for s in run.samples})
+    paper = ", ".join(reference.get("source", {}).get("benchmarks", []))
+    none_here = f"no published markers: they were measured on {paper}, not on this report's benchmarks"
+    averages = (
+        "markers: published 5-benchmark averages (not measured here; the legend gives each one's source class)"
+        if published_markers(reference, "avg_accuracy", benchmarks)
+        else none_here
+    )
+    grounding = (
+        "Markers: published grounding rates (not measured here)"
+        if published_markers(reference, "grounding", benchmarks)
+        else none_here.capitalize()
+    )
     figures: list[dict[str, Any]] = [
         {
             "key": "accuracy",
             "title": "Accuracy per benchmark",
-            "caption": "avg@n ± standard error over problems; markers: published 5-benchmark averages "
-            "(not measured here)",
+            "caption": f"avg@n ± standard error over problems; {averages}{NA_NOTE}",
             "svg": accuracy_figure(runs, benchmarks, reference),
         },
         {
@@ -358,8 +402,8 @@ def all_figures(
             "caption": "grounded answers, then (A) post-hoc verification, (B) trajectories typing prose numbers "
             "into code (% of trajectories), (C) prose outside the plan (% of model tokens); lower is better "
             "for A-C. "
-            "Markers: published grounding rates (not measured here); the paper reports no number for A-C",
-            "svg": failure_mode_figure(runs, reference),
+            f"{grounding}; the paper reports no number for A-C{NA_NOTE}",
+            "svg": failure_mode_figure(runs, reference, benchmarks),
         },
         {
             "key": "tool_calls",
@@ -377,19 +421,10 @@ def all_figures(
         {
             "key": "grounding",
             "title": "Grounding by benchmark",
-            "caption": "answers equal to a value the interpreter printed",
+            "caption": "answers equal to a value the interpreter printed" + NA_NOTE,
             "svg": grounding_figure(runs, benchmarks),
         },
     ]
-    for name in benchmarks:
-        figures.append(
-            {
-                "key": f"heatmap-{name}",
-                "title": f"Correctness: {name}",
-                "caption": "problems x samples: green correct, red incorrect, grey not scored",
-                "svg": heatmap_figure(runs, name),
-            }
-        )
     return figures
 
 

@@ -12,6 +12,8 @@ import dataclasses
 import datetime
 import json
 import logging
+import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,8 +164,99 @@ def utc(unix: float | None) -> str | None:
     return datetime.datetime.fromtimestamp(unix, tz=datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.:/<>-])(?:~|[A-Za-z]:)?/(?:[\w.+@-]+/)*[\w.+@-]+")
+"""An absolute path written in a setting or an error message (POSIX, home-relative, or C:/...)."""
+
+MAX_RELATIVE_UP = 2
+"""A path at most this many folders above the run (runs/nano/sft beside runs/nano/eval) stays a
+relative path; anything farther (a virtual environment, a home folder) becomes its name."""
+
+
+def public_path(text: str, run_dir: Path) -> str:
+    """`text` with every absolute path replaced by one that shows nothing of the machine: relative to
+    the run directory when near it, else the file or folder's name (a model's name).
+
+    Example:
+        public_path("/home/me/.venv/lib/SmolLM2-135M.gguf", Path("/home/me/runs/a")) == "SmolLM2-135M.gguf"
+    """
+
+    def replace(match: re.Match[str]) -> str:
+        path = os.path.expanduser(match[0])
+        try:
+            rel = os.path.relpath(path, Path(run_dir).resolve())
+        except ValueError:  # another drive
+            return Path(path).name
+        parts = Path(rel).parts
+        if parts.count("..") <= MAX_RELATIVE_UP and not {"site-packages", ".venv", ".cache"} & set(parts):
+            return rel
+        return Path(path).name or match[0]
+
+    return _ABSOLUTE_PATH.sub(replace, text)
+
+
+def _public(value: Any, run_dir: Path) -> Any:
+    if isinstance(value, str):
+        return public_path(value, run_dir)
+    if isinstance(value, dict):
+        return {k: _public(v, run_dir) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_public(v, run_dir) for v in value]
+    return value
+
+
+DIFFERENCE_GROUPS = {
+    "prompt": ("system_prompt", "few_shot", "response_prefix", "chat_template_kwargs"),
+    "trigger": ("exec_on",),
+    "dialect": ("dialect",),
+    "budget": ("max_tokens", "max_tool_calls"),
+    "samples": ("samples",),
+    "k set": ("recovery_k",),
+}
+"""Settings that change what a number measures: runs that differ in one are not compared like for
+like, and the page says so in a banner (the model, sampling and versions differ by design)."""
+
+
+def _flat(facts: dict[str, Any]) -> dict[str, str]:
+    out: dict[str, str] = {"model": str(facts["model"]), "backend": str(facts["backend"])}
+    for group in ("sampling", "budgets", "prompt", "sandbox", "versions"):
+        for key, value in facts[group].items():
+            if key in ("protections",):
+                continue
+            out[key if group in ("budgets", "prompt") else f"{group}.{key}"] = (
+                value if isinstance(value, str) else json.dumps(value, default=str)
+            )
+    out["problems"] = str(facts["n_problems"])
+    out["git"] = str((facts.get("git") or {}).get("sha", ""))[:12]
+    return out
+
+
+def differences(facts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """What differs between runs' headers: `rows` (setting, one value per run) and `banner`, the
+    groups of `DIFFERENCE_GROUPS` that differ, each with its differing settings."""
+    flat = [_flat(f) for f in facts]
+    keys = list(dict.fromkeys(k for f in flat for k in f))
+    rows = [
+        {"name": key, "by_run": [f.get(key, "–") for f in flat]}
+        for key in keys
+        if len({f.get(key) for f in flat}) > 1
+    ]
+    differing = {row["name"] for row in rows}
+    banner = [
+        {"group": group, "settings": [k for k in keys if k in differing]}
+        for group, keys in DIFFERENCE_GROUPS.items()
+        if differing & set(keys)
+    ]
+    return {"rows": rows, "banner": banner}
+
+
 def header(run: Run) -> dict[str, Any]:
-    """Who, what and how of one run: the facts a reader checks before trusting its numbers."""
+    """Who, what and how of one run: the facts a reader checks before trusting its numbers; no
+    absolute path of the machine that ran it (see `public_path`)."""
+    facts: dict[str, Any] = _public(_header(run), run.dirs[0])
+    return facts
+
+
+def _header(run: Run) -> dict[str, Any]:
     settings = run.config.get("settings", {})
     env = run.config.get("environment", {})
     resolved = run.config.get("resolved", {})
@@ -175,7 +268,7 @@ def header(run: Run) -> dict[str, Any]:
     busy = sum(sum(s.get("timings", {}).values()) for s in run.samples)
     return {
         "label": run.label,
-        "run_dirs": [str(d) for d in run.dirs],
+        "run_dirs": [d.name for d in run.dirs],
         "shards": run.shards,
         "model": settings.get("model") or "bundled SmolLM2-135M-Instruct (demo)",
         "backend": settings.get("backend"),

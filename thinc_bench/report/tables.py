@@ -55,7 +55,8 @@ def _largest_k(name: str) -> Callable[[dict[str, Any]], float | None]:
         by_k = block.get(name) or {}
         if not by_k:
             return None
-        return float(by_k[max(by_k, key=int)]["value"])
+        value = by_k[max(by_k, key=int)].get("value")
+        return None if value is None else float(value)
 
     return get
 
@@ -150,7 +151,9 @@ def fmt(value: float | None, kind: Format) -> str:
     return f"{value:.2f}"
 
 
-def _cell(metric: Metric, block: dict[str, Any] | None, value: float | None = None) -> dict[str, Any]:
+def _cell(
+    metric: Metric, block: dict[str, Any] | None, value: float | None = None, why: str | None = None
+) -> dict[str, Any]:
     if block is not None:
         value = metric.get(block)
     cell: dict[str, Any] = {"key": metric.key, "value": value, "text": fmt(value, metric.fmt), "best": False}
@@ -158,9 +161,52 @@ def _cell(metric: Metric, block: dict[str, Any] | None, value: float | None = No
         stderr = _path("accuracy", "stderr")(block)
         cell["stderr"] = stderr
         cell["stderr_text"] = fmt(stderr, "pct") if stderr is not None else None
-    if metric.key in ("pass_at_k", "maj_at_k") and block:
+    if metric.key in ("pass_at_k", "maj_at_k") and block and value is not None:
         cell["note"] = _coverage(block.get(metric.key) or {})
+    if value is None:
+        cell["why"] = why or (missing_reason(metric, block) if block is not None else "no value")
     return cell
+
+
+MISSING = {
+    "accuracy": "no scored sample",
+    "tool_calls": "no scored sample",
+    "response_tokens": "the records do not say how long their responses were (older thinc_bench)",
+    "grounding": "no scored sample gave an answer",
+    "exec_errors": "no code was executed",
+    "no_answer": "no scored sample",
+    "truncation": "no scored sample",
+    "conformance": "the records carry no conformance checks (older thinc_bench)",
+    "posthoc": "no answered sample to judge (or older records without failure modes)",
+    "nl_literals": "no sample with code to judge (or older records without failure modes)",
+    "nl_ratio": "no model tokens to measure (or older records without failure modes)",
+}
+"""Why a headline metric can have no value in a summary block that has records."""
+
+
+def missing_reason(metric: Metric, block: dict[str, Any]) -> str:
+    """Why `metric` has no value in a per-benchmark or overall summary block: the reader's tooltip."""
+    if not block:
+        return "this run has no records of this benchmark"
+    if "accuracy" not in block and "mean_accuracy" not in block and block.get("n_records") is not None:
+        n, lost = block.get("n_records", 0), excluded(block)
+        return f"no scored sample: {lost} of {n} clean samples excluded (no verdict)"
+    if metric.key in ("pass_at_k", "maj_at_k"):
+        by_k = block.get(metric.key) or {}
+        if not by_k:
+            return "not computed (older summary)"
+        k = max(by_k, key=int)
+        entry = by_k[k]
+        short, unresolved = int(entry.get("n_problems_short") or 0), int(entry.get("n_unresolved") or 0)
+        if metric.key == "pass_at_k" or not unresolved:
+            return (
+                f"no problem has {k} usable samples ({short} problems have fewer: a sample lost to an "
+                "infrastructure error, a grader timeout or error)"
+            )
+        return (
+            f"no majority group of {k} samples has a known verdict ({unresolved} unresolved, {short} short)"
+        )
+    return MISSING.get(metric.key, "no value")
 
 
 def _coverage(by_k: dict[str, Any]) -> str | None:
@@ -175,28 +221,35 @@ def _coverage(by_k: dict[str, Any]) -> str | None:
 
 
 def _average_cells(run: Run) -> list[dict[str, Any]]:
+    """The average row: benchmarks without a scored sample are left out of it, and the cell says so."""
     overall = run.summary.get("overall", {})
-    blocks = [b for b in run.summary.get("per_benchmark", {}).values() if "accuracy" in b]
+    per = run.summary.get("per_benchmark", {})
+    blocks = [b for b in per.values() if "accuracy" in b]
+    partial = f"{len(blocks)}/{len(per)} benchmarks" if 0 < len(blocks) < len(per) else None
     cells = []
     for metric in METRICS:
         if metric.key == "accuracy":
-            cells.append(_cell(metric, None, overall.get("mean_accuracy")))
+            why = "no benchmark has a scored sample"
+            cells.append(_cell(metric, None, overall.get("mean_accuracy"), why))
         elif metric.key in ("pass_at_k", "maj_at_k"):
             values = [v for v in (metric.get(b) for b in blocks) if v is not None]
-            cells.append(
-                _cell(metric, None, fmean(values) if values and len(values) == len(blocks) else None)
-            )
+            whole = bool(values) and len(values) == len(blocks)
+            why = f"{len(blocks) - len(values)} of {len(blocks)} scored benchmarks have no {metric.label}"
+            cells.append(_cell(metric, None, fmean(values) if whole else None, why))
         else:
             cells.append(_cell(metric, overall))
+        if partial and metric.key in ("accuracy", "pass_at_k", "maj_at_k") and cells[-1]["value"] is not None:
+            cells[-1]["note"] = partial
     return cells
 
 
-def _mark_best(groups: list[list[dict[str, Any]]]) -> None:
-    """Flag, per metric, the best value across runs (all tied best values); only with 2+ runs."""
+def _mark_best(groups: list[list[dict[str, Any]]], skip: frozenset[str] = frozenset()) -> None:
+    """Flag, per metric, the best value across runs (all tied best values); only with 2+ runs, and
+    not for `skip` (pass@k / maj@k at different k: pass@8 beats pass@4 by construction)."""
     if len(groups) < 2:
         return
     for i, metric in enumerate(METRICS):
-        if metric.direction == "none":
+        if metric.direction == "none" or metric.key in skip:
             continue
         values = [g[i]["value"] for g in groups if g[i]["value"] is not None]
         if len(values) < 2:
@@ -207,10 +260,24 @@ def _mark_best(groups: list[list[dict[str, Any]]]) -> None:
 
 
 def excluded(block: dict[str, Any]) -> int:
-    """Samples kept out of accuracy (infrastructure errors, grader timeouts and errors); version-1
-    summaries counted infrastructure errors only."""
+    """Clean samples kept out of accuracy (infrastructure errors, grader timeouts and errors);
+    version-1 summaries counted infrastructure errors only."""
     counts = block.get("excluded")
     return int(sum(counts.values())) if counts else int(block.get("n_infra_errors", 0))
+
+
+def _excluded_cell(block: dict[str, Any]) -> dict[str, Any]:
+    """The excluded column: clean samples, then the k > 0 runs' exclusions apart (they are out of
+    Recovery@k, not out of accuracy)."""
+    by_k = {k: int(sum(c.values())) for k, c in (block.get("excluded_recovery") or {}).items()}
+    faulted = sum(by_k.values())
+    detail = ", ".join(f"k={k}: {n}" for k, n in by_k.items() if n)
+    return {
+        "value": excluded(block),
+        "faulted": faulted,
+        "title": "clean samples without a verdict (out of accuracy)"
+        + (f"; injected-failure runs: {detail} (out of Recovery@k)" if faulted else ""),
+    }
 
 
 def headline(runs: Sequence[Run], benchmarks: Sequence[str]) -> dict[str, Any]:
@@ -220,17 +287,18 @@ def headline(runs: Sequence[Run], benchmarks: Sequence[str]) -> dict[str, Any]:
         groups = []
         for run in runs:
             block = run.summary.get("per_benchmark", {}).get(name)
-            groups.append([_cell(m, block if block and "accuracy" in block else {}) for m in METRICS])
-        _mark_best(groups)
+            groups.append([_cell(m, block or {}) for m in METRICS])
         ks: dict[str, list[str] | None] = {
             m: sorted({k for run in runs if (k := _largest_key(run.summary, name, m)) is not None}, key=int)
             for m in ("pass_at_k", "maj_at_k")
         }
-        infra = [excluded(run.summary.get("per_benchmark", {}).get(name, {})) for run in runs]
+        _mark_best(groups, frozenset(m for m, found in ks.items() if found and len(found) > 1))
+        infra = [_excluded_cell(run.summary.get("per_benchmark", {}).get(name, {})) for run in runs]
         rows.append({"benchmark": name, "groups": groups, "ks": ks, "infra": infra, "average": False})
     averages = [_average_cells(run) for run in runs]
-    _mark_best(averages)
-    infra = [excluded(run.summary.get("overall", {})) for run in runs]
+    differ = {m for row in rows for m, found in row["ks"].items() if found and len(found) > 1}
+    _mark_best(averages, frozenset(differ))
+    infra = [_excluded_cell(run.summary.get("overall", {})) for run in runs]
     rows.append({"benchmark": "average", "groups": averages, "ks": {}, "infra": infra, "average": True})
     columns = []
     for m in METRICS:
@@ -264,7 +332,11 @@ def mean_recovery(run: Run, k: int) -> dict[str, float] | None:
     recs = [r for r in recs if r.get("accuracy") is not None and r.get("clean_accuracy") is not None]
     if not recs:
         return None
-    return {"accuracy": fmean(r["accuracy"] for r in recs), "clean": fmean(r["clean_accuracy"] for r in recs)}
+    out = {"accuracy": fmean(r["accuracy"] for r in recs), "clean": fmean(r["clean_accuracy"] for r in recs)}
+    ratios = [r["ratio"] for r in recs if r.get("ratio") is not None]
+    if ratios:
+        out["ratio"] = fmean(ratios)
+    return out
 
 
 def measured(run: Run, metric: str) -> float | None:
@@ -284,11 +356,26 @@ def measured(run: Run, metric: str) -> float | None:
     if metric.startswith("recovery_accuracy_k"):
         rec = mean_recovery(run, int(metric.removeprefix("recovery_accuracy_k")))
         return None if rec is None else 100 * rec["accuracy"]
+    if metric.startswith("recovery_rate_k"):  # the source's rate is undefined: our ratio stands beside it
+        rec = mean_recovery(run, int(metric.removeprefix("recovery_rate_k")))
+        return None if rec is None or "ratio" not in rec else 100 * rec["ratio"]
     return None
 
 
-def published(runs: Sequence[Run], reference: dict[str, Any]) -> list[dict[str, Any]]:
-    """Reference numbers grouped by metric, each group with the runs' own comparable numbers."""
+MEASURED_AS = {
+    "recovery_rate_k3": "our ratio Recovery@3 / clean accuracy (problems with clean accuracy > 0), mean over "
+    "benchmarks, x 100: what we can measure; the published rate is not defined in its source",
+}
+"""What the run's own number is, where it is not the published metric itself."""
+
+
+def published(
+    runs: Sequence[Run], reference: dict[str, Any], benchmarks: Sequence[str] = ()
+) -> list[dict[str, Any]]:
+    """Reference numbers grouped by metric, each group with the runs' own comparable numbers; each
+    entry carries its provenance in words and whether it applies to this report's benchmarks."""
+    from thinc_bench.report.reference import applies, provenance
+
     groups: dict[str, dict[str, Any]] = {}
     for entry in reference.get("numbers", []):
         metric = entry["metric"]
@@ -299,7 +386,15 @@ def published(runs: Sequence[Run], reference: dict[str, Any]) -> list[dict[str, 
                 "label": reference.get("metrics", {}).get(metric, metric),
                 "entries": [],
                 "measured": [{"label": run.label, "value": measured(run, metric)} for run in runs],
+                "measured_as": MEASURED_AS.get(metric),
+                "applies": applies(entry, benchmarks, reference),
             },
         )
-        group["entries"].append(entry)
+        group["entries"].append(
+            {
+                **entry,
+                "provenance": provenance(entry, reference),
+                "applies": applies(entry, benchmarks, reference),
+            }
+        )
     return list(groups.values())

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from thinc_bench.report._warnings import flags
+from thinc_bench.report.runs import public_path
 
 if TYPE_CHECKING:
     from thinc_bench.report.runs import Run
@@ -120,7 +121,7 @@ def viewer_samples(runs: Sequence[Run], texts: dict[tuple[str, str], str]) -> li
                 "failed_checks": [name for name, ok in (s.get("checks") or {}).items() if not ok],
                 "posthoc": s.get("posthoc"),
                 "nl_literals": s.get("nl_literals") or [],
-                "error": s["error"],
+                "error": None if s["error"] is None else public_path(str(s["error"]), run.dirs[0]),
                 "problem": texts.get((s["benchmark"], s["problem_id"])),
                 "prompt": prompt.get("text"),
                 "prompt_tokens": prompt.get("prompt_tokens"),
