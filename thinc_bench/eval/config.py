@@ -185,7 +185,12 @@ class EvalConfig:
         default=None, metadata={"help": "Trajectories in flight at once; default 64, demo 4."}
     )
     out: str | None = field(
-        default=None, metadata={"help": "Run directory; default runs/<model>-<config hash>."}
+        default=None,
+        metadata={
+            "help": "Run directory (alias --output-dir); default runs/<model>-<config hash>. A directory "
+            "holding no sample yet takes new settings.",
+            "aliases": ["--output-dir", "--output_dir"],
+        },
     )
     shard: str = field(default="0/1", metadata={"help": "i/n: evaluate every n-th problem starting at i."})
     exec_timeout_s: float = field(

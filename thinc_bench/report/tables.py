@@ -55,7 +55,8 @@ def _largest_k(name: str) -> Callable[[dict[str, Any]], float | None]:
         by_k = block.get(name) or {}
         if not by_k:
             return None
-        return float(by_k[max(by_k, key=int)]["value"])
+        value = by_k[max(by_k, key=int)]["value"]
+        return None if value is None else float(value)  # None: no problem has k samples yet (a partial run)
 
     return get
 
