@@ -52,7 +52,7 @@ import logging
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Literal
 
@@ -148,6 +148,7 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
 
     from thinc_bench import checkpoint
     from thinc_bench.build_sft.sources import load_source
+    from thinc_bench.cli import parse_recipe
     from thinc_bench.eval.rollout import RolloutLimits
     from thinc_bench.prompts import load_system_prompt
     from thinc_bench.sandbox import Sandbox
@@ -163,7 +164,8 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     argv = bare_argv(sys.argv[1:] if argv is None else argv, "grpo_nano.yaml", "ThinC-nano GRPO on CPU")
     argv, curriculum = split_config(argv)
     parser = TrlParser((ScriptArgs, GRPOConfig, ModelConfig))
-    script_args, training_args, model_args = parser.parse_args_and_config(argv)
+    own = [f.name for f in fields(ScriptArgs)]
+    script_args, training_args, model_args = parse_recipe(parser, argv, __doc__.split("\n\n")[0], own)
     if curriculum is not None:
         Path(argv[argv.index("--config") + 1]).unlink()  # the temporary TrlParser copy of the YAML
     if not model_args.model_name_or_path:

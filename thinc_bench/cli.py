@@ -36,7 +36,12 @@ def closest_flag(flag: str, parser: argparse.ArgumentParser) -> str | None:
     """The parser's option most like `flag` (ignoring a `=value`), or None when none is close."""
     options = [o for action in parser._actions for o in action.option_strings if o.startswith("--")]
     name = flag.split("=", 1)[0]
-    normalized = {o.replace("_", "-"): o for o in options}
+    typed_underscore = "_" in name
+    normalized: dict[str, str] = {}
+    for option in options:  # the spelling the user typed wins (--max-tokens / --learning_rate)
+        key = option.replace("_", "-")
+        if key not in normalized or ("_" in option) == typed_underscore:
+            normalized[key] = option
     match = difflib.get_close_matches(name.replace("_", "-"), list(normalized), n=1, cutoff=0.6)
     return normalized[match[0]] if match else None
 

@@ -69,7 +69,12 @@ def _given(argv: Sequence[str]) -> dict[str, Any]:
     probe = _parser()
     for action in probe._actions:  # set_defaults(SUPPRESS) would be type-converted; the actions are not
         action.default = argparse.SUPPRESS
-    given: dict[str, Any] = vars(probe.parse_args(list(argv)))
+    from thinc_bench.cli import one_line_errors, reject_unknown
+
+    one_line_errors(probe)
+    namespace, rest = probe.parse_known_args(list(argv))
+    reject_unknown(probe, rest)
+    given: dict[str, Any] = vars(namespace)
     return given
 
 
@@ -179,7 +184,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if given.get("refilter"):
             config = _stored_config(given)
         else:
-            (config,) = _parser(args).parse_args_into_dataclasses(args=args, return_remaining_strings=False)
+            from thinc_bench.cli import parse_dataclasses
+
+            (config,) = parse_dataclasses(_parser(args), args)
         logging.basicConfig(
             level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
         )
