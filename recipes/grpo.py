@@ -99,6 +99,16 @@ class ScriptArgs:
             "help": "Recorded in the checkpoint: eval's --recovery-k; default the input model's record."
         },
     )
+    eval_benchmarks: str | None = field(
+        default=None,
+        metadata={
+            "help": "Recorded in the checkpoint: eval's --benchmarks; default the input model's record."
+        },
+    )
+    eval_limit: int | None = field(
+        default=None,
+        metadata={"help": "Recorded in the checkpoint: eval's --limit; default the input model's record."},
+    )
     exec_on: Literal["output_open", "code_close"] = field(
         default="output_open",
         metadata={
@@ -295,7 +305,12 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
         settings |= {"max_tokens": last.max_tokens, "max_tool_calls": last.max_tool_calls}
         settings |= {
             k: v
-            for k, v in (("samples", script_args.eval_samples), ("recovery_k", script_args.eval_recovery_k))
+            for k, v in (
+                ("samples", script_args.eval_samples),
+                ("recovery_k", script_args.eval_recovery_k),
+                ("benchmarks", script_args.eval_benchmarks),
+                ("limit", script_args.eval_limit),
+            )
             if v is not None
         }
         for folder in (root, *(root / p.stage.name for p in plans if (root / p.stage.name).is_dir())):

@@ -68,6 +68,10 @@ class ScriptArgs:
     eval_recovery_k: str | None = field(
         default=None, metadata={"help": "Recorded in the checkpoint: eval's --recovery-k for it."}
     )
+    eval_limit: int | None = field(
+        default=None,
+        metadata={"help": "Recorded in the checkpoint: eval's --limit (problems per benchmark)."},
+    )
 
 
 def eval_settings(args: ScriptArgs) -> dict[str, object]:
@@ -78,6 +82,7 @@ def eval_settings(args: ScriptArgs) -> dict[str, object]:
         "max_tool_calls": args.eval_max_tool_calls,
         "samples": args.eval_samples,
         "recovery_k": args.eval_recovery_k,
+        "limit": args.eval_limit,
     }
 
 
