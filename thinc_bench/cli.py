@@ -15,7 +15,14 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn
 
-__all__ = ["closest_flag", "one_line_errors", "parse_dataclasses", "parse_recipe", "reject_unknown"]
+__all__ = [
+    "HelpFormatter",
+    "closest_flag",
+    "one_line_errors",
+    "parse_dataclasses",
+    "parse_recipe",
+    "reject_unknown",
+]
 
 EXIT_USAGE = 2
 """argparse's own exit status for a command-line mistake."""
@@ -26,9 +33,21 @@ def _fail(message: str) -> NoReturn:
     raise SystemExit(EXIT_USAGE)
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """HfArgumentParser's formatter, without "(default: None)": a None default means "see the help",
+    which already says what it resolves to ("default 16, demo 2")."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None:
+            return action.help
+        return super()._get_help_string(action)
+
+
 def one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Make argparse's own errors (a bad value, an ambiguous prefix) one `error:` line, exit 2."""
+    """Make argparse's own errors (a bad value, an ambiguous prefix) one `error:` line, exit 2, and
+    its help free of "(default: None)" (`HelpFormatter`)."""
     parser.error = _fail  # type: ignore[method-assign]
+    parser.formatter_class = HelpFormatter
     return parser
 
 
@@ -101,7 +120,6 @@ def parse_recipe(parser: Any, argv: Sequence[str], description: str, own: Iterab
     the recipe's own flags and the common TRL ones), `--help-all` for every TRL flag, and one-line
     errors for an unknown flag or config key."""
     parser.description = description
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument(  # TrlParser reads it before argparse does; declared here for --help
         "--config",
         default=argparse.SUPPRESS,

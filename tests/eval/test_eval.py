@@ -488,3 +488,34 @@ def test_sigint_saves_what_finished_says_how_to_resume_and_the_rerun_completes(
     keys = Counter((r["problem_id"], r["sample_idx"], r["k"]) for r in _records(out))
     assert len(keys) == 16 and set(keys.values()) == {1}
     assert "partial" not in json.loads((out / "summary.json").read_text())
+
+
+def test_raising_limit_extends_the_run_and_lowering_it_is_refused(
+    two_problem_benchmark, scripted_turns, tmp_path, capsys
+):
+    out = tmp_path / "run"
+    args = _scripted_args(two_problem_benchmark, scripted_turns, out, "--samples", "1")
+    assert thinc_eval.main([*args, "--limit", "1"]) == 0
+    assert [r["problem_id"] for r in _records(out)] == ["tiny-1"]
+    capsys.readouterr()
+    assert thinc_eval.main([*args, "--limit", "2"]) == 0
+    assert "= 2 trajectories (1 to run, 1 saved)" in capsys.readouterr().err
+    assert sorted(r["problem_id"] for r in _records(out)) == ["tiny-1", "tiny-2"]
+    assert json.loads((out / "config.json").read_text())["settings"]["limit"] == 2
+    assert thinc_eval.main([*args, "--limit", "1"]) == 2
+    assert "differ: limit" in capsys.readouterr().err
+
+
+def test_bundled_smollm2_names_the_tokenizer_and_a_missing_model_folder_says_so(
+    two_problem_benchmark, scripted_turns, tmp_path, capsys
+):
+    out = tmp_path / "run"
+    extra = ("--samples", "1", "--limit", "1", "--tokenizer", "bundled-smollm2")
+    assert thinc_eval.main(_scripted_args(two_problem_benchmark, scripted_turns, out, *extra)) == 0
+    tokenizer = json.loads((out / "config.json").read_text())["resolved"]["generator"]["tokenizer"]
+    assert tokenizer == "bundled-smollm2"
+    missing = ["--model", str(tmp_path / "smol-hff"), "--benchmarks", str(two_problem_benchmark)]
+    assert thinc_eval.main([*missing, "--out", str(tmp_path / "typo")]) == 2
+    error = capsys.readouterr().err
+    assert f"no model at '{tmp_path / 'smol-hff'}': no such folder or file" in error
+    assert "Repo id" not in error and not (tmp_path / "typo").exists()

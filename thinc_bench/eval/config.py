@@ -136,7 +136,8 @@ class EvalConfig:
         },
     )
     limit: int | None = field(
-        default=None, metadata={"help": "Problems per benchmark (first N); default all, demo 2."}
+        default=None,
+        metadata={"help": "Problems per benchmark (first N); default all, demo 2. Raising it extends a run."},
     )
     recovery_k: str | None = field(
         default=None,

@@ -218,13 +218,18 @@ def plan(config: EvalConfig, problems: Sequence[Problem]) -> list[tuple[Problem,
 
 
 async def run_eval(
-    config: EvalConfig, run: RunDir, problems: Sequence[Problem], *, stop: asyncio.Event | None = None
+    config: EvalConfig,
+    run: RunDir,
+    problems: Sequence[Problem],
+    *,
+    stop: asyncio.Event | None = None,
+    label: str = "eval",
 ) -> bool:
     """Run every (problem, sample, k) not yet in the run directory, appending each as it finishes.
 
     Setting `stop` (the CLI does on Ctrl-C or SIGTERM) starts no further trajectory and cancels those
     in flight; every one already recorded stays, so a rerun resumes. Returns whether the run is
-    complete (False when `stop` ended it first).
+    complete (False when `stop` ended it first). `label` names the progress bar (build_sft's rollouts).
     """
     from tqdm import tqdm
 
@@ -260,7 +265,7 @@ async def run_eval(
         with (
             Sandbox(sandbox_config) as sandbox,
             Grader() as grader,
-            tqdm(total=len(todo), desc="eval", unit="traj") as bar,
+            tqdm(total=len(todo), desc=label, unit="traj") as bar,
         ):
             resolved["sandbox"]["protections"] = sandbox.protection_summary()  # active, missing and why
             run.annotate("resolved", resolved)

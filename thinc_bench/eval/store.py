@@ -182,10 +182,13 @@ def _git_state() -> dict[str, Any] | None:
 class RunDir:
     """An open run directory; create it with `RunDir.open`."""
 
-    def __init__(self, path: Path, config: dict[str, Any], *, written: bool = True) -> None:
+    def __init__(
+        self, path: Path, config: dict[str, Any], *, written: bool = True, replaces: bool = True
+    ) -> None:
         self.path = path
         self.config = config
         self._written = written
+        self._replaces = replaces
         self._prompted: set[tuple[str, str]] | None = None
 
     @classmethod
@@ -214,11 +217,17 @@ class RunDir:
             if not cls(path, existing).records():
                 logger.info("%s holds no sample yet: starting it again with these settings", path)
                 return cls(path, fresh, written=False)
-            changed = sorted(
-                k
-                for k in set(settings) | set(existing.get("settings", {}))
-                if settings.get(k) != existing.get("settings", {}).get(k)
-            )
+            old = existing.get("settings", {})
+            changed = sorted(k for k in set(settings) | set(old) if settings.get(k) != old.get(k))
+            if changed == ["limit"] and _raises_limit(old.get("limit"), settings.get("limit")):
+                logger.info(
+                    "%s: --limit raised from %s to %s; extending the run",
+                    path,
+                    old["limit"],
+                    settings["limit"],
+                )
+                extended = existing | {"settings": settings, "config_hash": digest}
+                return cls(path, extended, written=False, replaces=False)
             raise ConfigError(
                 f"{path} holds a run with other settings (differ: {', '.join(changed) or 'hash'}); "
                 "pass a new --out, or the same settings to resume"
@@ -233,7 +242,7 @@ class RunDir:
         if self._written:
             return
         self.path.mkdir(parents=True, exist_ok=True)
-        for stale in (PROMPTS_FILE, SAMPLES_FILE, SUMMARY_FILE, "report.html"):
+        for stale in (PROMPTS_FILE, SAMPLES_FILE, SUMMARY_FILE, "report.html") if self._replaces else ():
             (self.path / stale).unlink(missing_ok=True)
         _atomic_write_json(self.path / CONFIG_FILE, self.config)
         self._written = True
@@ -332,6 +341,11 @@ class RunDir:
             )
             with self.samples_path.open("r+b") as handle:
                 handle.truncate(good_end)
+
+
+def _raises_limit(old: Any, new: Any) -> bool:
+    """Whether `new` keeps every problem of `old` (`--limit` N takes the first N): None is all."""
+    return old is not None and (new is None or int(new) > int(old))
 
 
 def _atomic_write_json(path: Path, data: Mapping[str, Any]) -> None:
