@@ -42,7 +42,9 @@ def test_config_hash_ignores_key_order() -> None:
 
 def test_new_run_writes_settings_hash_and_environment_with_its_first_record(tmp_path: Path) -> None:
     run = RunDir.open(tmp_path / "run", SETTINGS)
-    assert not (tmp_path / "run").exists()  # opening writes nothing: a run that fails at start leaves no trace
+    assert not (
+        tmp_path / "run"
+    ).exists()  # opening writes nothing: a run that fails at start leaves no trace
     assert run.records() == []
     run.annotate("resolved", {"backend": "scripted"})
     config = json.loads((tmp_path / "run/config.json").read_text())

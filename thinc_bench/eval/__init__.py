@@ -11,6 +11,7 @@ starts, so importing this package stays cheap.
 from thinc_bench.eval import rollout
 from thinc_bench.eval.api import evaluate, execute, plan_line, prepare
 from thinc_bench.eval.config import EvalConfig
+from thinc_bench.eval.publish import push_run
 from thinc_bench.eval.results import Run, load_run, samples_frame
 from thinc_bench.eval.rollout import RolloutLimits, RolloutResult, render_prompt
 from thinc_bench.eval.run import finish, load_problems, plan, run_eval, sample_seed
@@ -33,6 +34,7 @@ __all__ = [
     "plan",
     "plan_line",
     "prepare",
+    "push_run",
     "render_prompt",
     "rollout",
     "run_eval",

@@ -3,7 +3,8 @@
 `prepare` resolves what the run needs before anything is written (problems, the run directory and
 what it already holds) and `plan_line` says the plan in one line: benchmarks x problems x samples x
 k values = N trajectories, the budget and the backend. `execute` runs what is left (stoppable, for
-Ctrl-C) and writes the summary, the Parquet table and the report. `evaluate` is the synchronous
+Ctrl-C), writes the summary, the Parquet table and the report, and pushes them with --push-to-hub.
+`evaluate` is the synchronous
 Python face: the CLI's defaults (the checkpoint's record, the paper's or the demo's presets), its run
 directory and its resume, returning the run as tables (`results.Run`). No printing here.
 """
@@ -57,6 +58,10 @@ def prepare(config: EvalConfig) -> Prepared:
     Raises:
         ThincError: a benchmark cannot be loaded, or the directory holds another run's samples.
     """
+    if config.push_to_hub:
+        from thinc_bench.eval.publish import check_reachable
+
+        check_reachable(config.push_to_hub)  # seconds now, not after hours of generation
     problems = load_problems(config)
     run = RunDir.open(Path(config.out) if config.out else default_out(config), config.settings())
     done = run.done_keys()
@@ -100,6 +105,10 @@ def execute(prepared: Prepared, *, stop_on_signals: bool = False) -> tuple[dict[
     """
     complete = asyncio.run(_run(prepared, stop_on_signals))
     summary = finish(prepared.config, prepared.run, planned=prepared.planned)
+    if complete and prepared.config.push_to_hub:
+        from thinc_bench.eval.publish import push_run
+
+        push_run(prepared.out, prepared.config.push_to_hub)
     return summary, complete
 
 
