@@ -1,4 +1,4 @@
-"""Run directory: the durable record of one evaluation run (DESIGN.md, "Run directory").
+"""Run directory: the durable record of one evaluation run (docs/DESIGN.md, "Run directory").
 
 `config.json` holds every setting plus the environment (versions, git SHA, host) and the hash of the
 settings; `samples.jsonl` gets one `SampleRecord` per (benchmark, problem, sample, k), appended and
