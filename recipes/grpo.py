@@ -52,7 +52,7 @@ import logging
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Literal
 
@@ -98,6 +98,16 @@ class ScriptArgs:
         metadata={
             "help": "Recorded in the checkpoint: eval's --recovery-k; default the input model's record."
         },
+    )
+    eval_benchmarks: str | None = field(
+        default=None,
+        metadata={
+            "help": "Recorded in the checkpoint: eval's --benchmarks; default the input model's record."
+        },
+    )
+    eval_limit: int | None = field(
+        default=None,
+        metadata={"help": "Recorded in the checkpoint: eval's --limit; default the input model's record."},
     )
     exec_on: Literal["output_open", "code_close"] = field(
         default="output_open",
@@ -148,6 +158,7 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
 
     from thinc_bench import checkpoint
     from thinc_bench.build_sft.sources import load_source
+    from thinc_bench.cli import parse_recipe
     from thinc_bench.eval.rollout import RolloutLimits
     from thinc_bench.prompts import load_system_prompt
     from thinc_bench.sandbox import Sandbox
@@ -164,7 +175,8 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     argv, precision = resolve_auto_bf16(argv)
     argv, curriculum = split_config(argv)
     parser = TrlParser((ScriptArgs, GRPOConfig, ModelConfig))
-    script_args, training_args, model_args = parser.parse_args_and_config(argv)
+    own = [f.name for f in fields(ScriptArgs)]
+    script_args, training_args, model_args = parse_recipe(parser, argv, __doc__.split("\n\n")[0], own)
     if curriculum is not None:
         Path(argv[argv.index("--config") + 1]).unlink()  # the temporary TrlParser copy of the YAML
     if not model_args.model_name_or_path:
@@ -295,7 +307,12 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
         settings |= {"max_tokens": last.max_tokens, "max_tool_calls": last.max_tool_calls}
         settings |= {
             k: v
-            for k, v in (("samples", script_args.eval_samples), ("recovery_k", script_args.eval_recovery_k))
+            for k, v in (
+                ("samples", script_args.eval_samples),
+                ("recovery_k", script_args.eval_recovery_k),
+                ("benchmarks", script_args.eval_benchmarks),
+                ("limit", script_args.eval_limit),
+            )
             if v is not None
         }
         for folder in (root, *(root / p.stage.name for p in plans if (root / p.stage.name).is_dir())):

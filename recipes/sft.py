@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 logger = logging.getLogger("recipes.sft")
@@ -68,6 +68,10 @@ class ScriptArgs:
     eval_recovery_k: str | None = field(
         default=None, metadata={"help": "Recorded in the checkpoint: eval's --recovery-k for it."}
     )
+    eval_limit: int | None = field(
+        default=None,
+        metadata={"help": "Recorded in the checkpoint: eval's --limit (problems per benchmark)."},
+    )
 
 
 def eval_settings(args: ScriptArgs) -> dict[str, object]:
@@ -78,6 +82,7 @@ def eval_settings(args: ScriptArgs) -> dict[str, object]:
         "max_tool_calls": args.eval_max_tool_calls,
         "samples": args.eval_samples,
         "recovery_k": args.eval_recovery_k,
+        "limit": args.eval_limit,
     }
 
 
@@ -120,13 +125,15 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     from trl import ModelConfig, SFTConfig, SFTTrainer, TrlParser
 
     from thinc_bench import checkpoint
+    from thinc_bench.cli import parse_recipe
     from thinc_bench.train.common import attn_implementation, eval_command
     from thinc_bench.train.launch import bare_argv, build_data_if_missing, resolve_auto_bf16, resolve_model
 
     argv = bare_argv(sys.argv[1:] if argv is None else argv, "sft_nano.yaml", "ThinC-nano SFT on CPU")
     argv, precision = resolve_auto_bf16(argv)
     parser = TrlParser((ScriptArgs, SFTConfig, ModelConfig))
-    script_args, training_args, model_args = parser.parse_args_and_config(argv)
+    own = [f.name for f in fields(ScriptArgs)]
+    script_args, training_args, model_args = parse_recipe(parser, argv, __doc__.split("\n\n")[0], own)
     if not script_args.dataset_name or not model_args.model_name_or_path:
         raise SystemExit(
             "pass --dataset_name (build_sft output) and --model_name_or_path (a folder or Hub id)"

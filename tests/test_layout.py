@@ -145,6 +145,7 @@ def test_the_top_level_holds_only_the_shared_vocabulary_and_the_folders() -> Non
         "benchmarks.py",
         "build_sft",
         "checkpoint.py",  # what a trained checkpoint records: written by the recipes, read by eval
+        "cli.py",  # the command-line parsing every CLI and recipe shares (one-line errors, short help)
         "errors.py",
         "eval",
         "grading",

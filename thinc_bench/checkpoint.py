@@ -29,6 +29,7 @@ EVAL_FIELDS = frozenset(
         "response_prefix",
         "few_shot",
         "samples",
+        "limit",
         "recovery_k",
         "temperature",
         "top_p",

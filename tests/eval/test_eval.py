@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -379,3 +380,142 @@ def test_a_synthetic_gpqa_file_runs_end_to_end_through_the_cli(tmp_path):
     assert all(r["gold"] in "ABCD" and r["meta"]["options"][r["gold"]] == "Correct Answer" for r in records)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["per_benchmark"]["gpqa_diamond"]["accuracy"]["value"] == 1.0
+
+
+def test_a_run_that_fails_at_start_leaves_its_out_free_for_the_fixed_command(
+    two_problem_benchmark, scripted_turns, tmp_path, capsys
+):
+    out = tmp_path / "run"
+    typo = _scripted_args(two_problem_benchmark, tmp_path / "turns-typo.jsonl", out, "--samples", "1")
+    assert thinc_eval.main(typo) == 2
+    assert "turns-typo.jsonl" in capsys.readouterr().err
+    assert not out.exists()  # nothing written before the run could start
+    budget = ("--samples", "1", "--context-length", "500", "--max-tokens", "500")
+    assert thinc_eval.main(_scripted_args(two_problem_benchmark, scripted_turns, out, *budget)) == 2
+    assert not out.exists()
+    fixed = _scripted_args(two_problem_benchmark, scripted_turns, out, "--samples", "1")
+    assert thinc_eval.main(fixed) == 0
+    assert len(_records(out)) == 2
+
+
+def test_a_directory_with_no_sample_yet_takes_new_settings(two_problem_benchmark, scripted_turns, tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "config.json").write_text(json.dumps({"settings": {"model": "old"}, "config_hash": "0" * 16}))
+    (out / "prompts.jsonl").write_text('{"benchmark": "tiny", "problem_id": "tiny-1", "text": "stale"}\n')
+    alias = [
+        "--output-dir" if a == "--out" else a
+        for a in _scripted_args(two_problem_benchmark, scripted_turns, out)
+    ]
+    assert thinc_eval.main([*alias, "--samples", "1"]) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["settings"]["model"] == str(scripted_turns) and config["settings"]["samples"] == 1
+    assert "stale" not in (out / "prompts.jsonl").read_text()
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--num-samples", "3"], "unknown flag --num-samples; did you mean --samples?"),
+        (["--temprature=0.5"], "unknown flag --temprature; did you mean --temperature?"),
+        (["--zzzz"], "unknown flag --zzzz; see --help"),
+    ],
+)
+def test_an_unknown_flag_is_one_line_naming_the_closest_and_exit_2(argv, expected):
+    fails_fast = ["--backend", "scripted", "--model", "/nonexistent/turns.jsonl"]  # were the flag accepted
+    proc = subprocess.run(
+        [sys.executable, "-m", "thinc_bench.eval", *fails_fast, *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"error: {expected}"
+
+
+def test_the_plan_line_counts_the_trajectories_the_run_makes(
+    two_problem_benchmark, scripted_turns, tmp_path, capsys
+):
+    out = tmp_path / "run"
+    extra = ("--samples", "3", "--recovery-k", "0,2")
+    assert thinc_eval.main(_scripted_args(two_problem_benchmark, scripted_turns, out, *extra)) == 0
+    captured = capsys.readouterr()
+    (line,) = [x for x in captured.err.splitlines() if x.startswith("plan: ")]
+    assert "tiny 2 problems x 3 samples x 2 k (0,2) = 12 trajectories (12 to run)" in line
+    assert "backend scripted" in line and "budget 32768 tokens" in line
+    assert len(_records(out)) == 12
+    header = captured.out.splitlines()[0]
+    assert header.split()[-1] == "R@2"  # every k that ran is in the terminal table
+    assert thinc_eval.main(_scripted_args(two_problem_benchmark, scripted_turns, out, *extra)) == 0
+    assert "= 12 trajectories (0 to run, 12 saved)" in capsys.readouterr().err
+
+
+def test_sigint_saves_what_finished_says_how_to_resume_and_the_rerun_completes(
+    two_problem_benchmark, tmp_path
+):
+    turns = tmp_path / "sleepy_turns.jsonl"
+    sleepy = "<think>\nwait\n</think>\n```python\nimport time\ntime.sleep(0.5)\nprint(5)\n```\n```output"
+    turns.write_text(
+        "".join(
+            json.dumps({"problem_id": pid, "turns": [sleepy, "\\boxed{5}"]}) + "\n"
+            for pid in ("tiny-1", "tiny-2")
+        )
+    )
+    out = tmp_path / "run"
+    args = _scripted_args(two_problem_benchmark, turns, out, "--samples", "8", "--concurrency", "2")
+    cmd = [sys.executable, "-m", "thinc_bench.eval", *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    samples = out / "samples.jsonl"
+    while time.monotonic() < deadline and not (
+        samples.exists() and len(samples.read_text().splitlines()) >= 2
+    ):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
+    (line,) = [x for x in stderr.splitlines() if x.startswith("interrupted")]
+    saved = len(_records(out))
+    assert 2 <= saved < 16, "the signal must land mid-run"
+    assert f"interrupted: {saved} of 16 trajectories saved in {out}" in line
+    resume = line.split("resume with: ", 1)[1]
+    assert resume == shlex.join(["python", "-m", "thinc_bench.eval", *args])
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["partial"] == {"saved": saved, "planned": 16}
+    assert "Incomplete run" in (out / "report.html").read_text()
+    assert subprocess.run(cmd, capture_output=True, timeout=300).returncode == 0
+    keys = Counter((r["problem_id"], r["sample_idx"], r["k"]) for r in _records(out))
+    assert len(keys) == 16 and set(keys.values()) == {1}
+    assert "partial" not in json.loads((out / "summary.json").read_text())
+
+
+def test_raising_limit_extends_the_run_and_lowering_it_is_refused(
+    two_problem_benchmark, scripted_turns, tmp_path, capsys
+):
+    out = tmp_path / "run"
+    args = _scripted_args(two_problem_benchmark, scripted_turns, out, "--samples", "1")
+    assert thinc_eval.main([*args, "--limit", "1"]) == 0
+    assert [r["problem_id"] for r in _records(out)] == ["tiny-1"]
+    capsys.readouterr()
+    assert thinc_eval.main([*args, "--limit", "2"]) == 0
+    assert "= 2 trajectories (1 to run, 1 saved)" in capsys.readouterr().err
+    assert sorted(r["problem_id"] for r in _records(out)) == ["tiny-1", "tiny-2"]
+    assert json.loads((out / "config.json").read_text())["settings"]["limit"] == 2
+    assert thinc_eval.main([*args, "--limit", "1"]) == 2
+    assert "differ: limit" in capsys.readouterr().err
+
+
+def test_bundled_smollm2_names_the_tokenizer_and_a_missing_model_folder_says_so(
+    two_problem_benchmark, scripted_turns, tmp_path, capsys
+):
+    out = tmp_path / "run"
+    extra = ("--samples", "1", "--limit", "1", "--tokenizer", "bundled-smollm2")
+    assert thinc_eval.main(_scripted_args(two_problem_benchmark, scripted_turns, out, *extra)) == 0
+    tokenizer = json.loads((out / "config.json").read_text())["resolved"]["generator"]["tokenizer"]
+    assert tokenizer == "bundled-smollm2"
+    missing = ["--model", str(tmp_path / "smol-hff"), "--benchmarks", str(two_problem_benchmark)]
+    assert thinc_eval.main([*missing, "--out", str(tmp_path / "typo")]) == 2
+    error = capsys.readouterr().err
+    assert f"no model at '{tmp_path / 'smol-hff'}': no such folder or file" in error
+    assert "Repo id" not in error and not (tmp_path / "typo").exists()

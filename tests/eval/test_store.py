@@ -40,14 +40,19 @@ def test_config_hash_ignores_key_order() -> None:
     assert config_hash({"a": 1}) != config_hash({"a": 2})
 
 
-def test_new_run_writes_settings_hash_and_environment(tmp_path: Path) -> None:
+def test_new_run_writes_settings_hash_and_environment_with_its_first_record(tmp_path: Path) -> None:
     run = RunDir.open(tmp_path / "run", SETTINGS)
+    assert not (
+        tmp_path / "run"
+    ).exists()  # opening writes nothing: a run that fails at start leaves no trace
+    assert run.records() == []
+    run.annotate("resolved", {"backend": "scripted"})
     config = json.loads((tmp_path / "run/config.json").read_text())
     assert config["settings"] == SETTINGS
     assert config["config_hash"] == config_hash(SETTINGS)
     assert config["environment"]["versions"]["torch"]
     assert "math-verify" in config["environment"]["versions"]
-    assert run.records() == []
+    assert config["resolved"] == {"backend": "scripted"}
 
 
 def test_appended_records_round_trip_and_resume_with_same_settings(tmp_path: Path) -> None:
@@ -60,8 +65,8 @@ def test_appended_records_round_trip_and_resume_with_same_settings(tmp_path: Pat
 
 
 def test_other_settings_are_refused_naming_what_differs(tmp_path: Path) -> None:
-    RunDir.open(tmp_path, SETTINGS)
-    with pytest.raises(ConfigError, match=r"other settings \(differ: n_samples\).*--output-dir"):
+    RunDir.open(tmp_path, SETTINGS).append(_record())
+    with pytest.raises(ConfigError, match=r"other settings \(differ: n_samples\).*--out"):
         RunDir.open(tmp_path, {**SETTINGS, "n_samples": 4})
 
 
@@ -121,3 +126,23 @@ def test_a_version_1_record_is_read_with_the_new_fields_unmeasured(tmp_path: Pat
     assert (record.schema_version, record.prompt_tokens, record.response_tokens) == (1, None, None)
     assert (record.checks, record.posthoc, record.nl_literals, record.nl_ratio) == ({}, None, None, None)
     assert record.n_injected == 2  # the injector fails the first k executions: min(k, executions)
+
+
+def test_a_directory_without_samples_takes_other_settings_and_drops_the_old_prompts(tmp_path: Path) -> None:
+    first = RunDir.open(tmp_path, SETTINGS)
+    first.record_prompt("aime2025", "p1", [1, 2], "old prompt", False)
+    second = RunDir.open(tmp_path, {**SETTINGS, "model": "fixed"})
+    assert json.loads((tmp_path / "config.json").read_text())["settings"]["model"] == "m"  # nothing yet
+    second.append(_record())
+    assert json.loads((tmp_path / "config.json").read_text())["settings"]["model"] == "fixed"
+    assert second.prompts() == {} and [r.key for r in second.records()] == [_record().key]
+
+
+def test_raising_the_limit_keeps_the_samples_and_lowering_it_is_refused(tmp_path: Path) -> None:
+    RunDir.open(tmp_path, {**SETTINGS, "limit": 2}).append(_record())
+    raised = RunDir.open(tmp_path, {**SETTINGS, "limit": None})
+    raised.append(_record("p2"))
+    assert [r.problem_id for r in raised.records()] == ["p1", "p2"]
+    assert json.loads((tmp_path / "config.json").read_text())["settings"]["limit"] is None
+    with pytest.raises(ConfigError, match="differ: limit"):
+        RunDir.open(tmp_path, {**SETTINGS, "limit": 1})

@@ -158,6 +158,7 @@ def test_sft_smoke_trains_masks_interpreter_tokens_and_evaluates(
     losses = _losses(out)
     assert len(losses) == 3 and all(math.isfinite(x) for x in losses)
     assert _changed(smollm2_folder, out)
+    assert list(out.rglob("events.out.tfevents.*")), "report_to: tensorboard writes the training log"
     record = _eval_one(out, two_problem_benchmark, tmp_path / "eval")
     assert record["problem_id"] == "tiny-1" and record["status"] != "infra_error"
 

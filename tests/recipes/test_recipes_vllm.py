@@ -73,6 +73,7 @@ def main(folder, problems, out):
     vllm_flags = ["--use_vllm", "true", "--vllm_mode", "colocate", "--exec_on", "code_close"]
     argv = ["--config", "recipes/configs/grpo_smoke.yaml", "--model_name_or_path", folder, "--dataset_name", problems]
     argv += ["--output_dir", out, "--response_prefix", "```python\n", *vllm_flags]
+    argv += ["--report_to", "none"]  # the vLLM venv has no tensorboard (the [train] extra)
     result = {"recipe_rc": grpo.main(argv)}
     result["steps"] = {
         stage: [h for h in json.loads((Path(out) / stage / "trainer_state.json").read_text())["log_history"] if "loss" in h]

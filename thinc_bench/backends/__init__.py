@@ -65,7 +65,8 @@ def load_generator(backend: Backend, model: str, **options: object) -> Generator
     Args:
         backend: "hf" (transformers), "vllm" (vLLM's engine in-process), "openai" (an
             OpenAI-compatible server), or "scripted" (replays a JSONL script; `model` is its path).
-        model: a folder, Hub id or `.gguf` (hf, vllm), the served model name (openai), or the script.
+        model: a folder, Hub id or `.gguf` (hf, vllm; `bundled-smollm2` for the bundled SmolLM2), the
+            served model name (openai), or the script.
         **options: the backend class's keyword arguments (e.g. `max_batch_size` for hf).
 
     Returns:
@@ -81,6 +82,8 @@ def load_generator(backend: Backend, model: str, **options: object) -> Generator
         raise ConfigError(f"unknown backend {backend!r}; choose one of {', '.join(get_args(Backend))}")
     for module in _REQUIRES[backend]:
         require(module)
+    if backend in ("hf", "vllm") and model == _sources.BUNDLED_MODEL:
+        model = str(smollm2_gguf())
     if backend in ("hf", "vllm") and hub.is_hub_id(model) and hub.unreachable():
         # before importing torch or vLLM: an unreachable Hub fails (or finds its cache) in seconds
         revision = options.get("revision")

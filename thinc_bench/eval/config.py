@@ -48,7 +48,7 @@ PAPER = {
 unless --recovery-k asks for more."""
 DATA_DIR_CANDIDATES = ("shared/data/benchmarks", "../shared/data/benchmarks")
 """Where the embedded default looks for local benchmark copies (a checkout with shared data beside it)."""
-RUNTIME_FIELDS = frozenset({"out", "concurrency", "log_level"})
+RUNTIME_FIELDS = frozenset({"out", "concurrency", "log_level", "push_to_hub"})
 """Settings that do not change results: left out of the config hash, so a resume may change them."""
 _BACKEND_OPTIONS: dict[str, tuple[str, ...]] = {
     "hf": ("revision", "dtype", "max_batch_size"),
@@ -144,7 +144,8 @@ class EvalConfig:
         },
     )
     limit: int | None = field(
-        default=None, metadata={"help": "Problems per benchmark (first N); default all, demo 2."}
+        default=None,
+        metadata={"help": "Problems per benchmark (first N); default all, demo 2. Raising it extends a run."},
     )
     recovery_k: str | None = field(
         default=None,
@@ -217,7 +218,19 @@ class EvalConfig:
         default=None, metadata={"help": "Trajectories in flight at once; default 64, demo 4."}
     )
     out: str | None = field(
-        default=None, metadata={"help": "Run directory; default runs/<model>-<config hash>."}
+        default=None,
+        metadata={
+            "help": "Run directory (alias --output-dir); default runs/<model>-<config hash>. A directory "
+            "holding no sample yet takes new settings.",
+            "aliases": ["--output-dir", "--output_dir"],
+        },
+    )
+    push_to_hub: str | None = field(
+        default=None,
+        metadata={
+            "help": "Hub dataset repo to upload the finished run to (results/<run>.json, details/<run>/ with "
+            "samples.parquet, prompts and report), like lighteval's; the Hub is checked at start."
+        },
     )
     shard: str = field(default="0/1", metadata={"help": "i/n: evaluate every n-th problem starting at i."})
     exec_timeout_s: float = field(

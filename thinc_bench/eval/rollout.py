@@ -168,7 +168,7 @@ async def rollout(
             sample's seed from which each turn's own derives (`turn_seed`).
         limits: completion budget and tool-call limit (injected failures are the session's, see Sandbox).
         dialect: the trajectory dialect (its stop string opens an output block).
-        exec_on: `output_open` executes when the model opens an output block (ThinC, DESIGN.md);
+        exec_on: `output_open` executes when the model opens an output block (ThinC, docs/DESIGN.md);
             `code_close` also executes as soon as a code block closes and the harness writes the
             output opener itself (ReTool-style `</code>`, or models that never open output blocks).
             What runs, and when a stop string is only a mention, is `trajectory.exec_trigger`'s.

@@ -235,8 +235,30 @@ def _render_prompts(
     return prompts
 
 
-async def run_eval(config: EvalConfig, run: RunDir, problems: Sequence[Problem]) -> None:
-    """Run every (problem, sample, k) not yet in the run directory, appending each as it finishes."""
+def plan(config: EvalConfig, problems: Sequence[Problem]) -> list[tuple[Problem, int, int]]:
+    """Every (problem, sample index, k) the config asks for, k-major: the run's trajectories."""
+    return [
+        (problem, sample_idx, k)
+        for k in config.recovery_ks
+        for problem in problems
+        for sample_idx in range(int(config.samples or 1))
+    ]
+
+
+async def run_eval(
+    config: EvalConfig,
+    run: RunDir,
+    problems: Sequence[Problem],
+    *,
+    stop: asyncio.Event | None = None,
+    label: str = "eval",
+) -> bool:
+    """Run every (problem, sample, k) not yet in the run directory, appending each as it finishes.
+
+    Setting `stop` (the CLI does on Ctrl-C or SIGTERM) starts no further trajectory and cancels those
+    in flight; every one already recorded stays, so a rerun resumes. Returns whether the run is
+    complete (False when `stop` ended it first). `label` names the progress bar (build_sft's rollouts).
+    """
     from tqdm import tqdm
 
     from thinc_bench.backends import load_generator, smollm2_gguf
@@ -245,16 +267,10 @@ async def run_eval(config: EvalConfig, run: RunDir, problems: Sequence[Problem])
     from thinc_bench.sandbox import Sandbox, SandboxConfig
 
     done = run.done_keys()
-    todo = [
-        (problem, sample_idx, k)
-        for k in config.recovery_ks
-        for problem in problems
-        for sample_idx in range(int(config.samples or 1))
-        if (problem.benchmark, problem.id, sample_idx, k) not in done
-    ]
+    todo = [item for item in plan(config, problems) if (item[0].benchmark, item[0].id, *item[1:]) not in done]
     if not todo:
         logger.info("nothing to do: all %d samples are in %s", len(done), run.path)
-        return
+        return True
     system_prompt = load_system_prompt(str(config.system_prompt))
     examples = load_examples(config.few_shot)
     model = config.model or str(smollm2_gguf())
@@ -277,7 +293,7 @@ async def run_eval(config: EvalConfig, run: RunDir, problems: Sequence[Problem])
         with (
             Sandbox(sandbox_config) as sandbox,
             Grader() as grader,
-            tqdm(total=len(todo), desc="eval") as bar,
+            tqdm(total=len(todo), desc=label, unit="traj") as bar,
         ):
             resolved["sandbox"]["protections"] = sandbox.protection_summary()  # active, missing and why
             run.annotate("resolved", resolved)
@@ -309,17 +325,42 @@ async def run_eval(config: EvalConfig, run: RunDir, problems: Sequence[Problem])
                 bar.set_postfix(progress.postfix(), refresh=False)
                 bar.update(1)
 
-            await asyncio.gather(*(one(*item) for item in todo))
+            completed = await _until_stopped([asyncio.ensure_future(one(*item)) for item in todo], stop)
             # Processes that trajectories' code left running (each killed when its session ended).
             resolved["sandbox"]["survivors"] = sandbox.stats.survivors
             run.annotate("resolved", resolved)
+            return completed
     finally:
         await generator.aclose()
 
 
-def finish(config: EvalConfig, run: RunDir) -> dict[str, Any]:
-    """Write summary.json and report.html from the run directory alone; return the summary."""
+async def _until_stopped(tasks: list[asyncio.Future[None]], stop: asyncio.Event | None) -> bool:
+    """Await every task; when `stop` is set first, cancel the rest and return False. A task's own
+    error cancels the others and propagates."""
+    pending: set[asyncio.Future[Any]] = set(tasks)
+    stopper = asyncio.ensure_future((stop or asyncio.Event()).wait())
+    try:
+        while pending:
+            done, _ = await asyncio.wait(pending | {stopper}, return_when=asyncio.FIRST_COMPLETED)
+            for task in done - {stopper}:
+                pending.discard(task)
+                task.result()
+            if stopper in done:
+                return False
+        return True
+    finally:
+        stopper.cancel()
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)  # each closes its sandbox session
+
+
+def finish(config: EvalConfig, run: RunDir, *, planned: int | None = None) -> dict[str, Any]:
+    """Write summary.json, samples.parquet and report.html from the run directory alone; return the
+    summary. With `planned` (the trajectories the run asks for) and fewer saved, the summary says
+    `partial: {saved, planned}` and the report flags the run as incomplete."""
     from thinc_bench import grading
+    from thinc_bench.eval.results import write_parquet
     from thinc_bench.eval.summary import summarize
     from thinc_bench.report import write_report
 
@@ -328,9 +369,11 @@ def finish(config: EvalConfig, run: RunDir) -> dict[str, Any]:
             Path(b).stem if b.endswith((".jsonl", ".parquet")) else b for b in config.benchmark_names
         )
     )
-    summary = summarize(
-        run.records(), same=grading.equivalent, benchmarks=order, samples=int(config.samples or 1)
-    )
+    records = run.records()
+    summary = summarize(records, same=grading.equivalent, benchmarks=order, samples=int(config.samples or 1))
+    if planned is not None and len(records) < planned:  # stopped early (an outage's records count)
+        summary["partial"] = {"saved": len(records), "planned": planned}
     run.write_summary(summary)
+    write_parquet(run.path, records)
     write_report(run.path)
     return summary

@@ -1,4 +1,4 @@
-"""Run directory: the durable record of one evaluation run (DESIGN.md, "Run directory").
+"""Run directory: the durable record of one evaluation run (docs/DESIGN.md, "Run directory").
 
 `config.json` holds every setting plus the environment (versions, git SHA, host) and the hash of the
 settings; `samples.jsonl` gets one `SampleRecord` per (benchmark, problem, sample, k), appended and
@@ -125,7 +125,7 @@ class SampleRecord:
         if version not in READABLE_SCHEMA_VERSIONS:
             raise ConfigError(
                 f"sample record schema_version {version!r} is not one this thinc_bench reads "
-                f"({', '.join(map(str, READABLE_SCHEMA_VERSIONS))}); evaluate into a new --output-dir "
+                f"({', '.join(map(str, READABLE_SCHEMA_VERSIONS))}); evaluate into a new --out "
                 "or use the thinc_bench version that wrote it"
             )
         names = {f.name for f in dataclasses.fields(cls)}
@@ -182,57 +182,85 @@ def _git_state() -> dict[str, Any] | None:
 class RunDir:
     """An open run directory; create it with `RunDir.open`."""
 
-    def __init__(self, path: Path, config: dict[str, Any]) -> None:
+    def __init__(
+        self, path: Path, config: dict[str, Any], *, written: bool = True, replaces: bool = True
+    ) -> None:
         self.path = path
         self.config = config
+        self._written = written
+        self._replaces = replaces
         self._prompted: set[tuple[str, str]] | None = None
 
     @classmethod
     def open(cls, path: str | Path, settings: Mapping[str, Any]) -> RunDir:
-        """Create a run directory, or resume the one there if its settings hash matches.
+        """The run directory for `settings`: the run there to resume, or a new one.
+
+        Nothing is written here: config.json (and the folder) appear with the first thing recorded
+        (`annotate`, `append`, `record_prompt`, `write_summary`), so a run that fails before it can
+        start (a mistyped model, a budget the context cannot hold) leaves `path` as it was. A
+        directory holding no sample yet takes new settings: its config.json and prompts are replaced.
 
         Raises:
-            ConfigError: the directory holds a run with different settings, or is not a run directory.
+            ConfigError: the directory holds samples of a run with other settings, or is not a run
+                directory.
         """
         path = Path(path)
         settings = json.loads(json.dumps(settings, default=str))
         digest = config_hash(settings)
         config_path = path / CONFIG_FILE
+        fresh = {"settings": settings, "config_hash": digest, "environment": environment()}
         if config_path.exists():
             existing = json.loads(config_path.read_text(encoding="utf-8"))
-            if existing.get("config_hash") != digest:
-                changed = sorted(
-                    k
-                    for k in set(settings) | set(existing.get("settings", {}))
-                    if settings.get(k) != existing.get("settings", {}).get(k)
+            if existing.get("config_hash") == digest:
+                logger.info("resuming run in %s (config %s)", path, digest)
+                return cls(path, existing)
+            if not cls(path, existing).records():
+                logger.info("%s holds no sample yet: starting it again with these settings", path)
+                return cls(path, fresh, written=False)
+            old = existing.get("settings", {})
+            changed = sorted(k for k in set(settings) | set(old) if settings.get(k) != old.get(k))
+            if changed == ["limit"] and _raises_limit(old.get("limit"), settings.get("limit")):
+                logger.info(
+                    "%s: --limit raised from %s to %s; extending the run",
+                    path,
+                    old["limit"],
+                    settings["limit"],
                 )
-                raise ConfigError(
-                    f"{path} holds a run with other settings (differ: {', '.join(changed) or 'hash'}); "
-                    "pass a new --output-dir, or the same settings to resume"
-                )
-            logger.info("resuming run in %s (config %s)", path, digest)
-            return cls(path, existing)
-        if path.exists() and any(path.iterdir()):
+                extended = existing | {"settings": settings, "config_hash": digest}
+                return cls(path, extended, written=False, replaces=False)
             raise ConfigError(
-                f"{path} exists, is not empty and has no {CONFIG_FILE}; pass a new --output-dir"
+                f"{path} holds a run with other settings (differ: {', '.join(changed) or 'hash'}); "
+                "pass a new --out, or the same settings to resume"
             )
-        path.mkdir(parents=True, exist_ok=True)
-        config = {"settings": settings, "config_hash": digest, "environment": environment()}
-        _atomic_write_json(config_path, config)
-        return cls(path, config)
+        if path.exists() and any(path.iterdir()):
+            raise ConfigError(f"{path} exists, is not empty and has no {CONFIG_FILE}; pass a new --out")
+        return cls(path, fresh, written=False)
+
+    def _materialize(self) -> None:
+        """Create the folder and write config.json on the first write (see `open`); a directory that
+        held another run's config without samples loses that config, its prompts and its report."""
+        if self._written:
+            return
+        self.path.mkdir(parents=True, exist_ok=True)
+        for stale in (PROMPTS_FILE, SAMPLES_FILE, SUMMARY_FILE, "report.html") if self._replaces else ():
+            (self.path / stale).unlink(missing_ok=True)
+        _atomic_write_json(self.path / CONFIG_FILE, self.config)
+        self._written = True
+        self._prompted = None
 
     @property
     def samples_path(self) -> Path:
         return self.path / SAMPLES_FILE
 
-    def records(self) -> list[SampleRecord]:
+    def records(self, *, repair: bool = True) -> list[SampleRecord]:
         """One complete record per sample key, the last written winning, in first-seen order.
 
-        A torn last line (killed mid-write) is cut off the file. A key appears twice only when a
+        A torn last line (killed mid-write) is cut off the file, unless `repair` is False (a reader
+        beside a running eval, whose last line may be half written). A key appears twice only when a
         resumed run retried a sample that had failed on infrastructure.
         """
         latest: dict[SampleKey, SampleRecord] = {}
-        for record in self._iter_records(repair=True):
+        for record in self._iter_records(repair=repair):
             latest[record.key] = record
         return list(latest.values())
 
@@ -242,6 +270,7 @@ class RunDir:
 
     def append(self, record: SampleRecord) -> None:
         """Append one record and flush it to disk before returning (a crash loses nothing finished)."""
+        self._materialize()
         line = json.dumps(dataclasses.asdict(record), ensure_ascii=False) + "\n"
         with self.samples_path.open("a", encoding="utf-8") as handle:
             handle.write(line)
@@ -265,6 +294,7 @@ class RunDir:
         self, benchmark: str, problem_id: str, ids: list[int], text: str, opened_plan: bool
     ) -> None:
         """Write a problem's rendered prompt to prompts.jsonl, once per problem and run directory."""
+        self._materialize()
         if self._prompted is None:
             self._prompted = set(self.prompts())
         if (benchmark, problem_id) in self._prompted:
@@ -283,10 +313,12 @@ class RunDir:
 
     def annotate(self, key: str, value: Any) -> None:
         """Record what was resolved at run time (backend, sandbox) in config.json; not hashed."""
+        self._materialize()
         self.config[key] = json.loads(json.dumps(value, default=str))
         _atomic_write_json(self.path / CONFIG_FILE, self.config)
 
     def write_summary(self, summary: Mapping[str, Any]) -> None:
+        self._materialize()
         _atomic_write_json(self.path / SUMMARY_FILE, summary)
 
     def read_summary(self) -> dict[str, Any] | None:
@@ -309,6 +341,11 @@ class RunDir:
             )
             with self.samples_path.open("r+b") as handle:
                 handle.truncate(good_end)
+
+
+def _raises_limit(old: Any, new: Any) -> bool:
+    """Whether `new` keeps every problem of `old` (`--limit` N takes the first N): None is all."""
+    return old is not None and (new is None or int(new) > int(old))
 
 
 def _atomic_write_json(path: Path, data: Mapping[str, Any]) -> None:

@@ -1,6 +1,6 @@
 """The one judge: the answer of a response, grading against a gold answer, equivalence, grounding.
 
-Contract (DESIGN.md "Grading", "Grounding"): the answer is `final_answer(response)`: the last
+Contract (docs/DESIGN.md "Grading", "Grounding"): the answer is `final_answer(response)`: the last
 `\\boxed{}` of the final text (model text after the last output block; without code, after
 `</think>`), or a final run of boxes (`\\boxed{1}, \\boxed{2}`) graded together as a list. Every
 consumer (eval, maj@k through the recorded answer, the SFT filter, the GRPO reward) gets it from

@@ -1,6 +1,6 @@
 """What the code printed: the values in interpreter output that may ground an answer.
 
-Owns the reading of interpreter-output blocks for grounding (DESIGN.md "Grounding"): only what the
+Owns the reading of interpreter-output blocks for grounding (docs/DESIGN.md "Grounding"): only what the
 code printed counts, so tracebacks (the injected Recovery@k failure is one), warnings, `SystemExit`
 lines and the harness's own notices (`[sandbox] ...`, `[... N bytes of output cut ...]`, the
 no-code error) are removed first; `Fraction(1, 2)` reads as `1/2` and `Fraction(3, 1)` as `3`. Then integers are matched as

@@ -83,7 +83,7 @@ def as_trajectory(response: "str | _trajectory.Trajectory") -> "_trajectory.Traj
 def final_text(response: "str | _trajectory.Trajectory") -> str:
     """The model's final text: what follows the last code or output block, else what follows `</think>`.
 
-    DESIGN.md: the answer is written after the last interpreter output, so a `\\boxed{}` printed by
+    docs/DESIGN.md: the answer is written after the last interpreter output, so a `\\boxed{}` printed by
     code, written in the plan or in an earlier step is not the answer. A trajectory without code
     answers after its closed plan, or anywhere when it has no `</think>`.
 

@@ -355,7 +355,7 @@ class Grounding:
 
 
 def grounding_rate(grounded: Sequence[bool | None], correct: Sequence[bool]) -> Grounding:
-    """Share of answers equal to a value printed by the interpreter (DESIGN.md, Grounding).
+    """Share of answers equal to a value printed by the interpreter (docs/DESIGN.md, Grounding).
 
     Args:
         grounded: per sample, whether its answer is grounded; None when it has no answer.
@@ -416,7 +416,7 @@ def recovery_at_k(
     faulted_by_problem: Mapping[str, Sequence[Faulted]],
     clean_by_problem: Mapping[str, Sequence[bool]],
 ) -> Recovery:
-    """Recovery@k (DESIGN.md): avg@n of samples that saw k injected failures, beside clean avg@n.
+    """Recovery@k (docs/DESIGN.md): avg@n of samples that saw k injected failures, beside clean avg@n.
 
     Args:
         k: injected failures per trajectory.

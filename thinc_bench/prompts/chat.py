@@ -19,7 +19,7 @@ from thinc_bench.errors import ConfigError
 __all__ = ["PLAN_OPEN", "opened_plan", "parse_template_kwargs", "render_prompt_ids"]
 
 PLAN_OPEN = "<think>"
-"""The plan's opening tag (DESIGN.md trajectory format); a template may write it into the prompt."""
+"""The plan's opening tag (docs/DESIGN.md trajectory format); a template may write it into the prompt."""
 
 
 def render_prompt_ids(

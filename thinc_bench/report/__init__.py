@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 REPORT_FILE = "report.html"
-"""The report's name inside a run directory (DESIGN.md, Run directory)."""
+"""The report's name inside a run directory (docs/DESIGN.md, Run directory)."""
 
 
 def environment() -> jinja2.Environment:

@@ -54,6 +54,7 @@ class ReportConfig:
 def main(argv: Sequence[str] | None = None) -> int:
     from transformers import HfArgumentParser
 
+    from thinc_bench.cli import one_line_errors, reject_unknown
     from thinc_bench.report import REPORT_FILE, write_comparison
 
     parser = HfArgumentParser(
@@ -61,10 +62,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m thinc_bench.report",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
+    one_line_errors(parser)
     config, rest = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True)
-    unknown = [a for a in rest if a.startswith("-")]
-    if unknown:
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    reject_unknown(parser, [a for a in rest if a.startswith("-")])
     config.run_dirs = [*config.run_dirs, *rest]
     if not config.run_dirs:
         parser.error("give at least one RUN_DIR")

@@ -264,6 +264,9 @@ def _header(run: Run) -> dict[str, Any]:
     problems = sorted({(s["benchmark"], s["problem_id"]) for s in run.samples})
     n_samples = int(settings.get("samples") or 1)
     requested = len(problems) * n_samples * len(ks)
+    requested = max(
+        requested, int((run.summary.get("partial") or {}).get("planned", 0))
+    )  # an interrupted run
     created = env.get("created_unix")
     busy = sum(sum(s.get("timings", {}).values()) for s in run.samples)
     return {

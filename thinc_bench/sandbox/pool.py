@@ -118,6 +118,7 @@ class _Server:
                 stderr=subprocess.PIPE,
                 pass_fds=[server_end.fileno()],
                 cwd="/",
+                start_new_session=True,  # a Ctrl-C at the terminal is the harness's to handle, in order
             )
         except OSError as exc:
             failure.append(exc)
@@ -293,16 +294,14 @@ class Sandbox:
         self._logged = True
         if server.hello.get("preload_failed"):
             logger.warning("sandbox preload failed for: %s", "; ".join(server.hello["preload_failed"]))
-        active = "; ".join(p.name for p in lines if p.active)
         missing = [p for p in lines if not p.active]
-        if missing:
+        if missing:  # name only what is missing; config.json keeps the whole summary
             logger.warning(
-                "sandbox protections ACTIVE: %s | NOT ACTIVE: %s",
-                active,
+                "sandbox protections missing: %s",
                 "; ".join(f"{p.name} (because {p.why})" for p in missing),
             )
         else:
-            logger.info("sandbox protections active: %s", active)
+            logger.info("sandbox protections: all %d active", len(lines))
 
     def _after_fork_in_child(self) -> None:
         """Reset process-local state in a forked child (see the module docstring)."""

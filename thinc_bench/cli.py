@@ -1,0 +1,138 @@
+"""What every command line of thinc_bench shares: a mistyped flag is one line and exit 2, not a traceback.
+
+HfArgumentParser and TrlParser raise a ValueError listing unused arguments, and argparse prints its
+usage block before the error; a user who typed `--num-samples` needs neither, only the flag that
+exists (`did you mean --samples?`). `parse_dataclasses` and `parse_recipe` wrap the two parsers for
+eval, build_sft, report and the recipes; `short_help` keeps a recipe's `--help` to its own flags (the
+full TRL list, hundreds of lines, is behind `--help-all`). No other parsing logic lives here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+from collections.abc import Iterable, Sequence
+from typing import Any, NoReturn
+
+__all__ = [
+    "HelpFormatter",
+    "closest_flag",
+    "one_line_errors",
+    "parse_dataclasses",
+    "parse_recipe",
+    "reject_unknown",
+]
+
+EXIT_USAGE = 2
+"""argparse's own exit status for a command-line mistake."""
+
+
+def _fail(message: str) -> NoReturn:
+    print(f"error: {message}", file=sys.stderr)  # noqa: T201 - the CLI owns the terminal
+    raise SystemExit(EXIT_USAGE)
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """HfArgumentParser's formatter, without "(default: None)": a None default means "see the help",
+    which already says what it resolves to ("default 16, demo 2")."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None:
+            return action.help
+        return super()._get_help_string(action)
+
+
+def one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Make argparse's own errors (a bad value, an ambiguous prefix) one `error:` line, exit 2, and
+    its help free of "(default: None)" (`HelpFormatter`)."""
+    parser.error = _fail  # type: ignore[method-assign]
+    parser.formatter_class = HelpFormatter
+    return parser
+
+
+def closest_flag(flag: str, parser: argparse.ArgumentParser) -> str | None:
+    """The parser's option most like `flag` (ignoring a `=value`), or None when none is close."""
+    options = [o for action in parser._actions for o in action.option_strings if o.startswith("--")]
+    name = flag.split("=", 1)[0]
+    typed_underscore = "_" in name
+    normalized: dict[str, str] = {}
+    for option in options:  # the spelling the user typed wins (--max-tokens / --learning_rate)
+        key = option.replace("_", "-")
+        if key not in normalized or ("_" in option) == typed_underscore:
+            normalized[key] = option
+    match = difflib.get_close_matches(name.replace("_", "-"), list(normalized), n=1, cutoff=0.6)
+    return normalized[match[0]] if match else None
+
+
+def reject_unknown(parser: argparse.ArgumentParser, rest: Iterable[str], what: str = "flag") -> None:
+    """Exit with one line naming the first argument the parser did not use and the closest flag.
+
+    Raises:
+        SystemExit: status 2, when `rest` holds anything.
+    """
+    for arg in rest:
+        if not arg.startswith("-"):
+            _fail(f"unexpected argument {arg!r}; flags take the form --name value (see --help)")
+        close = closest_flag(arg, parser)
+        hint = f"; did you mean {close}?" if close else "; see --help"
+        _fail(f"unknown {what} {arg.split('=', 1)[0]}{hint}")
+
+
+def parse_dataclasses(parser: Any, argv: Sequence[str] | None) -> tuple[Any, ...]:
+    """`parser.parse_args_into_dataclasses` (an HfArgumentParser) with one-line errors for a
+    mistyped or unknown flag; returns the dataclasses."""
+    one_line_errors(parser)
+    args = list(sys.argv[1:] if argv is None else argv)
+    *configs, rest = parser.parse_args_into_dataclasses(args=args, return_remaining_strings=True)
+    reject_unknown(parser, rest)
+    return tuple(configs)
+
+
+RECIPE_FLAGS = (
+    "model_name_or_path",
+    "output_dir",
+    "max_steps",
+    "num_train_epochs",
+    "learning_rate",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "seed",
+    "report_to",
+    "resume_from_checkpoint",
+)
+"""TRL/transformers flags a recipe's short `--help` keeps beside its own: the ones a first run changes."""
+
+
+def short_help(parser: argparse.ArgumentParser, own: Iterable[str]) -> None:
+    """Hide from `--help` every flag but `own` (the recipe's ScriptArgs) and `RECIPE_FLAGS`."""
+    keep = {*own, *RECIPE_FLAGS, "help", "config", "help_all"}
+    for action in parser._actions:
+        if action.dest not in keep:
+            action.help = argparse.SUPPRESS
+    for group in parser._action_groups:  # drop the headings of groups left empty
+        if all(a.help == argparse.SUPPRESS for a in group._group_actions):
+            group.title = None
+
+
+def parse_recipe(parser: Any, argv: Sequence[str], description: str, own: Iterable[str]) -> tuple[Any, ...]:
+    """A recipe's `TrlParser.parse_args_and_config` with a short `--help` (description, `--config`,
+    the recipe's own flags and the common TRL ones), `--help-all` for every TRL flag, and one-line
+    errors for an unknown flag or config key."""
+    parser.description = description
+    parser.add_argument(  # TrlParser reads it before argparse does; declared here for --help
+        "--config",
+        default=argparse.SUPPRESS,
+        help="YAML file of flag values (the command line overrides them).",
+    )
+    parser.add_argument("--help-all", action="help", help="Show every TRL and transformers flag too.")
+    args = list(argv)
+    if "--help-all" not in args:
+        short_help(parser, own)
+    one_line_errors(parser)
+    try:
+        *configs, rest = parser.parse_args_and_config(args, return_remaining_strings=True)
+    except ValueError as exc:  # TrlParser's own checks of the YAML (not a mapping, a bad `env`)
+        _fail(str(exc))
+    reject_unknown(parser, rest, what="flag or config key")
+    return tuple(configs)
