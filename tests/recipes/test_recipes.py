@@ -58,7 +58,7 @@ def test_paper_configs_parse_into_the_paper_settings(size) -> None:
     argv, curriculum = grpo.split_config(
         ["--config", str(REPO / "recipes" / "configs" / f"grpo_{size}.yaml"), *cpu]
     )
-    _, args, _ = TrlParser((grpo.ScriptArgs, GRPOConfig, ModelConfig)).parse_args_and_config(argv)
+    script, args, _ = TrlParser((grpo.ScriptArgs, GRPOConfig, ModelConfig)).parse_args_and_config(argv)
     Path(argv[1]).unlink()  # split_config's temporary copy (main() removes its own)
     assert (args.loss_type, args.beta, args.epsilon, args.epsilon_high, args.num_generations) == (
         "dapo",
@@ -68,9 +68,12 @@ def test_paper_configs_parse_into_the_paper_settings(size) -> None:
         8,
     )
     assert len(curriculum.stages) == 3
-    # 80 GB GPUs: one 32K trajectory per device at a time, 8 GPUs x 8 accumulation = 8 prompts x 8 rollouts.
+    # One 32K trajectory per device at a time; on 8 GPUs a generation batch of 128 prompts x 8 rollouts
+    # is 128 micro-batches per GPU, 64 per optimizer step: 2 updates per generation batch.
     assert args.per_device_train_batch_size == 1
-    assert args.per_device_train_batch_size * args.gradient_accumulation_steps * 8 == 8 * args.num_generations
+    assert (script.updates_per_generation, script.epochs) == (2, 4)
+    assert grpo.batch_layout(args, script.updates_per_generation) == grpo.BatchLayout(128, 2)
+    assert (args.steps_per_generation, args.gradient_accumulation_steps) == (1024, 512)  # 1 process here
     assert args.lr_scheduler_type.value == "constant"  # one schedule across stages, no decay to restart
     assert args.vllm_importance_sampling_mode == "token_truncate" and not args.mask_truncated_completions
 
@@ -308,6 +311,45 @@ def test_grpo_curriculum_is_one_run_with_disjoint_stages_and_resumes_exactly(
     assert _drawn(out) == first_drawn
 
 
+@pytest.mark.slow
+def test_grpo_two_updates_per_generation_batch_move_the_ratio_and_the_clip_acts(
+    tmp_path, tiny_llama_folder, tiny_llama_prefix
+) -> None:
+    os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
+    grpo = _recipe("grpo")
+    out = tmp_path / "grpo"
+    args = _tiny_grpo_args(tmp_path, tiny_llama_folder, tiny_llama_prefix, out, TINY_STAGES)
+    # 4 of the 8 sums x 2 generations per generation batch, 2 optimizer steps of 4 completions on each;
+    # 2 epochs = 16 rows = 4 generation batches: stage1 1, stage2 1, stage3 the 2 left.
+    layout = ["--generation_batch_size", "8", "--updates_per_generation", "2", "--epochs", "2"]
+    assert grpo.main([*args, *layout, "--learning_rate", "0.05"]) == 0
+
+    history = json.loads((out / "trainer_state.json").read_text())["log_history"]
+    steps = [h for h in history if "loss" in h]
+    assert [h["step"] for h in steps] == list(range(1, 9))
+    recorded = json.loads((out / "curriculum_order.json").read_text())
+    assert [(s["generation_batches"], s["first_step"], s["steps"]) for s in recorded["stages"]] == [
+        (1, 0, 2),
+        (1, 2, 2),
+        (2, 4, 4),
+    ]
+    order = recorded["order"]
+    assert len(order) == 16 and sorted(order) == sorted(2 * [f"sum-{i}" for i in range(8)])
+    # One rollout call per generation batch, at its first optimizer step, on its 4 rows of the order.
+    drawn = _drawn(out)
+    assert sorted(drawn) == [0, 2, 4, 6]
+    for batch, step in enumerate(sorted(drawn)):
+        assert sorted(drawn[step]) == sorted(2 * order[4 * batch : 4 * batch + 4])
+    # The first update of a batch samples and trains on the same weights (ratio 1, nothing clipped);
+    # the second trains on completions of the weights before the first.
+    first, second = steps[0::2], steps[1::2]
+    for h in first:
+        assert h["importance_ratio/min"] == pytest.approx(1, abs=1e-4)
+        assert h["importance_ratio/max"] == pytest.approx(1, abs=1e-4)
+    assert any(max(h["importance_ratio/max"] - 1, 1 - h["importance_ratio/min"]) > 0.05 for h in second)
+    assert any(h["clip_ratio/high_mean"] + h["clip_ratio/low_mean"] > 0 for h in second)
+
+
 # --- two processes on CPU (gloo), as `accelerate launch` runs them on GPUs ----------------------------
 
 LAUNCHER = r'''
@@ -457,7 +499,7 @@ def test_sft_two_processes_train_identical_ranks_and_evaluate(
     assert record["problem_id"] == "tiny-1" and record["status"] != "infra_error"
 
 
-def test_prompts_per_step_counts_groups_and_refuses_what_the_stage_plan_cannot_lay_out() -> None:
+def test_batch_layout_sets_trl_steps_from_prompts_and_updates_and_refuses_what_cannot_split() -> None:
     from trl import GRPOConfig, ModelConfig, TrlParser
 
     grpo = _recipe("grpo")
@@ -471,9 +513,18 @@ def test_prompts_per_step_counts_groups_and_refuses_what_the_stage_plan_cannot_l
         finally:
             Path(argv[1]).unlink()
 
-    assert grpo.prompts_per_step(parsed()) == 2  # 4 completions / 2 generations
-    assert grpo.prompts_per_step(parsed("--gradient_accumulation_steps", "3")) == 6
-    with pytest.raises(SystemExit, match="num_iterations=2"):
-        grpo.prompts_per_step(parsed("--num_iterations", "2"))
-    with pytest.raises(SystemExit, match="3 completions per step"):
-        grpo.prompts_per_step(parsed("--per_device_train_batch_size", "3", "--generation_batch_size", "6"))
+    assert grpo.batch_layout(parsed()) == grpo.BatchLayout(2, 1)  # TRL's own: 4 completions / 2 generations
+    assert grpo.batch_layout(parsed("--gradient_accumulation_steps", "3")) == grpo.BatchLayout(6, 1)
+    assert grpo.batch_layout(parsed("--num_iterations", "2")) == grpo.BatchLayout(2, 2)
+    args = parsed("--steps_per_generation", "4", "--gradient_accumulation_steps", "2")
+    assert grpo.batch_layout(args) == grpo.BatchLayout(8, 2)
+    args = parsed("--generation_batch_size", "8")  # 2 micro-batches of 4
+    assert grpo.batch_layout(args, 2) == grpo.BatchLayout(4, 2) and args.gradient_accumulation_steps == 1
+    args = parsed("--generation_batch_size", "16", "--num_iterations", "2")  # 4 micro-batches, 2 passes
+    assert grpo.batch_layout(args, 4) == grpo.BatchLayout(8, 4) and args.gradient_accumulation_steps == 2
+    with pytest.raises(SystemExit, match="updates_per_generation=3 does not split"):
+        grpo.batch_layout(parsed("--generation_batch_size", "8"), 3)
+    with pytest.raises(SystemExit, match="gradient_accumulation_steps=2 conflicts"):
+        grpo.batch_layout(parsed("--steps_per_generation", "4", "--gradient_accumulation_steps", "2"), 4)
+    with pytest.raises(SystemExit, match="not a multiple of gradient_accumulation_steps=2"):
+        grpo.batch_layout(parsed("--steps_per_generation", "3", "--gradient_accumulation_steps", "2"))
