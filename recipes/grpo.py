@@ -6,9 +6,9 @@
 Each completion is a full ThinC trajectory from `thinc_bench.eval.rollout` (real sandbox execution),
 returned to TRL through `rollout_func` with `env_mask` 0 on every interpreter-output token. The
 reward is the grader's exact match (1/0, `thinc_bench.train.rewards`); tool calls, execution-error
-rate, grounding and truncation are logged per step as zero-weight rewards; a rollout that an
-infrastructure failure ended is unscored in all of them (left out of the advantages, counted as
-`unscored_frac`).
+rate, grounding and truncation of the scored rows are logged per step (`rollout/*`, through TRL's
+`log_metric`); a rollout that an infrastructure failure ended is unscored (left out of the
+advantages and, `env_mask` 0 on all its tokens, of the loss; counted as `unscored_frac`).
 
 The YAML's `curriculum:` runs in one trainer (one optimizer state, one learning-rate schedule): a
 callback switches the rollout's completion budget and tool-call limit at each stage boundary and
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     from thinc_bench.train.curriculum import ORDER_FILE, plan_stages, read_order, shuffled_order, write_order
     from thinc_bench.train.launch import bare_argv, resolve_model
     from thinc_bench.train.policy_ratio import with_ratio_logging
-    from thinc_bench.train.rewards import LOGGED_STATS, grpo_reward_funcs
+    from thinc_bench.train.rewards import exact_match_reward
     from thinc_bench.train.rollout_func import ThincRollout, max_prompt_tokens
     from thinc_bench.train.stage_callback import CurriculumCallback
     from thinc_bench.train.vllm_sync import use_layerwise_reload
@@ -295,7 +295,6 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     args.max_steps = plans[-1].end_step  # exactly the stages' steps; the default -1 would run 3 epochs
     args.shuffle_dataset = False  # the order above is the shuffle
     args.max_completion_length = max(s.max_tokens for s in curriculum.stages)
-    args.reward_weights = [1.0] + [0.0] * len(LOGGED_STATS)
 
     dtype = model_args.dtype if model_args.dtype in ("auto", None) else getattr(torch, model_args.dtype)
     load = {"revision": model_args.model_revision}
@@ -331,11 +330,12 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
             response_prefix=script_args.response_prefix,
             exec_on=script_args.exec_on,
             problem_ids={p.problem: p.id for p in ordered},
+            answers={p.problem: p.answer for p in ordered},
             drawn_log=root / f"drawn-rank{process.process_index}.jsonl",
         )
         trainer = with_ratio_logging(GRPOTrainer)(
             model=model,
-            reward_funcs=grpo_reward_funcs(),
+            reward_funcs=[exact_match_reward],
             args=args,
             train_dataset=dataset,
             processing_class=tokenizer,

@@ -50,8 +50,9 @@ def test_paper_configs_parse_into_the_paper_settings(size) -> None:
         ["--config", config, *cpu]
     )
     assert (args.learning_rate, args.lr_scheduler_type.value, args.num_train_epochs) == (7e-6, "cosine", 3)
+    # The build's 32,768 completion tokens plus the longest prompt (1,671 for DAPO with the ThinC prompt).
     assert (
-        args.max_length == 32768
+        args.max_length == 34816
         and args.per_device_train_batch_size * args.gradient_accumulation_steps * 8 == 16
     )
     grpo = _recipe("grpo")
@@ -116,6 +117,36 @@ def _losses(output_dir: Path) -> list[float]:
     return [h["loss"] for h in history if "loss" in h]
 
 
+class _FirstTrainingRow:
+    """A trainer callback that keeps the first row of the dataset the trainer really trains on."""
+
+    def __getattr__(self, name: str) -> object:  # every other TrainerCallback event: nothing to do
+        if name.startswith("on_"):
+            return lambda *a, **k: None
+        raise AttributeError(name)
+
+    def on_train_begin(self, args, state, control, train_dataloader=None, **_) -> None:  # noqa: ANN001
+        self.row = train_dataloader.dataset[0]
+
+
+def test_sft_drops_examples_longer_than_max_length_instead_of_training_them_cut(tmp_path) -> None:
+    import datasets
+
+    rows = {
+        "input_ids": [[5, 6, 7], [5, 6, 7, 8, 9], [1] * 8],
+        "assistant_masks": [[0, 1, 1], [0, 0, 1, 0, 1], [1] * 8],
+    }
+    datasets.Dataset.from_dict(rows).save_to_disk(str(tmp_path / "dataset"))
+    sft = _recipe("sft")
+    dataset, system_prompt, dropped = sft.load_sft_dataset(str(tmp_path / "dataset"), "train", max_length=5)
+    assert dataset["input_ids"] == rows["input_ids"][:2] and dropped == 1 and system_prompt is None
+    assert set(dataset.column_names) == {"input_ids", "assistant_masks"}  # TRL makes the labels from them
+    assert "1 longer than max_length=5 dropped" in sft.data_card(2, dropped, 5)
+    assert sft.load_sft_dataset(str(tmp_path / "dataset"), "train", max_length=None)[2] == 0
+    with pytest.raises(SystemExit, match="every one of the 3 examples .* longer than max_length=2"):
+        sft.load_sft_dataset(str(tmp_path / "dataset"), "train", max_length=2)
+
+
 @pytest.mark.slow
 def test_sft_smoke_trains_masks_interpreter_tokens_and_evaluates(
     tmp_path, smollm2_folder, two_problem_benchmark
@@ -144,20 +175,23 @@ def test_sft_smoke_trains_masks_interpreter_tokens_and_evaluates(
     assert build_sft.main([*args, "--out", str(build)]) == 0
 
     sft = _recipe("sft")
-    dataset, _ = sft.load_sft_dataset(str(build / "dataset"), "train")
+    out = tmp_path / "sft"
+    config = str(REPO / "recipes" / "configs" / "sft_smoke.yaml")
+    sft_args = ["--config", config, "--model_name_or_path", smollm2_folder]
+    seen = _FirstTrainingRow()
+    argv = [*sft_args, "--dataset_name", str(build / "dataset"), "--output_dir", str(out)]
+    assert sft.main(argv, callbacks=[seen]) == 0
+
+    # The labels TRL built from the builder's assistant_masks, as the trainer's dataloader holds them.
     tokenizer = AutoTokenizer.from_pretrained(smollm2_folder)
-    batch = DataCollatorForLanguageModeling(pad_token_id=tokenizer.pad_token_id)([dataset[0]])
+    batch = DataCollatorForLanguageModeling(pad_token_id=tokenizer.pad_token_id)([seen.row])
     ids, labels = batch["input_ids"][0].tolist(), batch["labels"][0].tolist()
     flags = interpreter_token_flags(tokenizer, ids)
     assert sum(flags) > 0
     for token, label, interpreter in zip(ids, labels, flags, strict=True):
         assert label == IGNORE_INDEX if interpreter else label in (token, IGNORE_INDEX)
     assert labels[-1] == ids[-1]  # the EOS that ends the answer is trained
-
-    out = tmp_path / "sft"
-    config = str(REPO / "recipes" / "configs" / "sft_smoke.yaml")
-    sft_args = ["--config", config, "--model_name_or_path", smollm2_folder]
-    assert sft.main([*sft_args, "--dataset_name", str(build / "dataset"), "--output_dir", str(out)]) == 0
+    assert "## Training data" in (out / "README.md").read_text()
     losses = _losses(out)
     assert len(losses) == 3 and all(math.isfinite(x) for x in losses)
     assert _changed(smollm2_folder, out)
@@ -197,7 +231,7 @@ def test_grpo_smoke_runs_two_stages_and_evaluates(tmp_path, smollm2_folder, two_
     steps = [h for h in history if "loss" in h]  # one trainer: stage 2's checkpoint holds both steps
     assert [h["step"] for h in steps] == [1, 2] and all(math.isfinite(h["loss"]) for h in steps)
     assert all(0 <= h["rewards/exact_match_reward/mean"] <= 1 for h in steps)
-    assert all("rewards/tool_calls/mean" in h and "rewards/truncated/mean" in h for h in steps)
+    assert all("rollout/tool_calls" in h and "rollout/truncated" in h for h in steps)
     # Whether SmolLM2's few samples disagree (a nonzero advantage, so moved weights) is sampling luck;
     # the tiny-model runs below test learning with rewards that differ by construction.
     optimizer = torch.load(out / "stage1" / "optimizer.pt", weights_only=False)
@@ -446,7 +480,7 @@ def test_grpo_two_processes_keep_ranks_identical_and_stages_disjoint(
     steps = [h for h in history if "loss" in h]
     assert [h["step"] for h in steps] == [1, 2] and all(math.isfinite(h["loss"]) for h in steps)
     assert any(h["rewards/exact_match_reward/std"] > 0 for h in steps)
-    assert all("rewards/tool_calls/mean" in h and "rewards/truncated/mean" in h for h in steps)
+    assert all("rollout/tool_calls" in h and "rollout/truncated" in h for h in steps)
 
     # Each rank rolled out its own prompt of the step; together, exactly the stage's slice of the order.
     recorded = json.loads((out / "curriculum_order.json").read_text())
