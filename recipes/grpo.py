@@ -52,6 +52,7 @@ or with a generation server on 2 of them and training on the other 6:
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import tempfile
@@ -89,6 +90,17 @@ class ScriptArgs:
     response_prefix: str = field(
         default="",
         metadata={"help": "Harness-written start of every answer (prefill, env_mask 0), as in eval."},
+    )
+    decontam_benchmarks: str = field(
+        default="aime2024,aime2025,aime2026,hmmt_feb2025,beyondaime",
+        metadata={
+            "help": "Evaluation benchmarks whose copies are dropped from the training problems (build_sft's "
+            "three passes; report in OUTPUT_DIR/decontamination.json); empty: none."
+        },
+    )
+    decontam_data_dir: str | None = field(
+        default=None,
+        metadata={"help": "Folder with <benchmark>.jsonl copies for decontamination; None reads the Hub."},
     )
     start_stage: str | None = field(
         default=None, metadata={"help": "Resume at this curriculum stage from OUTPUT_DIR/<previous stage>."}
@@ -190,7 +202,7 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
     from trl import GRPOConfig, GRPOTrainer, ModelConfig, TrlParser
 
-    from thinc_bench import checkpoint
+    from thinc_bench import benchmarks, checkpoint
     from thinc_bench.build_sft.sources import load_source
     from thinc_bench.eval.rollout import RolloutLimits
     from thinc_bench.prompts import load_system_prompt
@@ -202,6 +214,7 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     from thinc_bench.train.policy_ratio import with_ratio_logging
     from thinc_bench.train.rewards import exact_match_reward
     from thinc_bench.train.rollout_func import ThincRollout, max_prompt_tokens
+    from thinc_bench.train.source import REPORT_FILE, decontaminate
     from thinc_bench.train.stage_callback import CurriculumCallback
     from thinc_bench.train.vllm_sync import use_layerwise_reload
 
@@ -238,6 +251,24 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     order_file = root / ORDER_FILE
     start = curriculum.index(script_args.start_stage) if script_args.start_stage else 0
     problems = load_source(script_args.dataset_name, script_args.data_dir, limit=script_args.limit)
+    names = [b.strip() for b in script_args.decontam_benchmarks.split(",") if b.strip()]
+    clean = decontaminate(
+        problems,
+        {
+            n: benchmarks.load(
+                n, script_args.decontam_data_dir, check_golds=False, local_flag="--decontam_data_dir"
+            )
+            for n in names
+        },
+    )
+    logger.info(
+        "decontamination against %s: %d of %d problems removed %s",
+        ", ".join(names) or "no benchmark",
+        clean.report["removed"],
+        clean.report["checked"],
+        clean.report["by_benchmark"],
+    )
+    problems = clean.problems
     order = (
         read_order(order_file)
         if start
@@ -264,9 +295,11 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
         script_args.epochs,
         len(order),
     )
-    if not start and process.is_main_process:
+    if process.is_main_process:
         root.mkdir(parents=True, exist_ok=True)
-        write_order(order_file, order, plans, training_args.seed)
+        (root / REPORT_FILE).write_text(json.dumps(clean.report, indent=1) + "\n", encoding="utf-8")
+        if not start:
+            write_order(order_file, order, plans, training_args.seed)
     process.wait_for_everyone()
     ordered = [by_id[i] for i in order[: plans[-1].first_row + plans[-1].rows]]
     dataset = datasets.Dataset.from_dict(
