@@ -77,6 +77,18 @@ def test_paper_configs_parse_into_the_paper_settings(size) -> None:
     assert (args.steps_per_generation, args.gradient_accumulation_steps) == (1024, 512)  # 1 process here
     assert args.lr_scheduler_type.value == "constant"  # one schedule across stages, no decay to restart
     assert args.vllm_importance_sampling_mode == "token_truncate" and not args.mask_truncated_completions
+    assert args.vllm_gpu_memory_utilization == 0.3
+
+
+@pytest.mark.parametrize("size", ["qwen3_4b_thinking", "qwen3_1.7b"])
+def test_h200_configs_differ_from_the_80gb_ones_only_in_the_vllm_share_and_output(size) -> None:
+    import yaml
+
+    base = yaml.safe_load((REPO / "recipes" / "configs" / f"grpo_{size}.yaml").read_text())
+    h200 = yaml.safe_load((REPO / "recipes" / "configs" / f"grpo_{size}_h200.yaml").read_text())
+    changed = {k for k in base.keys() | h200.keys() if base.get(k) != h200.get(k)}
+    assert changed == {"vllm_gpu_memory_utilization", "output_dir"}
+    assert h200["vllm_gpu_memory_utilization"] == 0.4 and h200["output_dir"].endswith("-h200")
 
 
 def _changed(before: str, after: Path) -> bool:
