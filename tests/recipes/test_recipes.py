@@ -395,6 +395,15 @@ def test_grpo_two_updates_per_generation_batch_move_the_ratio_and_the_clip_acts(
     assert any(max(h["importance_ratio/max"] - 1, 1 - h["importance_ratio/min"]) > 0.05 for h in second)
     assert any(h["clip_ratio/high_mean"] + h["clip_ratio/low_mean"] > 0 for h in second)
 
+    # --start_stage stage3 resumes at a generation-batch boundary (step 4) and ends on the same weights.
+    import torch
+
+    first_run = load_file(str(out / "stage3" / "model.safetensors"))
+    assert grpo.main([*args, *layout, "--learning_rate", "0.05", "--start_stage", "stage3"]) == 0
+    resumed = load_file(str(out / "stage3" / "model.safetensors"))
+    assert all(torch.equal(first_run[k], resumed[k]) for k in first_run)
+    assert _drawn(out) == drawn
+
 
 # --- two processes on CPU (gloo), as `accelerate launch` runs them on GPUs ----------------------------
 
