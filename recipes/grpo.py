@@ -6,17 +6,21 @@
 Each completion is a full ThinC trajectory from `thinc_bench.eval.rollout` (real sandbox execution),
 returned to TRL through `rollout_func` with `env_mask` 0 on every interpreter-output token. The
 reward is the grader's exact match (1/0, `thinc_bench.train.rewards`); tool calls, execution-error
-rate, grounding and truncation are logged per step as zero-weight rewards; a rollout that an
-infrastructure failure ended is unscored in all of them (left out of the advantages, counted as
-`unscored_frac`).
+rate, grounding and truncation of the scored rows are logged per step (`rollout/*`, through TRL's
+`log_metric`); a rollout that an infrastructure failure ended is unscored (left out of the
+advantages and, `env_mask` 0 on all its tokens, of the loss; counted as `unscored_frac`).
 
 The YAML's `curriculum:` runs in one trainer (one optimizer state, one learning-rate schedule): a
 callback switches the rollout's completion budget and tool-call limit at each stage boundary and
-saves a full checkpoint there as `OUTPUT_DIR/<stage>`. The problems are shuffled once (seeded) and
-recorded in `OUTPUT_DIR/curriculum_order.json`; each stage takes the next `max_steps` x prompts-per-step
-of that order (the last stage, without `max_steps`, every whole step left), so stages never share a
-problem. `--start_stage NAME` resumes from the previous stage's checkpoint in the same output folder,
-on exactly the problems and samples the uninterrupted run would have drawn.
+saves a full checkpoint there as `OUTPUT_DIR/<stage>`. A stage's `max_steps` counts generation
+batches (the paper's steps): TRL's `generation_batch_size` completions (prompts x `num_generations`)
+sampled from one policy, on which the trainer takes `updates_per_generation` optimizer steps, each
+on a slice of it (so the importance ratio moves off 1 and the 0.20 / 0.28 clip acts; logged as
+`clip_ratio/*` and `importance_ratio/*`). The problems are shuffled (seeded, `epochs` passes, each
+shuffled anew) into `OUTPUT_DIR/curriculum_order.json`; each stage takes the next `max_steps` x
+prompts of that order (the last stage, without `max_steps`, every whole generation batch left).
+`--start_stage NAME` resumes from the previous stage's checkpoint in the same output folder, on
+exactly the problems and samples the uninterrupted run would have drawn.
 
 Generation follows GRPOConfig: `use_vllm: false` decodes on the policy itself (hf backend, batched);
 `use_vllm: true` with `vllm_mode: colocate` steps TRL's in-process vLLM engine, and with
@@ -48,6 +52,7 @@ or with a generation server on 2 of them and training on the other 6:
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import tempfile
@@ -86,6 +91,17 @@ class ScriptArgs:
         default="",
         metadata={"help": "Harness-written start of every answer (prefill, env_mask 0), as in eval."},
     )
+    decontam_benchmarks: str = field(
+        default="aime2024,aime2025,aime2026,hmmt_feb2025,beyondaime",
+        metadata={
+            "help": "Evaluation benchmarks whose copies are dropped from the training problems (build_sft's "
+            "three passes; report in OUTPUT_DIR/decontamination.json); empty: none."
+        },
+    )
+    decontam_data_dir: str | None = field(
+        default=None,
+        metadata={"help": "Folder with <benchmark>.jsonl copies for decontamination; None reads the Hub."},
+    )
     start_stage: str | None = field(
         default=None, metadata={"help": "Resume at this curriculum stage from OUTPUT_DIR/<previous stage>."}
     )
@@ -109,6 +125,23 @@ class ScriptArgs:
         default=None,
         metadata={"help": "Recorded in the checkpoint: eval's --limit; default the input model's record."},
     )
+    updates_per_generation: int | None = field(
+        default=None,
+        metadata={
+            "help": "Optimizer steps per generation batch (TRL's generation_batch_size completions, all "
+            "sampled from one policy: a curriculum step), each on 1/N of it, num_iterations passes "
+            "included: from the second on the policy has moved, so the ratio and clip act. Sets "
+            "gradient_accumulation_steps. None: TRL's num_iterations x steps_per_generation / "
+            "gradient_accumulation_steps."
+        },
+    )
+    epochs: int = field(
+        default=1,
+        metadata={
+            "help": "Passes over the problems, each shuffled anew; the stages draw on across them (the "
+            "last stage without max_steps takes what is left)."
+        },
+    )
     exec_on: Literal["output_open", "code_close"] = field(
         default="output_open",
         metadata={
@@ -130,21 +163,44 @@ def split_config(argv: list[str]) -> tuple[list[str], object]:
     return [*argv[:at], handle.name, *argv[at + 1 :]], curriculum
 
 
-def prompts_per_step(args: object) -> int:
-    """Distinct problems one optimizer step consumes: completions per step / generations per problem."""
-    if args.num_iterations != 1:
+@dataclass(frozen=True)
+class BatchLayout:
+    """A generation batch: `prompts` problems x num_generations completions, `updates` optimizer steps."""
+
+    prompts: int
+    updates: int
+
+
+def batch_layout(args: object, updates: int | None = None) -> BatchLayout:
+    """Split TRL's generation batch into `updates` optimizer steps; return its prompts and updates.
+
+    The generation batch is TRL's (`generation_batch_size` completions, or `steps_per_generation`
+    micro-batches per process); `gradient_accumulation_steps` is set on `args` so that one generation
+    batch feeds exactly `updates` optimizer steps (over `num_iterations` passes). With `updates`
+    None, TRL's own layout is read back and must end each generation batch on a step boundary.
+    """
+    spg, accum, passes = args.steps_per_generation, args.gradient_accumulation_steps, args.num_iterations
+    prompts = args.generation_batch_size // args.num_generations
+    if updates is None:
+        if (spg * passes) % accum:
+            raise SystemExit(
+                f"steps_per_generation={spg} x num_iterations={passes} is not a multiple of "
+                f"gradient_accumulation_steps={accum}: a generation batch would end inside an optimizer step"
+            )
+        return BatchLayout(prompts, spg * passes // accum)
+    if updates < 1 or updates % passes or spg % (updates // passes):
         raise SystemExit(
-            f"num_iterations={args.num_iterations}: the curriculum lays out one optimizer step per generation "
-            "batch (the paper's setting); use num_iterations 1"
+            f"updates_per_generation={updates} does not split a generation batch of {spg} micro-batches per "
+            f"process x num_iterations={passes} into equal optimizer steps; use a divisor of {spg * passes}"
         )
-    world = max(1, args.world_size)
-    completions = args.per_device_train_batch_size * args.gradient_accumulation_steps * world
-    if completions % args.num_generations:
+    derived = spg // (updates // passes)
+    if accum not in (1, derived):
         raise SystemExit(
-            f"{completions} completions per step (batch x accumulation x {world} processes) is not a multiple of "
-            f"num_generations={args.num_generations}; change the batch size or gradient accumulation"
+            f"gradient_accumulation_steps={accum} conflicts with updates_per_generation={updates} on a generation "
+            f"batch of {spg} micro-batches per process ({derived}); remove it, the recipe sets it"
         )
-    return completions // args.num_generations
+    args.gradient_accumulation_steps = derived
+    return BatchLayout(prompts, updates)
 
 
 def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int:
@@ -156,7 +212,7 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
     from trl import GRPOConfig, GRPOTrainer, ModelConfig, TrlParser
 
-    from thinc_bench import checkpoint
+    from thinc_bench import benchmarks, checkpoint
     from thinc_bench.build_sft.sources import load_source
     from thinc_bench.cli import parse_recipe
     from thinc_bench.eval.rollout import RolloutLimits
@@ -166,8 +222,10 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     from thinc_bench.train.common import attn_implementation, eval_command
     from thinc_bench.train.curriculum import ORDER_FILE, plan_stages, read_order, shuffled_order, write_order
     from thinc_bench.train.launch import bare_argv, resolve_auto_bf16, resolve_model
-    from thinc_bench.train.rewards import LOGGED_STATS, grpo_reward_funcs
+    from thinc_bench.train.policy_ratio import with_ratio_logging
+    from thinc_bench.train.rewards import exact_match_reward
     from thinc_bench.train.rollout_func import ThincRollout, max_prompt_tokens
+    from thinc_bench.train.source import REPORT_FILE, decontaminate
     from thinc_bench.train.stage_callback import CurriculumCallback
     from thinc_bench.train.vllm_sync import use_layerwise_reload
 
@@ -207,7 +265,29 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     order_file = root / ORDER_FILE
     start = curriculum.index(script_args.start_stage) if script_args.start_stage else 0
     problems = load_source(script_args.dataset_name, script_args.data_dir, limit=script_args.limit)
-    order = read_order(order_file) if start else shuffled_order([p.id for p in problems], training_args.seed)
+    names = [b.strip() for b in script_args.decontam_benchmarks.split(",") if b.strip()]
+    clean = decontaminate(
+        problems,
+        {
+            n: benchmarks.load(
+                n, script_args.decontam_data_dir, check_golds=False, local_flag="--decontam_data_dir"
+            )
+            for n in names
+        },
+    )
+    logger.info(
+        "decontamination against %s: %d of %d problems removed %s",
+        ", ".join(names) or "no benchmark",
+        clean.report["removed"],
+        clean.report["checked"],
+        clean.report["by_benchmark"],
+    )
+    problems = clean.problems
+    order = (
+        read_order(order_file)
+        if start
+        else shuffled_order([p.id for p in problems], training_args.seed, script_args.epochs)
+    )
     by_id = {p.id: p for p in problems}
     missing = [i for i in order if i not in by_id]
     if missing:
@@ -215,10 +295,25 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
             f"{order_file} names {len(missing)} problems the data lacks (first {missing[0]!r}); resume with the "
             "dataset_name, data_dir and limit of the run that wrote it"
         )
-    plans = plan_stages(curriculum, len(order), prompts_per_step(training_args))
-    if not start and process.is_main_process:
+    layout = batch_layout(training_args, script_args.updates_per_generation)
+    plans = plan_stages(curriculum, len(order), layout.prompts, layout.updates)
+    logger.info(
+        "generation batch: %d prompts x %d generations, %d optimizer steps on it (%d micro-batches of %d per "
+        "device, %d per step); %d epochs, %d rows",
+        layout.prompts,
+        training_args.num_generations,
+        layout.updates,
+        training_args.steps_per_generation,
+        training_args.per_device_train_batch_size,
+        training_args.gradient_accumulation_steps,
+        script_args.epochs,
+        len(order),
+    )
+    if process.is_main_process:
         root.mkdir(parents=True, exist_ok=True)
-        write_order(order_file, order, plans, training_args.seed)
+        (root / REPORT_FILE).write_text(json.dumps(clean.report, indent=1) + "\n", encoding="utf-8")
+        if not start:
+            write_order(order_file, order, plans, training_args.seed)
     process.wait_for_everyone()
     ordered = [by_id[i] for i in order[: plans[-1].first_row + plans[-1].rows]]
     dataset = datasets.Dataset.from_dict(
@@ -226,8 +321,9 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     )
     for plan in plans:
         logger.info(
-            "%s: steps %d-%d, problems %d-%d of the order, %s",
+            "%s: %d generation batches, optimizer steps %d-%d, rows %d-%d of the order, %s",
             plan.stage.name,
+            plan.batches,
             plan.first_step + 1,
             plan.end_step,
             plan.first_row,
@@ -246,7 +342,6 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     args.max_steps = plans[-1].end_step  # exactly the stages' steps; the default -1 would run 3 epochs
     args.shuffle_dataset = False  # the order above is the shuffle
     args.max_completion_length = max(s.max_tokens for s in curriculum.stages)
-    args.reward_weights = [1.0] + [0.0] * len(LOGGED_STATS)
 
     dtype = model_args.dtype if model_args.dtype in ("auto", None) else getattr(torch, model_args.dtype)
     load = {"revision": model_args.model_revision}
@@ -282,11 +377,12 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
             response_prefix=script_args.response_prefix,
             exec_on=script_args.exec_on,
             problem_ids={p.problem: p.id for p in ordered},
+            answers={p.problem: p.answer for p in ordered},
             drawn_log=root / f"drawn-rank{process.process_index}.jsonl",
         )
-        trainer = GRPOTrainer(
+        trainer = with_ratio_logging(GRPOTrainer)(
             model=model,
-            reward_funcs=grpo_reward_funcs(),
+            reward_funcs=[exact_match_reward],
             args=args,
             train_dataset=dataset,
             processing_class=tokenizer,

@@ -3,9 +3,12 @@
 # ///
 """SFT on ThinC-SFT: TRL's SFTTrainer on the builder's pre-tokenized `input_ids` + `assistant_masks`.
 
-The loss covers plan, code and final-answer tokens only: labels are -100 on the prompt and on every
-interpreter-output token (from the builder's masks, `thinc_bench.train.common.labels_from_mask`).
-`max_length` is set in every config because TRL's default (1024) would cut long trajectories.
+The loss covers plan, code and final-answer tokens only: TRL builds the labels from the builder's
+`assistant_masks` column (-100 on the prompt and on every interpreter-output token). No example is
+trained truncated: TRL would keep the start of a sequence over `max_length` and train it without its
+`\boxed{}` answer and end-of-turn token, so such rows are dropped before training, counted in the
+log and in the checkpoint's model card (README.md). The paper configs set `max_length` to the
+build's completion budget plus room for the longest prompt, so none is dropped there.
 
 With no arguments it runs ThinC-nano on CPU (recipes/configs/sft_nano.yaml): the bundled SmolLM2-135M
 on ThinC-SFT-nano (built first when missing) into runs/nano/sft, about ten minutes on 2 cores:
@@ -86,12 +89,12 @@ def eval_settings(args: ScriptArgs) -> dict[str, object]:
     }
 
 
-def load_sft_dataset(name: str, split: str):  # noqa: ANN201 (datasets is imported lazily)
-    """The builder's dataset with `labels` from its masks, keeping only what the collator reads, and
-    the system prompt its rows were built with (None when they differ or have none)."""
+def load_sft_dataset(name: str, split: str, max_length: int | None = None):  # noqa: ANN201 (datasets is lazy)
+    """The builder's dataset with only what TRL reads (`input_ids`, `assistant_masks`: TRL makes the
+    labels), the system prompt its rows were built with (None when they differ or have none), and
+    how many rows were dropped as longer than `max_length` (never trained cut)."""
     import datasets
 
-    from thinc_bench.train.common import labels_from_mask
     from thinc_bench.train.launch import training_system_prompt
 
     path = Path(name)
@@ -108,11 +111,26 @@ def load_sft_dataset(name: str, split: str):  # noqa: ANN201 (datasets is import
     if len(dataset) == 0:
         raise SystemExit(f"dataset {name} is empty: the build kept no trajectory; rebuild with more problems")
     system_prompt = training_system_prompt(dataset)
-    dataset = dataset.map(
-        lambda row: {"labels": labels_from_mask(row["input_ids"], row["assistant_masks"])},
-        remove_columns=[c for c in dataset.column_names if c != "input_ids"],
-    )
-    return dataset, system_prompt
+    dataset = dataset.select_columns(["input_ids", "assistant_masks"])
+    before = len(dataset)
+    if max_length is not None:
+        dataset = dataset.filter(lambda row: len(row["input_ids"]) <= max_length)
+    if len(dataset) == 0:
+        raise SystemExit(
+            f"every one of the {before} examples of {name} is longer than max_length={max_length}; raise "
+            "max_length to the build's completion budget plus the longest prompt"
+        )
+    return dataset, system_prompt, before - len(dataset)
+
+
+def data_card(trained: int, dropped: int, max_length: int | None) -> str:
+    """The model card's section on what the run trained on (appended to TRL's README.md)."""
+    lines = ["", "## Training data", "", f"- {trained} sequences trained, none truncated."]
+    if dropped:
+        lines.append(
+            f"- {dropped} longer than max_length={max_length} dropped (TRL would have cut their answers)."
+        )
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int:
@@ -148,10 +166,23 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     logger.info("training %s", training_args.to_json_string())
 
     build_data_if_missing(script_args.dataset_name, script_args.build_data)
-    dataset, system_prompt = load_sft_dataset(script_args.dataset_name, script_args.dataset_split)
-    logger.info(
-        "%d training sequences, longest %d tokens", len(dataset), max(len(r) for r in dataset["input_ids"])
+    dataset, system_prompt, dropped = load_sft_dataset(
+        script_args.dataset_name, script_args.dataset_split, training_args.max_length
     )
+    logger.info(
+        "%d training sequences, longest %d tokens; %d dropped as longer than max_length=%s",
+        len(dataset),
+        max(len(r) for r in dataset["input_ids"]),
+        dropped,
+        training_args.max_length,
+    )
+    if dropped:
+        logger.warning(
+            "%d examples are longer than max_length=%s and were dropped, not trained cut; raise max_length "
+            "to train them",
+            dropped,
+            training_args.max_length,
+        )
 
     dtype = model_args.dtype if model_args.dtype in ("auto", None) else getattr(torch, model_args.dtype)
     model_path = resolve_model(model_args.model_name_or_path)
@@ -178,6 +209,9 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     trainer.accelerator.wait_for_everyone()  # tokenizer included, and nobody exits before it is done
 
     if trainer.accelerator.is_main_process:
+        trainer.create_model_card(dataset_name=script_args.dataset_name)
+        with (Path(training_args.output_dir) / "README.md").open("a", encoding="utf-8") as card:
+            card.write(data_card(len(dataset), dropped, training_args.max_length))
         checkpoint.write(
             training_args.output_dir,
             system_prompt=system_prompt,

@@ -50,15 +50,16 @@ def test_paper_configs_parse_into_the_paper_settings(size) -> None:
         ["--config", config, *cpu]
     )
     assert (args.learning_rate, args.lr_scheduler_type.value, args.num_train_epochs) == (7e-6, "cosine", 3)
+    # The build's 32,768 completion tokens plus the longest prompt (1,671 for DAPO with the ThinC prompt).
     assert (
-        args.max_length == 32768
+        args.max_length == 34816
         and args.per_device_train_batch_size * args.gradient_accumulation_steps * 8 == 16
     )
     grpo = _recipe("grpo")
     argv, curriculum = grpo.split_config(
         ["--config", str(REPO / "recipes" / "configs" / f"grpo_{size}.yaml"), *cpu]
     )
-    _, args, _ = TrlParser((grpo.ScriptArgs, GRPOConfig, ModelConfig)).parse_args_and_config(argv)
+    script, args, _ = TrlParser((grpo.ScriptArgs, GRPOConfig, ModelConfig)).parse_args_and_config(argv)
     Path(argv[1]).unlink()  # split_config's temporary copy (main() removes its own)
     assert (args.loss_type, args.beta, args.epsilon, args.epsilon_high, args.num_generations) == (
         "dapo",
@@ -68,11 +69,26 @@ def test_paper_configs_parse_into_the_paper_settings(size) -> None:
         8,
     )
     assert len(curriculum.stages) == 3
-    # 80 GB GPUs: one 32K trajectory per device at a time, 8 GPUs x 8 accumulation = 8 prompts x 8 rollouts.
+    # One 32K trajectory per device at a time; on 8 GPUs a generation batch of 128 prompts x 8 rollouts
+    # is 128 micro-batches per GPU, 64 per optimizer step: 2 updates per generation batch.
     assert args.per_device_train_batch_size == 1
-    assert args.per_device_train_batch_size * args.gradient_accumulation_steps * 8 == 8 * args.num_generations
+    assert (script.updates_per_generation, script.epochs) == (2, 4)
+    assert grpo.batch_layout(args, script.updates_per_generation) == grpo.BatchLayout(128, 2)
+    assert (args.steps_per_generation, args.gradient_accumulation_steps) == (1024, 512)  # 1 process here
     assert args.lr_scheduler_type.value == "constant"  # one schedule across stages, no decay to restart
     assert args.vllm_importance_sampling_mode == "token_truncate" and not args.mask_truncated_completions
+    assert args.vllm_gpu_memory_utilization == 0.3
+
+
+@pytest.mark.parametrize("size", ["qwen3_4b_thinking", "qwen3_1.7b"])
+def test_h200_configs_differ_from_the_80gb_ones_only_in_the_vllm_share_and_output(size) -> None:
+    import yaml
+
+    base = yaml.safe_load((REPO / "recipes" / "configs" / f"grpo_{size}.yaml").read_text())
+    h200 = yaml.safe_load((REPO / "recipes" / "configs" / f"grpo_{size}_h200.yaml").read_text())
+    changed = {k for k in base.keys() | h200.keys() if base.get(k) != h200.get(k)}
+    assert changed == {"vllm_gpu_memory_utilization", "output_dir"}
+    assert h200["vllm_gpu_memory_utilization"] == 0.4 and h200["output_dir"].endswith("-h200")
 
 
 def _changed(before: str, after: Path) -> bool:
@@ -113,6 +129,36 @@ def _losses(output_dir: Path) -> list[float]:
     return [h["loss"] for h in history if "loss" in h]
 
 
+class _FirstTrainingRow:
+    """A trainer callback that keeps the first row of the dataset the trainer really trains on."""
+
+    def __getattr__(self, name: str) -> object:  # every other TrainerCallback event: nothing to do
+        if name.startswith("on_"):
+            return lambda *a, **k: None
+        raise AttributeError(name)
+
+    def on_train_begin(self, args, state, control, train_dataloader=None, **_) -> None:  # noqa: ANN001
+        self.row = train_dataloader.dataset[0]
+
+
+def test_sft_drops_examples_longer_than_max_length_instead_of_training_them_cut(tmp_path) -> None:
+    import datasets
+
+    rows = {
+        "input_ids": [[5, 6, 7], [5, 6, 7, 8, 9], [1] * 8],
+        "assistant_masks": [[0, 1, 1], [0, 0, 1, 0, 1], [1] * 8],
+    }
+    datasets.Dataset.from_dict(rows).save_to_disk(str(tmp_path / "dataset"))
+    sft = _recipe("sft")
+    dataset, system_prompt, dropped = sft.load_sft_dataset(str(tmp_path / "dataset"), "train", max_length=5)
+    assert dataset["input_ids"] == rows["input_ids"][:2] and dropped == 1 and system_prompt is None
+    assert set(dataset.column_names) == {"input_ids", "assistant_masks"}  # TRL makes the labels from them
+    assert "1 longer than max_length=5 dropped" in sft.data_card(2, dropped, 5)
+    assert sft.load_sft_dataset(str(tmp_path / "dataset"), "train", max_length=None)[2] == 0
+    with pytest.raises(SystemExit, match="every one of the 3 examples .* longer than max_length=2"):
+        sft.load_sft_dataset(str(tmp_path / "dataset"), "train", max_length=2)
+
+
 @pytest.mark.slow
 def test_sft_smoke_trains_masks_interpreter_tokens_and_evaluates(
     tmp_path, smollm2_folder, two_problem_benchmark
@@ -141,20 +187,23 @@ def test_sft_smoke_trains_masks_interpreter_tokens_and_evaluates(
     assert build_sft.main([*args, "--out", str(build)]) == 0
 
     sft = _recipe("sft")
-    dataset, _ = sft.load_sft_dataset(str(build / "dataset"), "train")
+    out = tmp_path / "sft"
+    config = str(REPO / "recipes" / "configs" / "sft_smoke.yaml")
+    sft_args = ["--config", config, "--model_name_or_path", smollm2_folder]
+    seen = _FirstTrainingRow()
+    argv = [*sft_args, "--dataset_name", str(build / "dataset"), "--output_dir", str(out)]
+    assert sft.main(argv, callbacks=[seen]) == 0
+
+    # The labels TRL built from the builder's assistant_masks, as the trainer's dataloader holds them.
     tokenizer = AutoTokenizer.from_pretrained(smollm2_folder)
-    batch = DataCollatorForLanguageModeling(pad_token_id=tokenizer.pad_token_id)([dataset[0]])
+    batch = DataCollatorForLanguageModeling(pad_token_id=tokenizer.pad_token_id)([seen.row])
     ids, labels = batch["input_ids"][0].tolist(), batch["labels"][0].tolist()
     flags = interpreter_token_flags(tokenizer, ids)
     assert sum(flags) > 0
     for token, label, interpreter in zip(ids, labels, flags, strict=True):
         assert label == IGNORE_INDEX if interpreter else label in (token, IGNORE_INDEX)
     assert labels[-1] == ids[-1]  # the EOS that ends the answer is trained
-
-    out = tmp_path / "sft"
-    config = str(REPO / "recipes" / "configs" / "sft_smoke.yaml")
-    sft_args = ["--config", config, "--model_name_or_path", smollm2_folder]
-    assert sft.main([*sft_args, "--dataset_name", str(build / "dataset"), "--output_dir", str(out)]) == 0
+    assert "## Training data" in (out / "README.md").read_text()
     losses = _losses(out)
     assert len(losses) == 3 and all(math.isfinite(x) for x in losses)
     assert _changed(smollm2_folder, out)
@@ -195,7 +244,7 @@ def test_grpo_smoke_runs_two_stages_and_evaluates(tmp_path, smollm2_folder, two_
     steps = [h for h in history if "loss" in h]  # one trainer: stage 2's checkpoint holds both steps
     assert [h["step"] for h in steps] == [1, 2] and all(math.isfinite(h["loss"]) for h in steps)
     assert all(0 <= h["rewards/exact_match_reward/mean"] <= 1 for h in steps)
-    assert all("rewards/tool_calls/mean" in h and "rewards/truncated/mean" in h for h in steps)
+    assert all("rollout/tool_calls" in h and "rollout/truncated" in h for h in steps)
     # Whether SmolLM2's few samples disagree (a nonzero advantage, so moved weights) is sampling luck;
     # the tiny-model runs below test learning with rewards that differ by construction.
     optimizer = torch.load(out / "stage1" / "optimizer.pt", weights_only=False)
@@ -309,6 +358,54 @@ def test_grpo_curriculum_is_one_run_with_disjoint_stages_and_resumes_exactly(
     assert _drawn(out) == first_drawn
 
 
+@pytest.mark.slow
+def test_grpo_two_updates_per_generation_batch_move_the_ratio_and_the_clip_acts(
+    tmp_path, tiny_llama_folder, tiny_llama_prefix
+) -> None:
+    os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
+    grpo = _recipe("grpo")
+    out = tmp_path / "grpo"
+    args = _tiny_grpo_args(tmp_path, tiny_llama_folder, tiny_llama_prefix, out, TINY_STAGES)
+    # 4 of the 8 sums x 2 generations per generation batch, 2 optimizer steps of 4 completions on each;
+    # 2 epochs = 16 rows = 4 generation batches: stage1 1, stage2 1, stage3 the 2 left.
+    layout = ["--generation_batch_size", "8", "--updates_per_generation", "2", "--epochs", "2"]
+    assert grpo.main([*args, *layout, "--learning_rate", "0.05"]) == 0
+
+    history = json.loads((out / "trainer_state.json").read_text())["log_history"]
+    steps = [h for h in history if "loss" in h]
+    assert [h["step"] for h in steps] == list(range(1, 9))
+    recorded = json.loads((out / "curriculum_order.json").read_text())
+    assert [(s["generation_batches"], s["first_step"], s["steps"]) for s in recorded["stages"]] == [
+        (1, 0, 2),
+        (1, 2, 2),
+        (2, 4, 4),
+    ]
+    order = recorded["order"]
+    assert len(order) == 16 and sorted(order) == sorted(2 * [f"sum-{i}" for i in range(8)])
+    # One rollout call per generation batch, at its first optimizer step, on its 4 rows of the order.
+    drawn = _drawn(out)
+    assert sorted(drawn) == [0, 2, 4, 6]
+    for batch, step in enumerate(sorted(drawn)):
+        assert sorted(drawn[step]) == sorted(2 * order[4 * batch : 4 * batch + 4])
+    # The first update of a batch samples and trains on the same weights (ratio 1, nothing clipped);
+    # the second trains on completions of the weights before the first.
+    first, second = steps[0::2], steps[1::2]
+    for h in first:
+        assert h["importance_ratio/min"] == pytest.approx(1, abs=1e-4)
+        assert h["importance_ratio/max"] == pytest.approx(1, abs=1e-4)
+    assert any(max(h["importance_ratio/max"] - 1, 1 - h["importance_ratio/min"]) > 0.05 for h in second)
+    assert any(h["clip_ratio/high_mean"] + h["clip_ratio/low_mean"] > 0 for h in second)
+
+    # --start_stage stage3 resumes at a generation-batch boundary (step 4) and ends on the same weights.
+    import torch
+
+    first_run = load_file(str(out / "stage3" / "model.safetensors"))
+    assert grpo.main([*args, *layout, "--learning_rate", "0.05", "--start_stage", "stage3"]) == 0
+    resumed = load_file(str(out / "stage3" / "model.safetensors"))
+    assert all(torch.equal(first_run[k], resumed[k]) for k in first_run)
+    assert _drawn(out) == drawn
+
+
 # --- two processes on CPU (gloo), as `accelerate launch` runs them on GPUs ----------------------------
 
 LAUNCHER = r'''
@@ -405,7 +502,7 @@ def test_grpo_two_processes_keep_ranks_identical_and_stages_disjoint(
     steps = [h for h in history if "loss" in h]
     assert [h["step"] for h in steps] == [1, 2] and all(math.isfinite(h["loss"]) for h in steps)
     assert any(h["rewards/exact_match_reward/std"] > 0 for h in steps)
-    assert all("rewards/tool_calls/mean" in h and "rewards/truncated/mean" in h for h in steps)
+    assert all("rollout/tool_calls" in h and "rollout/truncated" in h for h in steps)
 
     # Each rank rolled out its own prompt of the step; together, exactly the stage's slice of the order.
     recorded = json.loads((out / "curriculum_order.json").read_text())
@@ -458,7 +555,7 @@ def test_sft_two_processes_train_identical_ranks_and_evaluate(
     assert record["problem_id"] == "tiny-1" and record["status"] != "infra_error"
 
 
-def test_prompts_per_step_counts_groups_and_refuses_what_the_stage_plan_cannot_lay_out() -> None:
+def test_batch_layout_sets_trl_steps_from_prompts_and_updates_and_refuses_what_cannot_split() -> None:
     from trl import GRPOConfig, ModelConfig, TrlParser
 
     grpo = _recipe("grpo")
@@ -472,9 +569,18 @@ def test_prompts_per_step_counts_groups_and_refuses_what_the_stage_plan_cannot_l
         finally:
             Path(argv[1]).unlink()
 
-    assert grpo.prompts_per_step(parsed()) == 2  # 4 completions / 2 generations
-    assert grpo.prompts_per_step(parsed("--gradient_accumulation_steps", "3")) == 6
-    with pytest.raises(SystemExit, match="num_iterations=2"):
-        grpo.prompts_per_step(parsed("--num_iterations", "2"))
-    with pytest.raises(SystemExit, match="3 completions per step"):
-        grpo.prompts_per_step(parsed("--per_device_train_batch_size", "3", "--generation_batch_size", "6"))
+    assert grpo.batch_layout(parsed()) == grpo.BatchLayout(2, 1)  # TRL's own: 4 completions / 2 generations
+    assert grpo.batch_layout(parsed("--gradient_accumulation_steps", "3")) == grpo.BatchLayout(6, 1)
+    assert grpo.batch_layout(parsed("--num_iterations", "2")) == grpo.BatchLayout(2, 2)
+    args = parsed("--steps_per_generation", "4", "--gradient_accumulation_steps", "2")
+    assert grpo.batch_layout(args) == grpo.BatchLayout(8, 2)
+    args = parsed("--generation_batch_size", "8")  # 2 micro-batches of 4
+    assert grpo.batch_layout(args, 2) == grpo.BatchLayout(4, 2) and args.gradient_accumulation_steps == 1
+    args = parsed("--generation_batch_size", "16", "--num_iterations", "2")  # 4 micro-batches, 2 passes
+    assert grpo.batch_layout(args, 4) == grpo.BatchLayout(8, 4) and args.gradient_accumulation_steps == 2
+    with pytest.raises(SystemExit, match="updates_per_generation=3 does not split"):
+        grpo.batch_layout(parsed("--generation_batch_size", "8"), 3)
+    with pytest.raises(SystemExit, match="gradient_accumulation_steps=2 conflicts"):
+        grpo.batch_layout(parsed("--steps_per_generation", "4", "--gradient_accumulation_steps", "2"), 4)
+    with pytest.raises(SystemExit, match="not a multiple of gradient_accumulation_steps=2"):
+        grpo.batch_layout(parsed("--steps_per_generation", "3", "--gradient_accumulation_steps", "2"))

@@ -211,7 +211,7 @@ def test_recipe_trains_both_stages_through_colocated_vllm(results: dict[str, Any
         assert step["step"] == number and math.isfinite(step["loss"])
         # TRL's own check of our logprobs: vLLM's against the trainer's on the model's tokens.
         assert step["sampling/sampling_logp_difference/max"] < 1.0
-        assert "rewards/tool_calls/mean" in step
+        assert "rollout/tool_calls" in step
 
 
 def test_vllm_rollouts_run_code_in_the_sandbox(results: dict[str, Any]) -> None:

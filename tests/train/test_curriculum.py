@@ -82,10 +82,12 @@ def _three(first: int, second: int) -> Curriculum:
 
 
 def test_paper_stages_run_their_steps_and_the_last_takes_every_whole_step_left() -> None:
-    plans = plan_stages(load_curriculum(CONFIGS / "grpo_qwen3_4b_thinking.yaml"), 17_398, 8)
-    assert [(p.first_step, p.steps) for p in plans] == [(0, 280), (280, 120), (400, 1774)]
-    assert [(p.first_row, p.rows) for p in plans] == [(0, 2240), (2240, 960), (3200, 14192)]
-    assert plans[-1].end_step == 2174  # not TrainingArguments' 3 epochs (~5,500 steps)
+    # 4 epochs of the 16,690 local DAPO problems, 128 prompts and 2 optimizer steps per generation batch.
+    plans = plan_stages(load_curriculum(CONFIGS / "grpo_qwen3_4b_thinking.yaml"), 4 * 16_690, 128, 2)
+    assert [p.batches for p in plans] == [280, 120, 121]  # 15,560 rows left for stage 3: 121 whole batches
+    assert [(p.first_step, p.steps) for p in plans] == [(0, 560), (560, 240), (800, 242)]
+    assert [(p.first_row, p.rows) for p in plans] == [(0, 35_840), (35_840, 15_360), (51_200, 15_488)]
+    assert plans[-1].end_step == 1042
 
 
 def test_stage_slices_are_disjoint_and_cover_all_but_a_partial_step() -> None:
@@ -101,8 +103,19 @@ def test_a_stage_that_needs_more_problems_than_are_left_is_refused() -> None:
         plan_stages(_three(2, 5), 20, 4)
     with pytest.raises(ConfigError, match="stage 'stage3' needs 1 steps x 4 prompts but only 3 of 15"):
         plan_stages(_three(2, 1), 15, 4)  # 12 used, 3 left: not one whole step for the last stage
-    with pytest.raises(ConfigError, match="prompts per step is 0"):
+    with pytest.raises(ConfigError, match="0 prompts and 1 updates per generation batch"):
         plan_stages(_three(1, 1), 20, 0)
+    with pytest.raises(ConfigError, match="raise epochs"):
+        plan_stages(_three(2, 5), 20, 4, 2)
+
+
+def test_updates_per_batch_multiply_the_optimizer_steps_not_the_rows() -> None:
+    plans = plan_stages(_three(2, 1), 20, 3, 2)  # 6 + 3 rows, then 3 whole batches of the 11 left
+    assert [(p.batches, p.first_step, p.steps) for p in plans] == [(2, 0, 4), (1, 4, 2), (3, 6, 6)]
+    assert [(p.first_row, p.rows) for p in plans] == [(0, 6), (6, 3), (9, 9)]
+    assert [stage_at(plans, s).stage.name for s in range(12)] == ["stage1"] * 4 + ["stage2"] * 2 + [
+        "stage3"
+    ] * 6
 
 
 def test_the_stage_of_a_step_switches_exactly_at_the_boundary() -> None:
@@ -117,6 +130,16 @@ def test_order_is_a_seeded_permutation() -> None:
     assert shuffled_order(ids, 7) == order and shuffled_order(ids, 8) != order
     with pytest.raises(ConfigError, match="ids repeat"):
         shuffled_order(["a", "b", "a"], 0)
+
+
+def test_epochs_repeat_every_problem_each_shuffled_anew_and_keep_the_first_epoch() -> None:
+    ids = [f"p{i}" for i in range(30)]
+    order = shuffled_order(ids, 3, epochs=3)
+    assert len(order) == 90 and order[:30] == shuffled_order(ids, 3)
+    assert all(sorted(order[e * 30 : (e + 1) * 30]) == sorted(ids) for e in range(3))
+    assert order[30:60] != order[:30] and order[60:] != order[30:60]
+    with pytest.raises(ConfigError, match="epochs=0"):
+        shuffled_order(ids, 3, epochs=0)
 
 
 def test_recorded_order_reads_back_and_a_missing_one_says_how_to_resume(tmp_path) -> None:

@@ -10,15 +10,7 @@ import pytest
 from thinc_bench.backends.base import Generator
 from thinc_bench.errors import BackendUnavailable
 from thinc_bench.eval import __main__ as thinc_eval
-from thinc_bench.train.common import IGNORE_INDEX, labels_from_mask
-from thinc_bench.train.rewards import (
-    LOGGED_STATS,
-    UNSCORED_METRIC,
-    exact_match_reward,
-    grounded,
-    grpo_reward_funcs,
-    truncated,
-)
+from thinc_bench.train.rewards import UNSCORED_METRIC, exact_match_reward, is_unscored, rollout_stats
 
 SFT_DATA = Path(__file__).resolve().parents[1] / "data" / "sft"
 
@@ -44,9 +36,9 @@ def test_reward_and_eval_metric_agree_on_the_same_trajectories(tmp_path) -> None
         stop_reason=[r["finish_reason"] for r in records],
     )
     assert rewards == [1.0 if r["correct"] else 0.0 for r in records]
-    assert grounded([""] * len(records), [r["text"] for r in records]) == [
-        None if r["grounded"] is None else float(r["grounded"]) for r in records
-    ]
+    stats = rollout_stats([r["text"] for r in records], [r["finish_reason"] for r in records], rewards)
+    known = [float(r["grounded"]) for r in records if r["grounded"] is not None]
+    assert stats["rollout/grounded"] == pytest.approx(sum(known) / len(known))
 
 
 def test_infrastructure_failure_gets_no_reward_rather_than_zero() -> None:
@@ -59,45 +51,54 @@ def test_infrastructure_failure_gets_no_reward_rather_than_zero() -> None:
     assert rewards == [1.0, None]
 
 
-def test_truncation_counts_both_budgets() -> None:
-    assert truncated(["", "", ""], ["max_tokens", "max_tool_calls", "answer"]) == [1.0, 1.0, 0.0]
-
-
-def test_labels_ignore_every_masked_token() -> None:
-    assert labels_from_mask([7, 8, 9], [0, 1, 0]) == [IGNORE_INDEX, 8, IGNORE_INDEX]
+def test_grader_failures_and_infra_errors_are_unscored_and_wrong_answers_are_not() -> None:
+    assert [is_unscored(s) for s in ("grader_timeout", "grader_error", "infra_error")] == [True] * 3
+    assert [is_unscored(s) for s in ("incorrect", "no_answer", "unparseable_answer", "correct")] == [
+        False
+    ] * 4
+    # A verdict the rollout already reached is read, not graded again: a grader timeout stays unscored.
+    rewards = exact_match_reward(
+        completions=["", ""],
+        answer=["5", "5"],
+        thinc_text=["\\boxed{5}", "\\boxed{5}"],
+        stop_reason=["answer", "answer"],
+        grade_status=["correct", "grader_timeout"],
+    )
+    assert rewards == [1.0, None]
 
 
 def _columns() -> dict[str, list]:
-    # Row 0 right, row 1 wrong after two tool calls, row 2 a sandbox outage after one good call.
+    # Row 0 right, row 1 wrong after two tool calls (one failed), row 2 cut by the budget after
+    # three, row 3 a sandbox outage after one good call.
     return {
-        "answer": ["5", "5", "5"],
-        "thinc_text": ["\\boxed{5}", "\\boxed{4}", "```python\nprint(5)\n```"],
-        "stop_reason": ["answer", "answer", "infra_error"],
-        "n_tool_calls": [0, 2, 1],
-        "n_exec_errors": [0, 1, 0],
+        "answer": ["5", "5", "5", "5"],
+        "thinc_text": ["\\boxed{5}", "\\boxed{4}", "```python\nprint(5)\n```", "```python\nprint(5)\n```"],
+        "stop_reason": ["answer", "answer", "max_tokens", "infra_error"],
+        "n_tool_calls": [0, 2, 3, 1],
+        "n_exec_errors": [0, 1, 0, 0],
     }
 
 
-def test_grpo_reward_funcs_leave_an_infra_row_unscored_in_every_function() -> None:
-    funcs = grpo_reward_funcs()
-    assert [f.__name__ for f in funcs] == ["exact_match_reward", *(s.__name__ for s in LOGGED_STATS)]
-    completions = ["", "", ""]
+def test_statistics_are_logged_through_log_metric_over_the_scored_rows_only() -> None:
     logged: list[tuple[str, float]] = []
-    columns = _columns()
-    table = [f(completions, log_metric=lambda n, v: logged.append((n, v)), **columns) for f in funcs]
-    assert table[0] == [1.0, 0.0, None]
-    assert all(column[2] is None for column in table)  # TRL skips a row only if every function says None
-    by_name = dict(zip([f.__name__ for f in funcs], table, strict=True))
-    assert by_name["tool_calls"] == [0.0, 2.0, None] and by_name["exec_error_rate"] == [None, 0.5, None]
-    assert logged == [(UNSCORED_METRIC, 1 / 3)]
+    rewards = exact_match_reward(
+        ["", "", "", ""], log_metric=lambda n, v: logged.append((n, v)), **_columns()
+    )
+    assert rewards == [1.0, 0.0, 0.0, None]
+    stats = dict(logged)
+    assert len(stats) == len(logged)  # each once per batch
+    assert stats[UNSCORED_METRIC] == 0.25
+    assert stats["rollout/tool_calls"] == pytest.approx(5 / 3)  # 0, 2, 3: the outage's 1 left out
+    assert stats["rollout/exec_error_rate"] == pytest.approx((1 / 2 + 0) / 2)  # rows that ran code
+    assert stats["rollout/truncated"] == pytest.approx(1 / 3)
+    assert stats["rollout/grounded"] == 0.0  # rows 0 and 1 printed nothing; row 2 has no answer
 
 
-def test_a_statistic_called_before_the_reward_on_a_batch_is_an_error() -> None:
-    scored, *stats = grpo_reward_funcs()
-    columns = _columns()
-    scored(["", "", ""], **columns)
-    with pytest.raises(RuntimeError, match="tool_calls ran on a batch exact_match_reward has not scored"):
-        stats[0](["", "", ""], **columns)  # a new batch object: not the one just scored
+def test_a_batch_with_no_scored_row_logs_only_its_unscored_share() -> None:
+    columns = {k: v[3:] for k, v in _columns().items()}
+    logged: dict[str, float] = {}
+    assert exact_match_reward([""], log_metric=logged.__setitem__, **columns) == [None]
+    assert logged == {UNSCORED_METRIC: 1.0}
 
 
 class _DownFor(Generator):
@@ -138,7 +139,6 @@ def test_an_infra_failure_in_a_group_is_left_out_not_punished_and_the_step_compl
     scripted = load_generator("scripted", str(scripted_turns), tokenizer=tiny_llama_folder)
     # The second copy of tiny-1 in the first call: the backend fails before its first token.
     generator = _DownFor(scripted, f"{rows[0]['id']}/1-1")
-    funcs = grpo_reward_funcs()
     args = GRPOConfig(
         output_dir=str(tmp_path),
         use_cpu=True,
@@ -148,7 +148,6 @@ def test_an_infra_failure_in_a_group_is_left_out_not_punished_and_the_step_compl
         max_steps=1,
         learning_rate=1e-3,
         shuffle_dataset=False,
-        reward_weights=[1.0] + [0.0] * (len(funcs) - 1),
         logging_steps=1,
         save_strategy="no",
         report_to="none",
@@ -163,10 +162,11 @@ def test_an_infra_failure_in_a_group_is_left_out_not_punished_and_the_step_compl
             load_system_prompt("thinc"),
             generator=generator,
             problem_ids={r["problem"]: r["id"] for r in rows},
+            answers={r["problem"]: r["answer"] for r in rows},
         )
         trainer = GRPOTrainer(
             model=tiny_llama_folder,
-            reward_funcs=funcs,
+            reward_funcs=[exact_match_reward],
             args=args,
             train_dataset=dataset,
             processing_class=AutoTokenizer.from_pretrained(tiny_llama_folder),
@@ -177,7 +177,8 @@ def test_an_infra_failure_in_a_group_is_left_out_not_punished_and_the_step_compl
     advantages = list(trainer._logs["advantages"])
     assert [math.isnan(r) for r in rewards] == [False, True, False, False]  # the row that got no trajectory
     assert rewards[0] == 1.0 and advantages[1] == 0.0  # was 0 reward and -0.71 advantage beside a correct 1.0
-    for name in ("tool_calls", "truncated"):  # the logged statistics leave it out too
-        assert math.isnan(list(trainer._logs["rewards"][name])[1])
     (step,) = [h for h in trainer.state.log_history if "loss" in h]
     assert math.isfinite(step["loss"]) and step[UNSCORED_METRIC] == 0.25
+    assert step["rollout/tool_calls"] == pytest.approx(
+        5 / 3
+    )  # tiny-1's 1, tiny-2's 2 and 2: scored rows only

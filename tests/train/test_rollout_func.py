@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from thinc_bench.backends import load_generator
+from thinc_bench.backends.base import Generator
 from thinc_bench.errors import BackendUnavailable
 from thinc_bench.eval.rollout import RolloutLimits
 from thinc_bench.prompts import load_system_prompt
@@ -138,6 +139,87 @@ def test_a_backend_down_from_the_first_turn_gives_an_unscored_placeholder_not_an
         None,
         None,
     ]
+
+
+class _DownOnTurn(Generator):
+    """Fault injection around a real generator: one trajectory's backend fails on its second turn."""
+
+    def __init__(self, inner: Generator, request_id: str) -> None:
+        self._inner, self._down, self._calls = inner, request_id, 0
+
+    @property
+    def tokenizer(self):  # noqa: ANN201
+        return self._inner.tokenizer
+
+    async def generate(self, prompt_ids, params, *, request_id=None):  # noqa: ANN001, ANN201
+        if request_id == self._down:
+            self._calls += 1
+            if self._calls == 2:
+                raise BackendUnavailable(f"connection reset for {request_id}")
+        return await self._inner.generate(prompt_ids, params, request_id=request_id)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def describe(self) -> dict:
+        return self._inner.describe()
+
+
+def test_a_row_that_failed_mid_way_leaves_the_loss_and_its_denominator(rows, scripted_turns) -> None:
+    scripted = load_generator("scripted", str(scripted_turns))
+    # tiny-2's script has two code blocks: the second copy's backend fails after the first has run.
+    generator = _DownOnTurn(scripted, f"{rows[1]['id']}/1-3")
+    prompts = [r["problem"] for r in rows for _ in range(2)]
+    with Sandbox() as sandbox:
+        rollout = ThincRollout(
+            sandbox,
+            RolloutLimits(max_tokens=2048, max_tool_calls=4),
+            load_system_prompt("thinc"),
+            generator=generator,
+            problem_ids={r["problem"]: r["id"] for r in rows},
+            answers={r["problem"]: r["answer"] for r in rows},
+        )
+        out = rollout(prompts, None)
+    assert out["stop_reason"] == ["answer", "answer", "answer", "infra_error"]
+    assert out["grade_status"] == ["correct", "correct", "correct", "infra_error"]
+    failed_ids, failed_mask = out["completion_ids"][3], out["env_mask"][3]
+    assert len(failed_ids) > 10 and out["n_tool_calls"][3] == 1  # a real partial trajectory, code run
+    assert failed_mask == [0] * len(failed_ids)  # not one of its tokens in the loss
+    for ids, mask in zip(out["completion_ids"][:3], out["env_mask"][:3], strict=True):
+        assert mask == [0 if flag else 1 for flag in interpreter_token_flags(scripted.tokenizer, ids)]
+    # TRL's DAPO denominator is the sum of env_mask (x completion mask): the scored rows' model tokens.
+    model_tokens = [
+        sum(not f for f in interpreter_token_flags(scripted.tokenizer, ids)) for ids in out["completion_ids"]
+    ]
+    assert sum(map(sum, out["env_mask"])) == sum(model_tokens[:3])
+    answers = [r["answer"] for r in rows for _ in range(2)]
+    logged: dict[str, float] = {}
+    rewards = exact_match_reward(
+        out["completion_ids"],
+        answers,
+        out["thinc_text"],
+        out["stop_reason"],
+        grade_status=out["grade_status"],
+        log_metric=logged.__setitem__,
+        n_tool_calls=out["n_tool_calls"],
+        n_exec_errors=out["n_exec_errors"],
+    )
+    assert rewards == [1.0, 1.0, 1.0, None]
+    assert logged["unscored_frac"] == 0.25 and logged["rollout/tool_calls"] == pytest.approx(4 / 3)
+
+
+def test_without_gold_answers_the_rollout_grades_nothing(rows, scripted_turns) -> None:
+    generator = load_generator("scripted", str(scripted_turns))
+    with Sandbox() as sandbox:
+        rollout = ThincRollout(
+            sandbox,
+            RolloutLimits(max_tokens=2048, max_tool_calls=4),
+            load_system_prompt("thinc"),
+            generator=generator,
+            problem_ids={rows[0]["problem"]: rows[0]["id"]},
+        )
+        out = rollout([rows[0]["problem"]], None)
+    assert "grade_status" not in out and sum(out["env_mask"][0]) > 0
 
 
 def test_sampling_seeds_differ_per_step_and_rank_and_survive_a_restart() -> None:

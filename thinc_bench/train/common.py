@@ -1,8 +1,7 @@
-"""Small pieces both recipes share: loss labels from assistant masks, the attention kernel, the eval command.
+"""Small pieces both recipes share: the attention kernel and the eval command.
 
-Pure functions; the recipes do the IO. `labels_from_mask` turns the builder's `assistant_masks`
-(1 = the model wrote it) into causal-LM labels with -100 on every prompt and interpreter-output
-token, so TRL's collator needs neither `assistant_only_loss` nor a chat template that supports it.
+Pure functions; the recipes do the IO. (SFT labels are TRL's own: for a pre-tokenized dataset TRL
+1.16 builds them from the builder's `assistant_masks` column, -100 wherever the mask is 0.)
 """
 
 from __future__ import annotations
@@ -12,18 +11,7 @@ import shlex
 from collections.abc import Sequence
 
 IGNORE_INDEX = -100
-"""The label PyTorch's cross-entropy (and so every HF causal LM) skips."""
-
-
-def labels_from_mask(input_ids: Sequence[int], assistant_masks: Sequence[int]) -> list[int]:
-    """Labels for one example: the token id where the mask is 1, `IGNORE_INDEX` where it is 0.
-
-    Raises:
-        ValueError: the two sequences differ in length.
-    """
-    if len(input_ids) != len(assistant_masks):
-        raise ValueError(f"input_ids has {len(input_ids)} tokens but assistant_masks {len(assistant_masks)}")
-    return [int(t) if m else IGNORE_INDEX for t, m in zip(input_ids, assistant_masks, strict=True)]
+"""The label PyTorch's cross-entropy (and so every HF causal LM) skips; TRL writes it where the mask is 0."""
 
 
 def eval_command(model_dir: str, extra: Sequence[str] = ()) -> str:

@@ -1,15 +1,18 @@
 """The GRPO curriculum: stages that raise the context and the tool-call limit as training goes on.
 
 A recipe YAML holds TRL's settings plus one `curriculum:` key, a list of stages, each with a name,
-`max_steps` (None on the last stage: train on what is left of the data), `max_tokens` (the
-completion budget of one rollout, model and interpreter tokens alike; the prompt is not counted)
-and `max_tool_calls`. `split_recipe_config` separates the two so `TrlParser` sees only its own keys
-(an unknown key stays an error there).
+`max_steps` (generation batches, the paper's steps; None on the last stage: train on what is left of
+the data), `max_tokens` (the completion budget of one rollout, model and interpreter tokens alike;
+the prompt is not counted) and `max_tool_calls`. `split_recipe_config` separates the two so
+`TrlParser` sees only its own keys (an unknown key stays an error there).
 
-One trainer runs every stage (one optimizer, one learning-rate schedule); `plan_stages` turns the
-stages into global step ranges and disjoint slices of one shuffled problem order (`shuffled_order`),
-which `write_order` records in the output folder so `--start_stage` resumes on exactly the problems
-the run would have drawn (`read_order`). Pure functions plus the one JSON file.
+One trainer runs every stage (one optimizer, one learning-rate schedule). A stage step is one
+generation batch (rollout batch: every completion sampled from one policy), on which the trainer
+takes `updates` optimizer steps, each on a slice of it; `plan_stages` turns the stages into global
+optimizer-step ranges and consecutive slices of one shuffled problem order (`shuffled_order`) that
+runs over the data `epochs` times, each epoch shuffled anew, so the stages draw on across epochs.
+`write_order` records it in the output folder so `--start_stage` resumes on exactly the problems the
+run would have drawn (`read_order`). Pure functions plus the one JSON file.
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ class Stage:
 
     Attributes:
         name: label used for the stage's output folder (`OUTPUT_DIR/<name>`).
-        max_steps: optimizer steps of this stage; None trains on the rest of the data (last stage only).
+        max_steps: generation batches of this stage (the paper's steps; each is `updates` optimizer
+            steps); None trains on the rest of the data (last stage only).
         max_tokens: completion tokens of one rollout (model and interpreter tokens alike; the prompt
             is not counted).
         max_tool_calls: code executions allowed per rollout.
@@ -150,9 +154,10 @@ class StagePlan:
     Attributes:
         stage: the stage's settings.
         first_step: optimizer steps taken before this stage (global step at its start).
-        steps: optimizer steps of this stage (resolved for the last stage).
+        steps: optimizer steps of this stage (`batches` x updates per generation batch).
         first_row: position in the shuffled order of the stage's first problem.
-        rows: problems the stage consumes (`steps` x prompts per step).
+        rows: problems the stage consumes (`batches` x prompts per generation batch).
+        batches: generation batches of this stage, the paper's steps (resolved for the last stage).
     """
 
     stage: Stage
@@ -160,6 +165,7 @@ class StagePlan:
     steps: int
     first_row: int
     rows: int
+    batches: int
 
     @property
     def end_step(self) -> int:
@@ -167,47 +173,58 @@ class StagePlan:
         return self.first_step + self.steps
 
 
-def plan_stages(curriculum: Curriculum, n_problems: int, prompts_per_step: int) -> tuple[StagePlan, ...]:
-    """Lay the stages end to end over one pass of the shuffled problems.
+def plan_stages(
+    curriculum: Curriculum, n_rows: int, prompts_per_batch: int, updates_per_batch: int = 1
+) -> tuple[StagePlan, ...]:
+    """Lay the stages end to end over the shuffled order (`n_rows` problems, every epoch of it).
 
-    Each stage takes the next `max_steps x prompts_per_step` problems; the last stage without
-    `max_steps` takes every whole step that is left (fewer than `prompts_per_step` problems stay
-    unused). No problem is drawn twice, so no stage repeats another's problems.
+    A stage's `max_steps` counts generation batches; each takes the next `prompts_per_batch` problems
+    of the order and `updates_per_batch` optimizer steps. The last stage without `max_steps` takes
+    every whole generation batch that is left (fewer than `prompts_per_batch` rows stay unused). No
+    row is drawn twice, so within one epoch no stage repeats another's problems.
 
     Raises:
-        ConfigError: a bad `prompts_per_step`, a stage that needs more problems than are left, or a
-            last stage left with no whole step.
+        ConfigError: a bad batch layout, a stage that needs more rows than are left, or a last stage
+            left with no whole generation batch.
     """
-    if prompts_per_step < 1:
+    if prompts_per_batch < 1 or updates_per_batch < 1:
         raise ConfigError(
-            f"prompts per step is {prompts_per_step}; batch size x accumulation x processes "
-            "must hold at least num_generations completions"
+            f"{prompts_per_batch} prompts and {updates_per_batch} updates per generation batch; the generation "
+            "batch must hold at least num_generations completions and one optimizer step"
         )
     plans: list[StagePlan] = []
     step = row = 0
     for stage in curriculum.stages:
-        left = n_problems - row
-        steps = stage.max_steps if stage.max_steps is not None else left // prompts_per_step
-        if steps < 1 or steps * prompts_per_step > left:
+        left = n_rows - row
+        batches = stage.max_steps if stage.max_steps is not None else left // prompts_per_batch
+        if batches < 1 or batches * prompts_per_batch > left:
             raise ConfigError(
-                f"stage {stage.name!r} needs {max(steps, 1)} steps x {prompts_per_step} prompts but only {left} of "
-                f"{n_problems} problems are left; use more data, fewer steps or a smaller batch"
+                f"stage {stage.name!r} needs {max(batches, 1)} steps x {prompts_per_batch} prompts but only {left} "
+                f"of {n_rows} rows are left; raise epochs, use more data, fewer steps or a smaller batch"
             )
-        plans.append(StagePlan(stage, step, steps, row, steps * prompts_per_step))
-        step, row = step + steps, row + steps * prompts_per_step
+        steps = batches * updates_per_batch
+        plans.append(StagePlan(stage, step, steps, row, batches * prompts_per_batch, batches))
+        step, row = step + steps, row + batches * prompts_per_batch
     return tuple(plans)
 
 
-def shuffled_order(ids: Sequence[str], seed: int) -> list[str]:
-    """The problem ids in the run's seeded order (the same seed and ids always give the same order).
+def shuffled_order(ids: Sequence[str], seed: int, epochs: int = 1) -> list[str]:
+    """The problem ids in the run's seeded order, `epochs` passes over them, each shuffled anew.
+
+    The same seed and ids always give the same order; the first epoch is the same for every `epochs`.
 
     Raises:
-        ConfigError: an id repeats (deduplicate the source first).
+        ConfigError: an id repeats (deduplicate the source first), or `epochs` is below 1.
     """
     if len(set(ids)) != len(ids):
         raise ConfigError("problem ids repeat; the curriculum order needs one id per problem (deduplicate)")
-    order = list(ids)
-    random.Random(seed).shuffle(order)
+    if epochs < 1:
+        raise ConfigError(f"epochs={epochs}; pass at least one pass over the data")
+    rng, order = random.Random(seed), []
+    for _ in range(epochs):
+        epoch = list(ids)
+        rng.shuffle(epoch)
+        order += epoch
     return order
 
 
@@ -216,6 +233,7 @@ def write_order(path: str | Path, order: Sequence[str], plans: Sequence[StagePla
     stages = [
         {
             "name": p.stage.name,
+            "generation_batches": p.batches,
             "first_step": p.first_step,
             "steps": p.steps,
             "rows": [p.first_row, p.first_row + p.rows],

@@ -81,10 +81,11 @@ def resolve_auto_bf16(argv: Sequence[str]) -> tuple[list[str], str]:
             value, at = (nxt, (i, 2)) if nxt is not None and not nxt.startswith("--") else (True, None)
         elif arg.startswith("--bf16="):
             value, at = arg.partition("=")[2], (i, 1)
-    if value is None and "--config" in args:
+    config_at = args.index("--config") + 1 if "--config" in args else len(args)
+    if value is None and config_at < len(args) and Path(args[config_at]).is_file():
         import yaml
 
-        with open(args[args.index("--config") + 1], encoding="utf-8") as f:
+        with open(args[config_at], encoding="utf-8") as f:
             config = yaml.safe_load(f) or {}
         value = config.get("bf16") if isinstance(config, dict) else None
     if not (isinstance(value, str) and value.strip().lower() == "auto"):

@@ -3,19 +3,19 @@
 The reward grades the same text the eval CLI grades (the rollout's full text, passed through the
 rollout function as the `thinc_text` column), so a trajectory earns 1 exactly when eval counts it
 correct. Infrastructure failures (a sandbox or backend outage, a grader timeout or crash) are not
-wrong answers: they get None, which TRL treats as "no reward from this function" (STYLE rule 7).
-Format rewards are deliberately absent (off by default in the paper's recipe).
+wrong answers: they get None, which TRL treats as "no reward" (left out of the group's mean and
+standard deviation, advantage 0; STYLE rule 7). Format rewards are deliberately absent (off by
+default in the paper's recipe).
 
-TRL leaves a row out of its group's mean and standard deviation (advantage 0) only when *every*
-reward function returned None for it; one number from a zero-weight logging statistic, and the row
-is summed to reward 0, a wrong answer with a negative advantage. `grpo_reward_funcs` therefore
-returns the exact match followed by the logged statistics gated on it: every function says None on
-the rows the exact match could not score, and the share of such rows is logged as `unscored_frac`.
+The rollout function grades its own trajectories (`grade_rollouts`) when it knows the gold answers,
+so an unscored row can leave the loss entirely (`env_mask` 0 on all its tokens) before TRL counts
+the loss denominator; the reward then reads that verdict (`grade_status`) instead of grading again.
+Per-step statistics (tool calls, execution-error rate, grounding, truncation, the unscored share)
+go through TRL's `log_metric` callback, over the scored rows only; they are not reward functions.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,6 +28,35 @@ REWARD_WRONG = 0.0
 
 UNSCORED_GRADES = frozenset({"grader_timeout", "grader_error"})
 """Grade statuses caused by our infrastructure, not by the model: no reward rather than 0."""
+INFRA_STATUS = "infra_error"
+"""The status of a row whose trajectory an infrastructure failure ended (no text to judge)."""
+UNSCORED_METRIC = "unscored_frac"
+"""Logged per step: share of rows left unscored (infrastructure failure), so out of the advantages."""
+STAT_PREFIX = "rollout/"
+"""Prefix of the per-step rollout statistics in the logs (`rollout/tool_calls`, ...)."""
+
+
+def is_unscored(status: str) -> bool:
+    """True for a row without a verdict: an infrastructure failure, never a wrong answer."""
+    return status == INFRA_STATUS or status in UNSCORED_GRADES
+
+
+def grade_rollouts(answer: Sequence[str], texts: Sequence[str], stop_reason: Sequence[str]) -> list[str]:
+    """The grade status of each trajectory (`infra_error` where the rollout itself failed), in one batch.
+
+    Raises:
+        ValueError: the columns have different lengths.
+    """
+    if not len(texts) == len(answer) == len(stop_reason):
+        raise ValueError(
+            f"reward got {len(texts)} completions, {len(answer)} answers, {len(stop_reason)} reasons"
+        )
+    todo = [i for i, r in enumerate(stop_reason) if r != INFRA_STATUS]
+    verdicts = grading.grade_many([grading.GradeRequest(gold=answer[i], pred=texts[i]) for i in todo])
+    statuses = [INFRA_STATUS] * len(texts)
+    for i, verdict in zip(todo, verdicts, strict=True):
+        statuses[i] = verdict.status
+    return statuses
 
 
 def exact_match_reward(
@@ -35,7 +64,9 @@ def exact_match_reward(
     answer: Sequence[str],
     thinc_text: Sequence[str] | None = None,
     stop_reason: Sequence[str] | None = None,
-    **_: Any,
+    grade_status: Sequence[str] | None = None,
+    log_metric: Callable[[str, float], None] | None = None,
+    **columns: Any,
 ) -> list[float | None]:
     """Exact-match reward for a batch of completions, in TRL's reward-function signature.
 
@@ -44,6 +75,9 @@ def exact_match_reward(
         answer: the gold answers (the dataset's `answer` column), one per completion.
         thinc_text: the rollout's full text per completion, as eval grades it.
         stop_reason: the rollout's stop reason; `infra_error` means no trajectory to judge.
+        grade_status: the rollout's own verdicts (`grade_rollouts`); graded here when absent.
+        log_metric: TRL's per-step metric callback; the rollout statistics are logged through it.
+        **columns: the rollout's other columns (`n_tool_calls`, `n_exec_errors` are logged).
 
     Returns:
         1.0 correct, 0.0 otherwise, None for an infrastructure failure.
@@ -53,19 +87,15 @@ def exact_match_reward(
     """
     texts = list(thinc_text) if thinc_text is not None else [_as_text(c) for c in completions]
     reasons = list(stop_reason) if stop_reason is not None else [""] * len(texts)
-    if not len(texts) == len(answer) == len(reasons):
-        raise ValueError(
-            f"reward got {len(texts)} completions, {len(answer)} answers, {len(reasons)} reasons"
-        )
-    verdicts = grading.grade_many(
-        [grading.GradeRequest(gold=g, pred=t) for g, t in zip(answer, texts, strict=True)]
-    )
-    rewards: list[float | None] = []
-    for verdict, reason in zip(verdicts, reasons, strict=True):
-        if reason == "infra_error" or verdict.status in UNSCORED_GRADES:
-            rewards.append(None)
-        else:
-            rewards.append(REWARD_CORRECT if verdict.correct else REWARD_WRONG)
+    statuses = list(grade_status) if grade_status is not None else grade_rollouts(answer, texts, reasons)
+    if len(statuses) != len(texts):
+        raise ValueError(f"reward got {len(texts)} completions and {len(statuses)} grade statuses")
+    rewards: list[float | None] = [
+        None if is_unscored(s) else REWARD_CORRECT if s == "correct" else REWARD_WRONG for s in statuses
+    ]
+    if log_metric is not None:
+        for name, value in rollout_stats(texts, reasons, rewards, **columns).items():
+            log_metric(name, value)
     return rewards
 
 
@@ -76,75 +106,37 @@ def _as_text(completion: Any) -> str:
     return "".join(str(m.get("content", "")) for m in completion)
 
 
-def tool_calls(completions: Sequence[Any], n_tool_calls: Sequence[int], **_: Any) -> list[float]:
-    """Code executions per trajectory, logged as a zero-weight reward (TRL logs each reward's mean)."""
-    return [float(n) for n in n_tool_calls]
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
 
 
-def exec_error_rate(
-    completions: Sequence[Any], n_tool_calls: Sequence[int], n_exec_errors: Sequence[int], **_: Any
-) -> list[float | None]:
-    """Share of a trajectory's executions that failed; None when it ran no code."""
-    return [e / n if n else None for n, e in zip(n_tool_calls, n_exec_errors, strict=True)]
+def rollout_stats(
+    texts: Sequence[str],
+    stop_reason: Sequence[str],
+    rewards: Sequence[float | None],
+    n_tool_calls: Sequence[int] | None = None,
+    n_exec_errors: Sequence[int] | None = None,
+    **_: Any,
+) -> dict[str, float]:
+    """The batch's statistics over its scored rows (None rewards left out), by log name.
 
-
-def truncated(completions: Sequence[Any], stop_reason: Sequence[str], **_: Any) -> list[float]:
-    """1 when the trajectory hit its token budget or tool-call limit."""
-    return [float(r in ("max_tokens", "max_tool_calls")) for r in stop_reason]
-
-
-def grounded(completions: Sequence[Any], thinc_text: Sequence[str], **_: Any) -> list[float | None]:
-    """1 when the final answer equals a value the code printed; None without an answer."""
-    verdicts = [grading.is_grounded(text) for text in thinc_text]
-    return [None if v is None else float(v) for v in verdicts]
-
-
-LOGGED_STATS = (tool_calls, exec_error_rate, grounded, truncated)
-"""Per-step statistics passed to GRPOTrainer as reward functions of weight 0: logged, never optimised."""
-
-
-RewardFunc = Callable[..., Sequence[float | None]]
-
-UNSCORED_METRIC = "unscored_frac"
-"""Logged per step: share of rows left unscored (infrastructure failure), so out of the advantages."""
-
-
-def grpo_reward_funcs(
-    reward: RewardFunc = exact_match_reward, stats: Sequence[RewardFunc] = LOGGED_STATS
-) -> list[RewardFunc]:
-    """The GRPO reward functions in TRL's order: `reward` (weight 1), then `stats` (weight 0).
-
-    Each statistic returns None wherever `reward` returned None in the same batch, so TRL treats the
-    row as unscorable (left out of the group statistics, advantage 0) instead of a zero reward.
-    TRL calls synchronous reward functions in list order with the same `completions` object, which
-    is how a statistic finds its batch's verdicts.
-
-    Raises (from a statistic):
-        RuntimeError: it ran on a batch `reward` has not scored (the order was changed).
+    `unscored_frac` is over every row; `tool_calls` is code executions per trajectory,
+    `exec_error_rate` the share of a trajectory's executions that failed (trajectories that ran
+    code), `grounded` whether the final answer equals a printed value (trajectories with an
+    answer), `truncated` whether the token budget or tool-call limit stopped it. A statistic with
+    no row to average is left out.
     """
-    last: dict[str, Any] = {}
-
-    @functools.wraps(reward)
-    def scored(completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
-        rewards = list(reward(completions, **kwargs))
-        unscored = [r is None for r in rewards]
-        last["batch"], last["unscored"] = completions, unscored
-        log_metric = kwargs.get("log_metric")
-        if log_metric is not None and unscored:
-            log_metric(UNSCORED_METRIC, sum(unscored) / len(unscored))
-        return rewards
-
-    def gate(stat: RewardFunc) -> RewardFunc:
-        @functools.wraps(stat)
-        def gated(completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
-            if last.get("batch") is not completions:
-                raise RuntimeError(
-                    f"reward statistic {stat.__name__} ran on a batch {reward.__name__} has not scored; "
-                    "pass the reward first in reward_funcs"
-                )
-            values = stat(completions, **kwargs)
-            return [None if u else v for u, v in zip(last["unscored"], values, strict=True)]
-
-        return gated
-
-    return [scored, *(gate(s) for s in stats)]
+    scored = [i for i, r in enumerate(rewards) if r is not None]
+    stats: dict[str, float | None] = {UNSCORED_METRIC: 1 - len(scored) / len(rewards) if rewards else None}
+    stats[STAT_PREFIX + "truncated"] = _mean(
+        [float(stop_reason[i] in ("max_tokens", "max_tool_calls")) for i in scored]
+    )
+    verdicts = [grading.is_grounded(texts[i]) for i in scored]
+    stats[STAT_PREFIX + "grounded"] = _mean([float(v) for v in verdicts if v is not None])
+    if n_tool_calls is not None:
+        stats[STAT_PREFIX + "tool_calls"] = _mean([float(n_tool_calls[i]) for i in scored])
+        if n_exec_errors is not None:
+            stats[STAT_PREFIX + "exec_error_rate"] = _mean(
+                [n_exec_errors[i] / n_tool_calls[i] for i in scored if n_tool_calls[i]]
+            )
+    return {k: v for k, v in stats.items() if v is not None}

@@ -19,6 +19,11 @@ TRL syncs the engine's weights before calling this function. With vLLM, the samp
 logprobs come back (NaN on interpreter tokens, which TRL then leaves uncorrected) for TRL's
 importance-sampling correction of the engine-vs-trainer mismatch.
 
+Given the gold answers (`answers`), it grades its trajectories with the reward's judge
+(`rewards.grade_rollouts`) and returns the verdicts as `grade_status`: a row left without a verdict
+(an infrastructure failure, a grader timeout or crash) gets `env_mask` 0 on every token, so TRL's
+DAPO loss denominator counts the tokens of scored rows only, and the reward reads the same verdict.
+
 A trajectory that never produced a token (the backend failed on the first turn) cannot go to TRL
 as it is: TRL reads every completion's last token, and one rank raising there leaves the others
 waiting in a collective. It comes back as one placeholder token (EOS) with `env_mask` 0 (no loss)
@@ -78,6 +83,8 @@ class ThincRollout:
             the scripted backend picks its script by it); unknown texts are called "problem".
         drawn_log: a JSONL file this process appends one line to per call, `{"step", "problems"}`
             (the ids it rolled out at that global step): which problems each stage really drew.
+        answers: problem text -> gold answer; when a text is known, its trajectories are graded here
+            and an unscored one leaves the loss (`env_mask` 0); empty: the reward grades alone.
     """
 
     sandbox: Sandbox
@@ -91,6 +98,7 @@ class ThincRollout:
     generator: Generator | None = None
     problem_ids: dict[str, str] = field(default_factory=dict)
     drawn_log: Path | None = None
+    answers: dict[str, str] = field(default_factory=dict)
     _calls: int = field(default=0, init=False, repr=False)
     _step_calls: tuple[int, int] = field(default=(-1, 0), init=False, repr=False)
     """(global step, calls made in it): the seed's call index restarts at every step."""
@@ -129,6 +137,7 @@ class ThincRollout:
                 )
             # NaN where unknown: TRL leaves those tokens' importance ratio at 1.
             logprobs = [r.logprobs or [math.nan] * len(r.completion_ids) for r in results]
+        extra = self._grade(problems, results)
         return {
             "prompt_ids": [r.prompt_ids for r in results],
             "completion_ids": [r.completion_ids for r in results],
@@ -138,7 +147,22 @@ class ThincRollout:
             "stop_reason": [r.stop_reason for r in results],
             "n_tool_calls": [r.n_tool_calls for r in results],
             "n_exec_errors": [r.n_exec_errors for r in results],
+            **extra,
         }
+
+    def _grade(self, problems: list[str], results: list[engine.RolloutResult]) -> dict[str, Any]:
+        """`grade_status` when every gold answer is known; unscored rows get `env_mask` 0 throughout."""
+        if not problems or any(p not in self.answers for p in problems):
+            return {}
+        from thinc_bench.train.rewards import grade_rollouts, is_unscored
+
+        statuses = grade_rollouts(
+            [self.answers[p] for p in problems], [r.text for r in results], [r.stop_reason for r in results]
+        )
+        for status, result in zip(statuses, results, strict=True):
+            if is_unscored(status):
+                result.env_mask = [0] * len(result.completion_ids)
+        return {"grade_status": statuses}
 
     @contextlib.contextmanager
     def _policy_generator(self, trainer: Any, seed: int | None) -> Iterator[Generator]:
