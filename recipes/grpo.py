@@ -142,6 +142,17 @@ class ScriptArgs:
             "last stage without max_steps takes what is left)."
         },
     )
+    dialect: Literal["markdown", "xml", "tool_call"] = field(
+        default="markdown",
+        metadata={
+            "help": "Trajectory dialect, as eval's --dialect (tool_call: native tool calls declared through "
+            "the chat template; its default system prompt is `tool_call`)."
+        },
+    )
+    tool_name: str = field(
+        default="python",
+        metadata={"help": "tool_call dialect: the declared tool's name, as eval's --tool-name."},
+    )
     exec_on: Literal["output_open", "code_close"] = field(
         default="output_open",
         metadata={
@@ -216,7 +227,7 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     from thinc_bench.build_sft.sources import load_source
     from thinc_bench.cli import parse_recipe
     from thinc_bench.eval.rollout import RolloutLimits
-    from thinc_bench.prompts import load_system_prompt
+    from thinc_bench.prompts import load_system_prompt, python_tool
     from thinc_bench.sandbox import Sandbox
     from thinc_bench.train import Curriculum, Stage
     from thinc_bench.train.common import attn_implementation, eval_command
@@ -355,13 +366,15 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     recorded = checkpoint.read(model_path) or {}
     if script_args.system_prompt is None:
         trained_on = checkpoint.system_prompt(model_path)
-        system_prompt = trained_on if trained_on is not None else load_system_prompt("thinc")
-        logger.info("system prompt: %s", "the model's recorded one" if trained_on is not None else "thinc")
+        default = "tool_call" if script_args.dialect == "tool_call" else "thinc"
+        system_prompt = trained_on if trained_on is not None else load_system_prompt(default)
+        logger.info("system prompt: %s", "the model's recorded one" if trained_on is not None else default)
     else:
         system_prompt = load_system_prompt(script_args.system_prompt)
     if args.use_vllm and args.vllm_max_model_length is None:
         # The rollout budget counts completion tokens only: the engine must hold the longest prompt too.
-        longest = max_prompt_tokens(tokenizer, [p.problem for p in ordered], system_prompt)
+        tools = [python_tool(script_args.tool_name)] if script_args.dialect == "tool_call" else None
+        longest = max_prompt_tokens(tokenizer, [p.problem for p in ordered], system_prompt, tools)
         args.vllm_max_model_length = args.max_completion_length + longest
         logger.info(
             "vLLM max model length %d (longest prompt %d tokens)", args.vllm_max_model_length, longest
@@ -376,6 +389,8 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
             temperature=args.temperature,
             response_prefix=script_args.response_prefix,
             exec_on=script_args.exec_on,
+            dialect=script_args.dialect,
+            tool_name=script_args.tool_name,
             problem_ids={p.problem: p.id for p in ordered},
             answers={p.problem: p.answer for p in ordered},
             drawn_log=root / f"drawn-rank{process.process_index}.jsonl",
@@ -411,6 +426,10 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
             )
             if v is not None
         }
+        if script_args.dialect != "markdown":  # eval must run the checkpoint in the format it learned
+            settings |= {"dialect": script_args.dialect, "exec_on": script_args.exec_on}
+            if script_args.dialect == "tool_call":
+                settings["tool_name"] = script_args.tool_name
         for folder in (root, *(root / p.stage.name for p in plans if (root / p.stage.name).is_dir())):
             checkpoint.write(
                 folder,

@@ -83,3 +83,15 @@ def test_the_training_precision_is_recorded_and_eval_ignores_it(tmp_path) -> Non
     assert record is not None
     assert record["training"] == {"bf16": False, "dtype": "float32", "precision": said}
     assert checkpoint.eval_defaults(folder) == {"samples": 2}
+
+
+def test_a_checkpoint_trained_on_tool_calls_is_evaluated_in_that_dialect(tmp_path) -> None:
+    folder = tmp_path / "ckpt"
+    checkpoint.write(
+        folder,
+        system_prompt=None,
+        eval_settings={"dialect": "tool_call", "tool_name": "jupyter_code", "exec_on": "output_open"},
+        trained_by="test",
+    )
+    config = parse_config(["--model", str(folder), "--benchmarks", "nano"])
+    assert (config.dialect, config.tool_name) == ("tool_call", "jupyter_code")

@@ -26,6 +26,8 @@ EVAL_FIELDS = frozenset(
         "max_tokens",
         "max_tool_calls",
         "exec_on",
+        "dialect",
+        "tool_name",
         "response_prefix",
         "few_shot",
         "samples",

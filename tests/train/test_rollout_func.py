@@ -262,6 +262,27 @@ def test_longest_prompt_is_the_longest_rendered_prompt(smollm2_tokenizer) -> Non
     assert max_prompt_tokens(smollm2_tokenizer, [], system) == 0
 
 
+def test_longest_prompt_counts_the_declared_tool(qwen3_tokenizer_dir) -> None:
+    """vLLM's context is sized from this: in the tool_call dialect the template's <tools> block is
+    part of every prompt."""
+    from transformers import AutoTokenizer
+
+    from thinc_bench.prompts import build_messages, python_tool
+    from thinc_bench.train.rollout_func import max_prompt_tokens
+
+    tokenizer = AutoTokenizer.from_pretrained(qwen3_tokenizer_dir)
+    system = load_system_prompt("tool_call")
+    problems = ["What is 2 + 2?", "Find the sum of all primes below " + "ten thousand and " * 20 + "one."]
+    tools = [python_tool("jupyter_code")]
+    with_tool = max_prompt_tokens(tokenizer, problems, system, tools)
+    rendered = tokenizer.apply_chat_template(
+        build_messages(problems[1], system), tools=tools, add_generation_prompt=True, tokenize=False
+    )
+    assert "jupyter_code" in rendered
+    assert with_tool == len(tokenizer(rendered, add_special_tokens=False)["input_ids"])
+    assert with_tool > max_prompt_tokens(tokenizer, problems, system) + 20
+
+
 def test_tool_call_trajectories_mask_every_tool_turn(tmp_path, qwen3_tokenizer_dir) -> None:
     """GRPO rollouts in the tool_call dialect: the tool is declared in the prompt, the template's tool
     turns are env_mask 0 and the model's calls and end-of-turn tokens 1."""

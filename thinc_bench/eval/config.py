@@ -48,10 +48,10 @@ PAPER = {
 unless --recovery-k asks for more."""
 DATA_DIR_CANDIDATES = ("shared/data/benchmarks", "../shared/data/benchmarks")
 """Where the embedded default looks for local benchmark copies (a checkout with shared data beside it)."""
-RUNTIME_FIELDS = frozenset({"out", "concurrency", "log_level", "push_to_hub"})
+RUNTIME_FIELDS = frozenset({"out", "concurrency", "log_level", "push_to_hub", "kv_cache_tokens"})
 """Settings that do not change results: left out of the config hash, so a resume may change them."""
 _BACKEND_OPTIONS: dict[str, tuple[str, ...]] = {
-    "hf": ("revision", "dtype", "max_batch_size"),
+    "hf": ("revision", "dtype", "max_batch_size", "kv_cache_tokens"),
     "vllm": ("revision", "dtype", "tensor_parallel_size", "max_model_len", "gpu_memory_utilization"),
     "openai": ("base_url", "tokenizer", "api_key_env", "max_retries", "context_length"),
     "scripted": ("tokenizer", "context_length"),
@@ -249,6 +249,13 @@ class EvalConfig:
     )
     max_batch_size: int | None = field(
         default=None, metadata={"help": "hf: most sequences decoded together."}
+    )
+    kv_cache_tokens: int | None = field(
+        default=None,
+        metadata={
+            "help": "hf: most tokens of finished turns' KV caches kept for the trajectory's next turn (LRU; "
+            "evicted turns are prefilled again, same tokens); default what fits in 4 GiB, 0 keeps none."
+        },
     )
     tensor_parallel_size: int | None = field(default=None, metadata={"help": "vllm: GPUs per model replica."})
     max_model_len: int | None = field(default=None, metadata={"help": "vllm: context length to reserve."})

@@ -297,8 +297,11 @@ PROMPT_CANDIDATES = 32
 """Problems, longest first by their own token count, rendered in full by `max_prompt_tokens`."""
 
 
-def max_prompt_tokens(tokenizer: Any, problems: list[str], system_prompt: str) -> int:
-    """Tokens of the longest prompt as `ThincRollout` renders it (chat template, generation header).
+def max_prompt_tokens(
+    tokenizer: Any, problems: list[str], system_prompt: str, tools: list[dict[str, Any]] | None = None
+) -> int:
+    """Tokens of the longest prompt as `ThincRollout` renders it (chat template, generation header,
+    and the declared tool in the tool_call dialect).
 
     Rendering every problem through the chat template takes minutes for DAPO's 17K; the template
     adds the same text around each problem, so only the `PROMPT_CANDIDATES` problems with the most
@@ -310,10 +313,8 @@ def max_prompt_tokens(tokenizer: Any, problems: list[str], system_prompt: str) -
     ranked = sorted(range(len(problems)), key=lambda i: len(own[i]), reverse=True)[:PROMPT_CANDIDATES]
     longest = 0
     for i in ranked:
-        encoded: Any = tokenizer.apply_chat_template(
-            build_messages(problems[i], system_prompt), add_generation_prompt=True, tokenize=True
-        )
-        longest = max(longest, len(encoded["input_ids"] if hasattr(encoded, "keys") else encoded))
+        ids = render_prompt_ids(tokenizer, build_messages(problems[i], system_prompt), None, tools)
+        longest = max(longest, len(ids))
     return longest
 
 
