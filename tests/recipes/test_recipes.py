@@ -561,9 +561,12 @@ def test_batch_layout_sets_trl_steps_from_prompts_and_updates_and_refuses_what_c
     grpo = _recipe("grpo")
 
     def parsed(*extra: str) -> object:
-        argv, _ = grpo.split_config(
+        from thinc_bench.train.launch import resolve_auto_bf16
+
+        argv, _ = resolve_auto_bf16(
             ["--config", str(REPO / "recipes" / "configs" / "grpo_smoke.yaml"), *extra]
         )
+        argv, _ = grpo.split_config(argv)
         try:
             return TrlParser((grpo.ScriptArgs, GRPOConfig, ModelConfig)).parse_args_and_config(argv)[1]
         finally:
