@@ -29,6 +29,8 @@ from thinc_bench.backends.openai import REJECTION_QUORUM, OpenAIGenerator
 from thinc_bench.errors import ConfigError, ContextExceeded, RequestRejected
 
 FAST = {"backoff_s": 0.01, "max_backoff_s": 0.05, "timeout_s": 2.0, "connect_timeout_s": 1.0}
+REAL_SERVER = {"timeout_s": 120.0}
+"""A real `vllm serve` on 2 CPU cores decodes 9-16 tokens/s: a 200-token answer takes longer than FAST's 2 s."""
 STOP = ("```output",)
 CODE = "```python\nprint(2 + 3)\n```\n```output"
 SERVER_START_S = 240
@@ -468,7 +470,7 @@ def test_vllm_serve_returns_ids_whose_decode_is_the_text_and_keeps_the_stop(
 ) -> None:
     prompt = chat_prompt(smollm2_tokenizer, "Write Python code in a ```python block that prints 2+3.")
     generation = generate(
-        make(vllm_server.base_url, smollm2_path),
+        make(vllm_server.base_url, smollm2_path, **REAL_SERVER),
         SamplingParams(temperature=0, max_tokens=64, stop=("```\n",)),
         prompt,
     )
@@ -484,10 +486,14 @@ def test_vllm_serve_eos_and_length_finish_reasons(
 ) -> None:
     prompt = chat_prompt(smollm2_tokenizer, "Say hello.")
     ended = generate(
-        make(vllm_server.base_url, smollm2_path), SamplingParams(temperature=0, max_tokens=200), prompt
+        make(vllm_server.base_url, smollm2_path, **REAL_SERVER),
+        SamplingParams(temperature=0, max_tokens=200),
+        prompt,
     )
     cut = generate(
-        make(vllm_server.base_url, smollm2_path), SamplingParams(temperature=0, max_tokens=3), prompt
+        make(vllm_server.base_url, smollm2_path, **REAL_SERVER),
+        SamplingParams(temperature=0, max_tokens=3),
+        prompt,
     )
     assert (ended.finish_reason, ended.stop, ended.token_ids[-1]) == (
         "stop",
@@ -503,7 +509,7 @@ def test_vllm_serve_same_seed_same_sample_under_concurrency(
     vllm_server: VllmServer, smollm2_path: str, smollm2_tokenizer: Any
 ) -> None:
     prompt = chat_prompt(smollm2_tokenizer, "Tell me a story.")
-    gen = make(vllm_server.base_url, smollm2_path)
+    gen = make(vllm_server.base_url, smollm2_path, **REAL_SERVER)
 
     async def go() -> list[Generation]:
         try:
@@ -525,4 +531,4 @@ def test_vllm_serve_killed_mid_run_is_backend_unavailable(vllm_server: VllmServe
     # Runs last in this module: it stops the shared server.
     vllm_server.stop()
     with pytest.raises(BackendUnavailable, match="APIConnectionError"):
-        generate(make(vllm_server.base_url, smollm2_path, max_retries=2))
+        generate(make(vllm_server.base_url, smollm2_path, max_retries=2, **REAL_SERVER))
