@@ -4,7 +4,8 @@ Contract: `parse(text, dialect).render() == text` for every string, malformed on
 `Segment` keeps its exact raw slice (fences and tags included), its inner `content`, both character
 spans and, once `with_token_spans` has run, its token span. A `Dialect` tells the rollout engine where
 generation stops, what it appends after the stop string and which code block to execute. `exec_trigger`
-decides, when generation stops, whether the model asked for code to run and which. The ThinC
+decides, when generation stops, whether the model asked for code to run and which (`TurnTrigger`
+decides the same for a rollout's growing text, scanning only what each turn added). The ThinC
 conformance checks and `classify` read only this IR. The lexical rules for fences, tags and strings
 live in `_scan` (docs/parsing.md lists the variants real models write and how each parses).
 Pure: no IO, no logging, no tokenizer, and no answer grading (that is `grading`; `\\boxed` is found
