@@ -540,7 +540,7 @@ class TurnTrigger:
     def backlog(self, text: str) -> int:
         """About how many characters the next call on `text` reads (the rollout moves big scans off
         its event loop)."""
-        return self._scan.backlog(len(text) + (7 if self.plan_open else 0))
+        return self._scan.backlog(len(text) + (len("<think>") if self.plan_open else 0))
 
 
 def harness_block(text: str, trigger: Trigger, output: str, dialect: str | Dialect = "markdown") -> str:
