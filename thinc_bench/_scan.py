@@ -5,9 +5,12 @@ Owns the fence and tag variants a code block may open with (```` ```Python ````,
 ```` ```python # note ````, `~~~python`, indented fences; `<code>` that is not a mention), the
 terminators that may end an open block (its closer, an output opener, a new opener on a line of its
 own), the one rule that keeps a block whole (a terminator inside a Python string or comment of the
-block is code), and the left-to-right scan that turns a text into `Piece`s. It stays apart from
-`trajectory` (which turns pieces into `Segment`s) because it is a hardened lexer with many small rules.
-Works on character positions only. Pure: no IO. docs/parsing.md lists the cases behind each rule.
+block is code), the left-to-right scan that turns a text into `Piece`s, and that scan resumed on a
+text that only grows (a rollout's: `Resumable`, `GrowingScan`), which must give the same pieces and so
+lives with the rules it depends on (`BARRIER_LINE` says why a checkpoint is safe); hence past 500
+lines. It stays apart from `trajectory` (which turns pieces into `Segment`s) because it is a hardened
+lexer with many small rules. Works on character positions only. Pure: no IO. docs/parsing.md lists
+the cases behind each rule.
 """
 
 from __future__ import annotations
@@ -242,6 +245,21 @@ class Piece(NamedTuple):
     in_plan: bool
 
 
+class Checkpoint(NamedTuple):
+    """The scanner between two pieces: where it stands, in the plan or not, whether the plan closed,
+    and how many pieces lie before."""
+
+    pos: int
+    in_plan: bool
+    plan_closed: bool
+    n_pieces: int
+
+
+def finish(pieces: list[Piece], plan_closed: bool) -> list[Piece]:
+    """The pieces as `parse` gives them: a plan that never closed is unclosed in every stretch."""
+    return pieces if plan_closed else [p._replace(closed=False) if p.kind == "plan" else p for p in pieces]
+
+
 class Scanner:
     """One left-to-right pass over a text, in or out of the plan; `trajectory.parse` has the rules.
 
@@ -266,8 +284,21 @@ class Scanner:
 
     def run(self) -> list[Piece]:
         """Scan the whole text; the pieces partition it in order."""
-        text, pos = self.text, 0
-        while (event := self._next_event(pos)) is not None:
+        self.resume(Checkpoint(0, self.in_plan, False, 0))
+        return finish(self.pieces, self.plan_closed)
+
+    def resume(self, at: Checkpoint, safe_before: int = -1) -> Checkpoint:
+        """Scan from `at` to the end, `self.pieces` holding exactly the pieces before `at`; the pieces
+        stay raw (see `finish`). Returns the last checkpoint passed at or before `safe_before` (`at`
+        when none is later): where a later scan of a longer text may start (`Resumable`)."""
+        text, pos = self.text, at.pos
+        self.in_plan, self.plan_closed = at.in_plan, at.plan_closed
+        safe = at
+        while True:
+            if safe.pos < pos <= safe_before:
+                safe = Checkpoint(pos, self.in_plan, self.plan_closed, len(self.pieces))
+            if (event := self._next_event(pos)) is None:
+                break
             kind, opener = event
             if kind == "think":
                 self._plan_piece(pos, opener.end(), close_start=opener.start())
@@ -281,9 +312,7 @@ class Scanner:
             pos = block.span[1]
         if pos < len(text):
             self._gap(pos, len(text), last=True)
-        if not self.plan_closed:
-            self.pieces = [p._replace(closed=False) if p.kind == "plan" else p for p in self.pieces]
-        return self.pieces
+        return safe
 
     def _next_event(self, pos: int) -> tuple[Literal["think", "code", "output"], re.Match[str]] | None:
         found: list[tuple[int, int, Literal["think", "code", "output"], re.Match[str]]] = []
@@ -390,3 +419,140 @@ class Scanner:
         lead = len(inner) - len(inner.lstrip())
         content = (inner_start + lead, inner_start + lead + len(inner.strip()))
         self.pieces.append(Piece("plan", (start, end), content, True, True))
+
+
+def scan(text: str, dialect: Dialect) -> list[Piece]:
+    """The pieces of `trajectory.parse`: a plan from a leading `<think>`, else a scan outside the plan,
+    done again inside it when that scan finds a `</think>` outside every block (`plan_close`)."""
+    opener = THINK_OPEN.match(text)
+    if opener is not None:
+        return Scanner(text, dialect, in_plan=True, tag_end=opener.end()).run()
+    pieces = Scanner(text, dialect, in_plan=False).run()
+    closer, _ = plan_close(text, pieces, dialect)
+    if closer is not None:
+        pieces = Scanner(text, dialect, in_plan=True, close_from=closer).run()
+    return pieces
+
+
+def plan_close(text: str, pieces: list[Piece], dialect: Dialect, first: int = 0) -> tuple[int | None, int]:
+    """Where a plan the chat template opened ends: the first `</think>` in prose of a scan outside the
+    plan (tool_call: only in the first turn, before the first output). Looks from piece `first` on;
+    also returns the index of the piece that decided (len(pieces) when none did)."""
+    for i in range(first, len(pieces)):
+        p = pieces[i]
+        if p.kind == "output" and dialect.name == "tool_call":
+            return None, i
+        if p.kind in ("text", "answer") and (m := THINK_CLOSE.search(text, *p.span)) is not None:
+            return m.start(), i
+    return None, len(pieces)
+
+
+BARRIER_LINE = re.compile(r"[ \t]*[^\s<`~]")
+"""A line that starts (after spaces or tabs) with a character that begins no opener, closer or tag and
+that no pattern reaching across lines (blank runs, chat markup, `<tool_response>`) reads past. Every
+match and miss that ended a piece before such a line was decided by the text up to its first
+character, so text appended later cannot change those pieces: a scan of the longer text may start
+at the last piece boundary before the line (`Resumable`)."""
+
+
+def last_barrier(text: str, start: int) -> int:
+    """Start of the last barrier line (`BARRIER_LINE`) at or after `start`, or -1."""
+    end = len(text)
+    while end > start:
+        newline = text.rfind("\n", start, end)
+        line = newline + 1 if newline >= 0 else start
+        if newline < 0 and start and text[start - 1] != "\n":
+            return -1  # the line began before `start`
+        if BARRIER_LINE.match(text, line) is not None:
+            return line
+        end = newline
+    return -1
+
+
+class Resumable:
+    """A `Scanner` over a text that only grows (a rollout's): each `scan` starts again at the last
+    checkpoint whose pieces no appended text can change (before the last `BARRIER_LINE`), so a turn
+    costs what it added plus that overlap, not the whole text. Same pieces as a full scan (tests feed
+    every prefix); a text that does not extend the last one is scanned from the start."""
+
+    def __init__(self, dialect: Dialect, *, in_plan: bool, tag_end: int = 0, close_from: int = 0) -> None:
+        self.scanner = Scanner("", dialect, in_plan=in_plan, tag_end=tag_end, close_from=close_from)
+        self.start = self.safe = Checkpoint(0, in_plan, False, 0)
+
+    @property
+    def pieces(self) -> list[Piece]:
+        """The raw pieces of the last scan (before `finish`)."""
+        return self.scanner.pieces
+
+    def backlog(self, length: int) -> int:
+        """About how many characters the next `scan` of a text of `length` characters reads."""
+        return length - self.safe.pos if length >= len(self.scanner.text) else length
+
+    def scan(self, text: str) -> list[Piece]:
+        """The raw pieces of `text`; `finish(pieces, self.scanner.plan_closed)` gives parse's."""
+        s = self.scanner
+        if not text.startswith(s.text):
+            self.safe = self.start
+        s.text = text
+        del s.pieces[self.safe.n_pieces :]
+        self.safe = s.resume(self.safe, last_barrier(text, self.safe.pos))
+        return s.pieces
+
+
+class GrowingScan:
+    """`scan(text, dialect)` for a text that only grows, resumed turn by turn (see `Resumable`); the
+    plan rules of `scan` are followed as the text reveals them (a leading `<think>`, a later
+    `</think>` in prose), a rule that changes its mind restarting the scan it governs."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.d = dialect
+        self._reset()
+
+    def _reset(self) -> None:
+        self.text = ""
+        self._outside: Resumable | None = None
+        self._plan: Resumable | None = None
+        self._key: tuple[int, int] | None = None  # (tag_end, close_from) of the plan scan
+        self._checked = 0  # pieces of the outside scan known to hold no closer (tool_call: nor output)
+        self._decided: int | None = None  # the plan's close, once no appended text can move it
+
+    def _current(self, text: str) -> tuple[Resumable, bool]:
+        """The scan whose pieces `scan(text)` are, and whether it has scanned `text` already."""
+        if not text.startswith(self.text):
+            self._reset()  # not an extension: start afresh
+        self.text = text
+        opener = THINK_OPEN.match(text)
+        if opener is not None:
+            return self._plan_scan(opener.end(), 0), False
+        if self._decided is not None:
+            return self._plan_scan(0, self._decided), False
+        outside = self._outside = self._outside or Resumable(self.d, in_plan=False)
+        pieces = outside.scan(text)
+        final = outside.safe.n_pieces  # pieces before the checkpoint never change
+        closer, at = plan_close(text, pieces, self.d, self._checked)
+        if at < final:
+            self._checked = at
+            if closer is not None:
+                self._decided, self._outside = closer, None
+        else:
+            self._checked = final
+        if closer is None:
+            return outside, True
+        return self._plan_scan(0, closer), False
+
+    def _plan_scan(self, tag_end: int, close_from: int) -> Resumable:
+        if self._plan is None or self._key != (tag_end, close_from):
+            self._plan = Resumable(self.d, in_plan=True, tag_end=tag_end, close_from=close_from)
+            self._key = (tag_end, close_from)
+        return self._plan
+
+    def backlog(self, length: int) -> int:
+        """About how many characters the next `scan` of a text of `length` characters reads."""
+        current = self._plan if self._plan is not None else self._outside
+        return length if current is None else current.backlog(length)
+
+    def scan(self, text: str) -> tuple[list[Piece], bool]:
+        """The raw pieces of `text` and whether the plan closed: `finish` of them is `scan(text)`."""
+        current, scanned = self._current(text)
+        pieces = current.pieces if scanned else current.scan(text)
+        return pieces, current.scanner.plan_closed

@@ -17,6 +17,7 @@ from thinc_bench.backends.base import MAX_SEED
 from thinc_bench.backends.scripted import ScriptedGenerator
 from thinc_bench.eval.rollout import (
     NO_CODE_OUTPUT,
+    OFF_LOOP_CHARS,
     OUTPUT_CUT_NOTE,
     RolloutLimits,
     RolloutResult,
@@ -334,3 +335,24 @@ def test_a_seeded_smollm2_sample_replays_exactly_within_its_budget(sandbox, smol
     assert first.completion_ids != other.completion_ids
     for result in (first, other):
         assert result.completion_tokens <= 80 and result.prompt_tokens == len(prompt)
+
+
+def test_a_long_trajectory_runs_each_block_once_even_after_a_turn_scanned_off_the_loop(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """40 blocks, one per turn, the first turn past `OFF_LOOP_CHARS` (scanned in a worker thread): each
+    block's own code reaches the sandbox once, in order, with its own output after it."""
+    long_comment = "# " + "x" * (OFF_LOOP_CHARS + 1000) + "\n"
+    turns = [
+        f"```python\n{long_comment if i == 0 else ''}v = {i} * 3\nprint(v)\n```\n```output" for i in range(40)
+    ]
+    script = tmp_path / "turns.jsonl"
+    script.write_text(json.dumps({"problem_id": "p", "turns": [*turns, "\\boxed{117}"]}) + "\n")
+    limits = RolloutLimits(max_tokens=60_000, max_tool_calls=41)
+    params = replace(PARAMS, max_tokens=50_000)
+    result = _run(ScriptedGenerator(script), sandbox, "p", limits=limits, request="long", params=params)
+    assert [e.code.splitlines()[-2:] for e in result.executions] == [
+        [f"v = {i} * 3", "print(v)"] for i in range(40)
+    ]
+    assert trajectory.parse(result.text).outputs == [str(3 * i) for i in range(40)]
+    assert result.stop_reason == "answer"

@@ -15,6 +15,7 @@ are the caller's job.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import math
@@ -33,12 +34,10 @@ from thinc_bench.trajectory import (
     Dialect,
     ToolCall,
     Trigger,
+    TurnTrigger,
     exec_stops,
-    exec_trigger,
     harness_block,
     has_final_answer,
-    parse,
-    pending_calls,
 )
 
 logger = logging.getLogger(__name__)
@@ -171,7 +170,8 @@ async def rollout(
         exec_on: `output_open` executes when the model opens an output block (ThinC, docs/DESIGN.md);
             `code_close` also executes as soon as a code block closes and the harness writes the
             output opener itself (ReTool-style `</code>`, or models that never open output blocks).
-            What runs, and when a stop string is only a mention, is `trajectory.exec_trigger`'s.
+            What runs, and when a stop string is only a mention, is `trajectory.exec_trigger`'s
+            (asked through `TurnTrigger`, which scans only what each turn added).
         response_prefix: text that starts the assistant turn (prefill); harness-written, mask 0.
         request_id: a stable id for this trajectory (the scripted backend keys its turns on it).
         tool_name: the tool_call dialect's declared tool; a call of another name is a failed call.
@@ -198,6 +198,7 @@ async def rollout(
     calling = spec.name == "tool_call"
     stops = () if calling else exec_stops(spec, exec_on)
     plan_open = opened_plan(tokenizer, prompt_ids)  # R1 distills, Qwen3 2507 thinking
+    triggers = TurnTrigger(spec, plan_open=plan_open)  # scans each turn's text, not the whole again
     text = ""
     if response_prefix:
         room, by_context = _room(result, limits, context)
@@ -240,17 +241,22 @@ async def rollout(
                 result.logprobs += generation.logprobs
         text += generation.text
         if calling:
-            calls = [] if generation.finish_reason == "length" else pending_calls(text)
+            calls = (
+                []
+                if generation.finish_reason == "length"
+                else await _off_loop(triggers, triggers.calls, text)
+            )
             trigger = Trigger(bool(calls), tuple(c.code or "" for c in calls), False)
         else:
-            trigger = exec_trigger(text, generation.stop, spec, plan_open=plan_open)
+            trigger = await _off_loop(triggers, triggers, text, generation.stop)
         if generation.stop is None and (generation.finish_reason == "length" or not trigger.run):
             if generation.finish_reason == "length":
                 # Cut short of our cap: a backend that knows a shorter context than we do.
                 result.stop_reason = "max_tokens"
                 result.context_exceeded = (by_context and cap == room) or len(generation.token_ids) < cap
             else:
-                result.stop_reason = "answer" if has_final_answer(parse(text, spec.name)) else "eos"
+                final = await _off_loop(triggers, triggers.parse, text)
+                result.stop_reason = "answer" if has_final_answer(final) else "eos"
             break
         if not trigger.run:
             continue  # a mention, a string, a plain ``` block or a draft in the plan: keep writing
@@ -291,6 +297,19 @@ async def rollout(
             break
     result.text = text
     return result
+
+
+OFF_LOOP_CHARS = 20_000
+"""A scan that reads more than this many characters (a long first turn, a text that restarts the
+scan) runs in a worker thread: about 10 ms of regex work at 1-2 us a character, where the thread
+hand-off costs ~0.1 ms. A turn's usual scan (its own text plus a block of overlap) stays inline."""
+
+
+async def _off_loop(triggers: TurnTrigger, fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)`, in a worker thread when the scan it does is big, so other rollouts keep running."""
+    if triggers.backlog(args[0]) > OFF_LOOP_CHARS:
+        return await asyncio.to_thread(fn, *args)
+    return fn(*args)
 
 
 def _room(result: RolloutResult, limits: RolloutLimits, context: int | None) -> tuple[int, bool]:
