@@ -24,6 +24,8 @@ and a server that keeps failing is set aside for a while. With several servers, 
 its models (`GET /models`: the served name, vLLM's `max_model_len`), and each server's first completion
 says whether it returns token ids and keeps stop strings; servers that disagree are refused
 (`ConfigError` naming both). A server down at start is checked when it first answers.
+The module stays whole (about 600 lines): the request, its routing and retries, and the reading of
+the answer share one per-server state and one wording of errors; the pool's bookkeeping is apart.
 """
 
 from __future__ import annotations
@@ -131,7 +133,7 @@ class OpenAIGenerator(Generator):
         tokenizer: folder, Hub id or `.gguf` of the served model's tokenizer, or a loaded tokenizer
             (a trainer's); None uses `model`.
         api_key_env: environment variable holding the API key; unset sends no key.
-        max_concurrency: requests in flight at once, per server.
+        max_concurrency: requests in flight at once per server (the total is this times the servers).
         max_retries: retries of a retryable failure before `BackendUnavailable`.
         backoff_s: first retry delay in seconds (doubled per retry, jittered to 50-100%).
         max_backoff_s: cap on one delay, and on the server's Retry-After.
