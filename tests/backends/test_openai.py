@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -53,12 +54,24 @@ class Canned:
 class StubServer:
     """A real HTTP server on 127.0.0.1 that replays `Canned` responses (the last one repeats)."""
 
-    def __init__(self, responses: list[Canned]) -> None:
+    def __init__(self, responses: list[Canned], models: Canned | None = None) -> None:
         self.responses = list(responses)
+        self.models = models  # the answer to GET /v1/models; None: 404, as a server without the route
         self.requests: list[dict[str, Any]] = []
+        self.gets = 0
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                stub.gets += 1
+                canned = stub.models or Canned(404, {"error": "not found"})
+                payload = json.dumps(canned.body).encode()
+                self.send_response(canned.status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", 0))
                 stub.requests.append(
@@ -102,8 +115,8 @@ def stub_server() -> Iterator[type[StubServer]]:
     made: list[StubServer] = []
 
     class Factory(StubServer):
-        def __init__(self, responses: list[Canned]) -> None:
-            super().__init__(responses)
+        def __init__(self, responses: list[Canned], models: Canned | None = None) -> None:
+            super().__init__(responses, models)
             made.append(self)
 
     yield Factory
@@ -129,7 +142,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def make(base_url: str, tokenizer: str, **options: Any) -> OpenAIGenerator:
+def make(base_url: str | list[str], tokenizer: str, **options: Any) -> OpenAIGenerator:
     gen = load_generator("openai", "smollm2", base_url=base_url, tokenizer=tokenizer, **{**FAST, **options})
     assert isinstance(gen, OpenAIGenerator)
     return gen
@@ -401,6 +414,224 @@ def test_describe_records_the_server_but_never_the_key(
 def test_folder_without_tokenizer_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no tokenizer at"):
         load_generator("openai", str(tmp_path), base_url="http://127.0.0.1:1/v1")
+
+
+# --- several servers (replicas of one model) behind one backend ------------------------------------
+
+
+def models_body(*ids: str, context: int | None = 2048) -> dict[str, Any]:
+    """`GET /v1/models` as vLLM answers it (`max_model_len` beside each id)."""
+    cards = [
+        {"id": i, "object": "model", "created": 0, "owned_by": "vllm", "max_model_len": context} for i in ids
+    ]
+    return {"object": "list", "data": cards}
+
+
+def completions(server: StubServer) -> int:
+    return sum(r["path"] == "/v1/completions" for r in server.requests)
+
+
+def gather(gen: OpenAIGenerator, n: int, *, one_by_one: bool = False) -> list[Generation]:
+    """n requests with distinct prompts, all at once (or one after another), then close."""
+
+    async def one(i: int) -> Generation:
+        return await gen.generate([1, 2, 100 + i], SamplingParams(stop=STOP), request_id=f"p/{i}")
+
+    async def go() -> list[Generation]:
+        try:
+            if one_by_one:
+                return [await one(i) for i in range(n)]
+            return list(await asyncio.gather(*(one(i) for i in range(n))))
+        finally:
+            await gen.aclose()
+
+    return asyncio.run(go())
+
+
+def test_requests_go_to_the_server_with_fewest_in_flight(
+    stub_server: type[StubServer], smollm2_path: str, ok_body: Any
+) -> None:
+    a, b = (stub_server([Canned(200, ok_body, delay_s=0.05)]) for _ in range(2))
+    results = gather(make(f"{a.base_url},{b.base_url}", smollm2_path), 20)
+    assert [g.text for g in results] == [CODE] * 20
+    assert (completions(a), completions(b)) == (10, 10)
+    # A slow server has requests in flight longer, so it is sent fewer (round robin would send it half).
+    slow, fast = stub_server([Canned(200, ok_body, delay_s=0.4)]), stub_server([Canned(200, ok_body)])
+    gather(make(f"{slow.base_url},{fast.base_url}", smollm2_path, max_concurrency=1), 20)
+    assert completions(slow) <= 2 and completions(fast) >= 18
+
+
+@pytest.mark.parametrize("outage", ["connection refused", "HTTP 503", "read timeout"])
+def test_one_servers_outage_is_retried_on_another_without_spending_the_retry_budget(
+    stub_server: type[StubServer], smollm2_path: str, ok_body: Any, outage: str
+) -> None:
+    if outage == "connection refused":
+        down_url, down = f"http://127.0.0.1:{free_port()}/v1", None
+    else:
+        down = stub_server(
+            [Canned(503, {"error": "loading"}) if outage == "HTTP 503" else Canned(200, ok_body, delay_s=1.0)]
+        )
+        down_url = down.base_url
+    up = stub_server([Canned(200, ok_body)])
+    gen = make(f"{down_url},{up.base_url}", smollm2_path, max_retries=0, timeout_s=0.3, set_aside_s=60)
+    single = generate(make(up.base_url, smollm2_path))
+    results = gather(gen, 8, one_by_one=True)
+    assert results == [single] * 8  # the same generations as from the healthy server alone
+    assert completions(up) == 8 + 1
+    if down is not None:  # tried until set aside after two failures in a row, then left alone
+        assert completions(down) == 2
+
+
+def test_a_set_aside_server_is_tried_again_later_and_takes_load_back(
+    stub_server: type[StubServer], smollm2_path: str, ok_body: Any
+) -> None:
+    flaky = stub_server(
+        [Canned(503, {"error": "restarting"}), Canned(503, {"error": "restarting"}), Canned(200, ok_body)]
+    )
+    steady = stub_server([Canned(200, ok_body)])
+    gen = make(f"{flaky.base_url},{steady.base_url}", smollm2_path, max_retries=0, set_aside_s=0.3)
+
+    async def go() -> list[Generation]:
+        outcomes = []
+        for i in range(8):
+            if i == 4:
+                await asyncio.sleep(0.4)  # past the set-aside time
+            outcomes.append(await gen.generate([1, 2], SamplingParams(stop=STOP), request_id=f"p/{i}"))
+            if i == 3:
+                assert completions(flaky) == 2  # set aside after two failures in a row
+        await gen.aclose()
+        return outcomes
+
+    assert [g.text for g in asyncio.run(go())] == [CODE] * 8
+    assert completions(flaky) >= 4  # back in the rotation once its time was up, and answering
+    assert completions(flaky) - 2 + completions(steady) == 8
+
+
+def test_every_server_down_is_backend_unavailable_after_the_budget(
+    stub_server: type[StubServer], smollm2_path: str
+) -> None:
+    a, b = (stub_server([Canned(503, {"error": "overloaded"})]) for _ in range(2))
+    started = time.monotonic()
+    with pytest.raises(
+        BackendUnavailable, match=r"failed request p/0 5 times; last: http://127\.0\.0\.1:\d+/v1: HTTP 503"
+    ):
+        generate(make(f"{a.base_url},{b.base_url}", smollm2_path, max_retries=2, set_aside_s=60))
+    # Rounds: both servers, both again (now set aside), then the one back soonest.
+    assert (completions(a), completions(b)) == (3, 2) and time.monotonic() - started < 2.0
+
+
+def test_chat_requests_are_routed_and_failed_over_too(
+    stub_server: type[StubServer], smollm2_path: str
+) -> None:
+    message = {"role": "assistant", "content": "\\boxed{7}", "tool_calls": []}
+    chat_body = {
+        "id": "c", "object": "chat.completion", "created": 0, "model": "smollm2",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
+    }  # fmt: skip
+    down, a, b = (
+        stub_server([Canned(503, {})]),
+        stub_server([Canned(200, chat_body)]),
+        stub_server([Canned(200, chat_body)]),
+    )
+    gen = make(f"{down.base_url},{a.base_url},{b.base_url}", smollm2_path, max_retries=0, set_aside_s=60)
+
+    async def go() -> list[Any]:
+        try:
+            ask = [{"role": "user", "content": "3 + 4?"}]
+            return list(
+                await asyncio.gather(
+                    *(gen.chat(ask, [], SamplingParams(), request_id=f"c/{i}") for i in range(9))
+                )
+            )
+        finally:
+            await gen.aclose()
+
+    assert [t.content for t in asyncio.run(go())] == ["\\boxed{7}"] * 9
+    paths = {r["path"] for s in (down, a, b) for r in s.requests}
+    assert paths == {"/v1/chat/completions"} and len(down.requests) == 3  # its share of the first round
+    assert len(a.requests) + len(b.requests) == 9 and abs(len(a.requests) - len(b.requests)) <= 1
+
+
+def test_start_up_check_learns_the_context_every_server_agrees_on(
+    stub_server: type[StubServer], smollm2_path: str
+) -> None:
+    servers = [stub_server([Canned(200, {})], models=Canned(200, models_body("smollm2"))) for _ in range(3)]
+    gen = make(",".join(s.base_url for s in servers), smollm2_path)
+    gen.check(1024)
+    assert gen.context_length == 2048 and [s.gets for s in servers] == [1, 1, 1]
+    with pytest.raises(ConfigError, match="--max-tokens 4096 .* context of 2048"):
+        gen.check(4096)
+
+
+@pytest.mark.parametrize(
+    ("second", "refusal"),
+    [
+        (models_body("smollm3"), r"{b} serves smollm3, not 'smollm2' \({a} does\)"),
+        (
+            models_body("smollm2", context=4096),
+            r"disagree on the context length \(max_model_len\): {a} says 2048, {b} says 4096",
+        ),
+    ],
+)
+def test_start_up_check_refuses_servers_that_disagree_naming_both(
+    stub_server: type[StubServer], smollm2_path: str, second: dict[str, Any], refusal: str
+) -> None:
+    a = stub_server([Canned(200, {})], models=Canned(200, models_body("smollm2")))
+    b = stub_server([Canned(200, {})], models=Canned(200, second))
+    gen = make(f"{a.base_url},{b.base_url}", smollm2_path)
+    with pytest.raises(ConfigError, match=refusal.format(a=re.escape(a.base_url), b=re.escape(b.base_url))):
+        gen.check(100)
+    assert not a.requests and not b.requests  # refused before any generation
+
+
+def test_a_server_down_at_start_is_checked_when_it_comes_back(
+    stub_server: type[StubServer], smollm2_path: str, ok_body: Any
+) -> None:
+    a = stub_server([Canned(200, ok_body)], models=Canned(200, models_body("smollm2")))
+    late = stub_server([Canned(200, ok_body)], models=Canned(503, {"error": "loading"}))
+    gen = make(f"{a.base_url},{late.base_url}", smollm2_path, set_aside_s=0.2)
+    gen.check(100)  # set aside, not refused: it may be loading
+    late.models = Canned(200, models_body("smollm2-other"))  # up now, but serving another model
+    time.sleep(0.25)
+    with pytest.raises(ConfigError, match=f"{re.escape(late.base_url)} serves smollm2-other, not 'smollm2'"):
+        gather(gen, 4, one_by_one=True)
+    assert completions(late) == 0
+
+
+def test_servers_that_disagree_on_token_ids_are_refused_at_their_first_answer(
+    stub_server: type[StubServer], smollm2_path: str, ok_body: Any
+) -> None:
+    vllm = stub_server([Canned(200, ok_body)])
+    sglang = stub_server(
+        [Canned(200, completion_body(CODE.removesuffix("```output"), matched_stop="```output"))]
+    )
+    gen = make(f"{vllm.base_url},{sglang.base_url}", smollm2_path)
+    pattern = f"disagree on returning token ids: {re.escape(vllm.base_url)} says True, {re.escape(sglang.base_url)} says False"
+    with pytest.raises(ConfigError, match=pattern):
+        gather(gen, 2, one_by_one=True)
+
+
+def test_describe_records_every_server(smollm2_path: str) -> None:
+    info = make(" http://127.0.0.1:1/v1/ ,http://127.0.0.1:2/v1", smollm2_path).describe()
+    assert info["servers"] == ["http://127.0.0.1:1/v1", "http://127.0.0.1:2/v1"]
+    assert info["base_url"] == "http://127.0.0.1:1/v1,http://127.0.0.1:2/v1"
+    assert (
+        make(["http://127.0.0.1:1/v1", "http://127.0.0.1:2/v1"], smollm2_path).describe()["servers"]
+        == info["servers"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("base_url", "refusal"),
+    [
+        ("http://127.0.0.1:1/v1,,http://127.0.0.1:2/v1", "an empty server URL"),
+        ("127.0.0.1:8000/v1", "use an http:// or https:// URL"),
+        ("http://127.0.0.1:1/v1,http://127.0.0.1:1/v1/", "more than once"),
+    ],
+)
+def test_bad_server_lists_are_config_errors(smollm2_path: str, base_url: str, refusal: str) -> None:
+    with pytest.raises(ConfigError, match=refusal):
+        make(base_url, smollm2_path)
 
 
 # --- against a real `vllm serve` ------------------------------------------------------------------

@@ -207,3 +207,4 @@ def test_describe_records_engine_options(results: dict[str, Any]) -> None:
     )
     assert info["enable_prefix_caching"] is True and info["vllm"].startswith("0.32")
     assert info["logprobs_mode"] == "processed_logprobs"
+    assert (info["tensor_parallel_size"], info["data_parallel_size"]) == (1, 1)  # the engine's own record

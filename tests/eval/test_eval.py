@@ -519,3 +519,16 @@ def test_bundled_smollm2_names_the_tokenizer_and_a_missing_model_folder_says_so(
     error = capsys.readouterr().err
     assert f"no model at '{tmp_path / 'smol-hff'}': no such folder or file" in error
     assert "Repo id" not in error and not (tmp_path / "typo").exists()
+
+
+def test_several_servers_by_comma_list_or_repeated_flag_and_replicas_not_hashed() -> None:
+    base = ["--model", "m", "--backend", "openai"]
+    repeated = thinc_eval.parse_config(
+        [*base, "--base-url", "http://a:8000/v1,http://b:8000/v1", "--base-url", "http://c:8000/v1"]
+    )
+    assert repeated.backend_options()["base_url"] == "http://a:8000/v1,http://b:8000/v1,http://c:8000/v1"
+    one = thinc_eval.parse_config([*base, "--base-url", "http://a:8000/v1"])
+    assert one.settings()["base_url"] == "http://a:8000/v1"  # a one-server run hashes as it always did
+    dp = thinc_eval.parse_config(["--model", "m", "--backend", "vllm", "--data-parallel-size", "8"])
+    assert dp.backend_options() == {"data_parallel_size": 8}
+    assert dp.settings() == thinc_eval.parse_config(["--model", "m", "--backend", "vllm"]).settings()

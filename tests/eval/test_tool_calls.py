@@ -399,15 +399,29 @@ class ChatStub:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
 
-def test_function_calling_gives_the_scripted_trajectories_and_metrics(clean, tmp_path, qwen3_tokenizer_dir):
+@pytest.mark.parametrize("servers", ["one", "two replicas and one down"])
+def test_function_calling_gives_the_scripted_trajectories_and_metrics(
+    clean, tmp_path, qwen3_tokenizer_dir, servers
+):
     stub = ChatStub()
+    replica = ChatStub()
+    urls = stub.url
+    if servers != "one":  # a server refusing connections first, then the replicas, as a repeated flag
+        import socket
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            closed = sock.getsockname()[1]
+        urls = f"http://127.0.0.1:{closed}/v1,{stub.url}"
     try:
         bench = tmp_path / "tc.jsonl"
         bench.write_text(
             "".join(json.dumps({"id": i, "problem": p, "answer": a}) + "\n" for i, (p, a) in PROBLEMS.items())
         )
         out = tmp_path / "run"
-        args = ["--backend", "openai", "--api", "chat", "--model", "stub-model", "--base-url", stub.url]
+        args = ["--backend", "openai", "--api", "chat", "--model", "stub-model", "--base-url", urls]
+        if servers != "one":
+            args += ["--base-url", replica.url]
         args += [
             "--tokenizer",
             str(qwen3_tokenizer_dir),
@@ -419,6 +433,10 @@ def test_function_calling_gives_the_scripted_trajectories_and_metrics(clean, tmp
         assert thinc_eval.main([*args, "--out", str(out), "--samples", "1", "--recovery-k", "0"]) == 0
     finally:
         stub.server.shutdown()
+        replica.server.shutdown()
+    if servers != "one":  # the load spread over both replicas; the down server cost no sample
+        assert stub.requests and replica.requests
+        stub.requests += replica.requests
     records = {r["problem_id"]: r for r in map(json.loads, (out / "samples.jsonl").read_text().splitlines())}
     same = ("text", "correct", "grounded", "n_tool_calls", "exec_statuses", "posthoc", "nl_ratio", "checks")
     for problem in ("two-calls", "fix", "one-turn"):

@@ -16,20 +16,33 @@ timeouts and connection errors with capped exponential backoff and jitter, then 
 `ContextExceeded` (after one retry capped to the context it names); another 4xx is `RequestRejected`
 for that sample, and `ConfigError` (the run stops) once `REJECTION_QUORUM` requests were all refused
 with the same status and none succeeded.
+
+`base_url` may name several servers (replicas of one model, `_servers.ServerPool`): each attempt goes
+to the server with the fewest requests in flight; an outage of one is retried at once on another
+(a retry of the budget is one round over the ready servers, so a single server behaves as before),
+and a server that keeps failing is set aside for a while. With several servers, `check` asks each for
+its models (`GET /models`: the served name, vLLM's `max_model_len`), and each server's first completion
+says whether it returns token ids and keeps stop strings; servers that disagree are refused
+(`ConfigError` naming both). A server down at start is checked when it first answers.
+The module stays whole (about 600 lines): the request, its routing and retries, and the reading of
+the answer share one per-server state and one wording of errors; the pool's bookkeeping is apart.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import os
 import random
 import re
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from thinc_bench.backends import _sources
+from thinc_bench.backends._servers import SET_ASIDE_S, Server, ServerPool, parse_urls
 from thinc_bench.backends.base import (
     Generation,
     Generator,
@@ -103,6 +116,9 @@ STOP_FIELDS = ("stop_reason", "matched_stop")
 """Where servers name the stop that ended a choice: vLLM (`stop_reason`), SGLang (`matched_stop`);
 a string is a stop string, None or an int (a token id) the model's own end."""
 
+UNLISTED_STATUSES = frozenset({404, 405, 501})
+"""Answers to `GET /models` that mean "this server lists no models" rather than an outage."""
+
 _CONTEXT_LIMIT = re.compile(r"maximum context length is (\d+)|max_model_len\D{0,3}(\d+)", re.I)
 """How vLLM (and servers copying OpenAI's wording) say a request does not fit, with the context."""
 
@@ -112,11 +128,12 @@ class OpenAIGenerator(Generator):
 
     Args:
         model: the served model name sent in each request (for `vllm serve PATH`, PATH).
-        base_url: the server's `/v1` URL.
+        base_url: the server's `/v1` URL, or several servers of the same model (a comma list or a
+            list of URLs): requests are spread over them and an outage of one is retried on another.
         tokenizer: folder, Hub id or `.gguf` of the served model's tokenizer, or a loaded tokenizer
             (a trainer's); None uses `model`.
         api_key_env: environment variable holding the API key; unset sends no key.
-        max_concurrency: requests in flight at once.
+        max_concurrency: requests in flight at once per server (the total is this times the servers).
         max_retries: retries of a retryable failure before `BackendUnavailable`.
         backoff_s: first retry delay in seconds (doubled per retry, jittered to 50-100%).
         max_backoff_s: cap on one delay, and on the server's Retry-After.
@@ -127,7 +144,9 @@ class OpenAIGenerator(Generator):
             sampling fields `top_k`, `min_p` and `repetition_penalty` are sent either way (vLLM,
             SGLang and llama.cpp read them).
         context_length: the served model's context (prompt plus generation), to cap each request and
-            check the budget at start; None learns it from the server's first context-limit error.
+            check the budget at start; None learns it from the servers' `GET /models` (several
+            servers) or from the server's first context-limit error.
+        set_aside_s: how long a server that keeps failing gets no requests (several servers).
 
     Raises:
         ConfigError: a bad option or a tokenizer that cannot be loaded.
@@ -137,7 +156,7 @@ class OpenAIGenerator(Generator):
         self,
         model: str,
         *,
-        base_url: str = DEFAULT_BASE_URL,
+        base_url: str | Sequence[str] = DEFAULT_BASE_URL,
         tokenizer: str | PreTrainedTokenizerBase | None = None,
         api_key_env: str = "OPENAI_API_KEY",
         max_concurrency: int = MAX_CONCURRENCY,
@@ -148,6 +167,7 @@ class OpenAIGenerator(Generator):
         connect_timeout_s: float = CONNECT_TIMEOUT_S,
         vllm_extensions: bool = True,
         context_length: int | None = None,
+        set_aside_s: float = SET_ASIDE_S,
     ) -> None:
         if (
             max_concurrency < 1
@@ -155,13 +175,18 @@ class OpenAIGenerator(Generator):
             or backoff_s < 0
             or max_backoff_s < backoff_s
             or timeout_s <= 0
+            or set_aside_s < 0
         ):
             raise ConfigError(
                 f"openai backend: max_concurrency={max_concurrency}, max_retries={max_retries}, backoff_s={backoff_s}, "
-                f"max_backoff_s={max_backoff_s}, timeout_s={timeout_s}; need >= 1, >= 0, >= 0, >= backoff_s, > 0"
+                f"max_backoff_s={max_backoff_s}, timeout_s={timeout_s}, set_aside_s={set_aside_s}; "
+                "need >= 1, >= 0, >= 0, >= backoff_s, > 0, >= 0"
             )
         self._model = model
-        self._base_url = base_url.rstrip("/")
+        self._pool = ServerPool(
+            parse_urls(base_url if isinstance(base_url, str) else tuple(base_url)), set_aside_s
+        )
+        self._base_url = ",".join(s.url for s in self._pool.servers)
         if tokenizer is None or isinstance(tokenizer, str):
             self._tokenizer_name = tokenizer or model
             self._tokenizer = _sources.load_tokenizer(self._tokenizer_name)
@@ -176,7 +201,6 @@ class OpenAIGenerator(Generator):
         self._timeout_s = timeout_s
         self._connect_timeout_s = connect_timeout_s
         self._vllm = vllm_extensions
-        self._client: AsyncOpenAI | None = None
         self._semaphore: asyncio.Semaphore | None = None
         self._closed = False
         self._warned_retokenize = False
@@ -186,7 +210,8 @@ class OpenAIGenerator(Generator):
 
     @property
     def context_length(self) -> int | None:
-        """The `context_length` option, or what the server's context-limit error said; None before."""
+        """The `context_length` option, or what the servers said (`GET /models` of several, or a
+        context-limit error); None before."""
         return self._context
 
     async def generate(
@@ -197,7 +222,7 @@ class OpenAIGenerator(Generator):
         for attempt in range(2):  # the second only after the server named a context we did not know
             params = fit_context(prompt_ids, params, self._context, request_id)
             try:
-                choice = await self._post_with_retries(self._body(prompt_ids, params), request_id)
+                choice, server = await self._post_with_retries(self._body(prompt_ids, params), request_id)
                 break
             except ContextExceeded as exc:
                 learned = _context_of(str(exc))
@@ -206,19 +231,53 @@ class OpenAIGenerator(Generator):
                 logger.info("openai backend: %s serves a context of %d tokens", self._base_url, learned)
                 self._context = learned
         self._succeeded += 1
-        return self._generation(choice, params)
+        self._observe(server.url, choice, params)
+        return self._generation(choice, params, server.url)
+
+    def check(self, max_tokens: int) -> None:
+        """With several servers, first ask each for its models (the served name and context) and refuse
+        servers that disagree; a server that does not answer is set aside and checked when it does.
+
+        Raises:
+            ConfigError: a server does not serve the model, the servers disagree, or `max_tokens` does
+                not fit the context.
+        """
+        if len(self._pool) > 1:
+            with concurrent.futures.ThreadPoolExecutor(1) as thread:  # its own loop: callers may be in one
+                listings = thread.submit(asyncio.run, self._list_all()).result()
+            for server, listing in zip(self._pool.servers, listings, strict=True):
+                if isinstance(listing, BaseException):
+                    if not _is_outage(listing):
+                        raise ConfigError(
+                            f"openai backend: {server.url} answered GET /models with {one_line(listing)}; "
+                            "check the URL and --api-key-env"
+                        ) from listing
+                    self._pool.set_aside(server, time.monotonic())
+                    logger.warning(
+                        "openai backend: %s did not answer at start (%s); set aside, checked when it answers",
+                        server.url,
+                        one_line(listing),
+                    )
+                else:
+                    self._agree_listing(server, listing)
+        super().check(max_tokens)
 
     async def aclose(self) -> None:
         self._closed = True
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+        if len(self._pool) > 1 and any(s.sent for s in self._pool.servers):
+            logger.info("openai backend: requests per server: %s", self._pool.summary())
+        for server in self._pool.servers:
+            if server.client is not None:
+                await server.client.close()
+                server.client = None
 
     def describe(self) -> dict[str, Any]:
         return {
             "backend": "openai",
             "model": self._model,
             "base_url": self._base_url,
+            "servers": [s.url for s in self._pool.servers],
+            "set_aside_s": self._pool.set_aside_s,
             "tokenizer": self._tokenizer_name,
             "api_key_env": self._api_key_env,
             "max_concurrency": self._max_concurrency,
@@ -254,12 +313,12 @@ class OpenAIGenerator(Generator):
         if template_kwargs:
             extra["chat_template_kwargs"] = dict(template_kwargs)
         body["extra_body"] = extra
-        choice = await self._post_with_retries(body, request_id)
+        choice, server = await self._post_with_retries(body, request_id)
         self._succeeded += 1
         message = choice.message
         if choice.finish_reason not in ("stop", "length", "tool_calls"):
             raise BackendUnavailable(
-                f"openai backend: {self._base_url} ended a chat request with finish_reason {choice.finish_reason!r}"
+                f"openai backend: {server.url} ended a chat request with finish_reason {choice.finish_reason!r}"
             )
         extra_fields = message.model_extra or {}
         reasoning = extra_fields.get("reasoning_content") or extra_fields.get("reasoning") or ""
@@ -300,76 +359,176 @@ class OpenAIGenerator(Generator):
         body["extra_body"] = extra
         return body
 
-    def _connect(self) -> tuple[AsyncOpenAI, asyncio.Semaphore]:
-        """The client and semaphore, made on first use inside the caller's event loop."""
-        if self._client is None or self._semaphore is None:
-            from openai import AsyncOpenAI, Timeout
+    def _new_client(self, url: str) -> AsyncOpenAI:
+        from openai import AsyncOpenAI, Timeout
 
-            self._client = AsyncOpenAI(
-                base_url=self._base_url,
-                api_key=os.environ.get(self._api_key_env) or "none",  # local servers take any key
-                max_retries=0,  # ours below: bounded, logged, and ending in BackendUnavailable
-                timeout=Timeout(self._timeout_s, connect=self._connect_timeout_s),
-            )
-            self._semaphore = asyncio.Semaphore(self._max_concurrency)
-        return self._client, self._semaphore
-
-    async def _post_with_retries(self, body: dict[str, Any], request_id: str | None) -> Any:
-        import openai
-
-        client, semaphore = self._connect()
-        last = ""
-        for attempt in range(self._retries + 1):
-            retry_after: float | None = None
-            try:
-                async with semaphore:
-                    create = (
-                        client.chat.completions.create if "messages" in body else client.completions.create
-                    )
-                    completion = await create(**body)
-                if not completion.choices:
-                    raise BackendUnavailable(
-                        f"openai backend: {self._base_url} answered without choices: {completion}"
-                    )
-                return completion.choices[0]
-            except openai.APIStatusError as exc:
-                last = f"HTTP {exc.status_code}: {' '.join(str(exc.message).split())[:ERROR_SNIPPET_CHARS]}"
-                if exc.status_code not in RETRY_STATUS and exc.status_code < 500:
-                    raise self._refused(exc.status_code, last, request_id) from exc
-                retry_after = _retry_after(exc.response.headers.get("retry-after"))
-            except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-                last = one_line(exc)
-            if attempt < self._retries:
-                delay = min(self._max_backoff_s, self._backoff_s * 2**attempt) * random.uniform(0.5, 1.0)
-                if retry_after is not None:
-                    delay = max(delay, min(retry_after, self._max_backoff_s))
-                logger.warning(
-                    "openai backend: %s (attempt %d); retrying in %.2f s", last, attempt + 1, delay
-                )
-                await asyncio.sleep(delay)
-        raise BackendUnavailable(
-            f"openai backend: {self._base_url} failed request {request_id} {self._retries + 1} times; last: {last}"
+        return AsyncOpenAI(
+            base_url=url,
+            api_key=os.environ.get(self._api_key_env) or "none",  # local servers take any key
+            max_retries=0,  # ours below: bounded, logged, and ending in BackendUnavailable
+            timeout=Timeout(self._timeout_s, connect=self._connect_timeout_s),
         )
 
-    def _refused(self, status: int, last: str, request_id: str | None) -> Exception:
+    def _gate(self) -> asyncio.Semaphore:
+        """The semaphore of requests in flight, made on first use inside the caller's event loop."""
+        if self._semaphore is None:
+            self._semaphore = asyncio.Semaphore(self._max_concurrency * len(self._pool))
+        return self._semaphore
+
+    async def _post_with_retries(self, body: dict[str, Any], request_id: str | None) -> tuple[Any, Server]:
+        """The first choice of a request and the server that gave it. Each retry of the budget is a
+        round over the ready servers, so an outage of one server costs no backoff while another is up."""
+        semaphore = self._gate()
+        last = ""
+        attempts = 0
+        for retry in range(self._retries + 1):
+            retry_after: float | None = None
+            tried: set[str] = set()
+            while True:
+                async with semaphore:  # routed once a slot is free, on the load of that moment
+                    server = self._pool.pick(tried, time.monotonic())
+                    if server is None:
+                        break
+                    tried.add(server.url)
+                    attempts += 1
+                    server.outstanding += 1  # counted from the routing on, so the next pick sees it
+                    server.sent += 1
+                    try:
+                        choice, last, retry_after = await self._attempt(server, body, request_id)
+                    finally:
+                        server.outstanding -= 1
+                if choice is not None:
+                    return choice, server
+                if len(self._pool) > 1:
+                    last = f"{server.url}: {last}"
+                    logger.info("openai backend: %s (request %s)", last, request_id)
+                if self._pool.failed(server, time.monotonic()):
+                    logger.warning(
+                        "openai backend: %s failed %d attempts in a row; set aside for %.0f s",
+                        server.url,
+                        server.failures_in_a_row,
+                        self._pool.set_aside_s,
+                    )
+            if retry < self._retries:
+                delay = min(self._max_backoff_s, self._backoff_s * 2**retry) * random.uniform(0.5, 1.0)
+                if retry_after is not None:
+                    delay = max(delay, min(retry_after, self._max_backoff_s))
+                logger.warning("openai backend: %s (attempt %d); retrying in %.2f s", last, attempts, delay)
+                await asyncio.sleep(delay)
+        raise BackendUnavailable(
+            f"openai backend: {self._base_url} failed request {request_id} {attempts} times; last: {last}"
+        )
+
+    async def _attempt(
+        self, server: Server, body: dict[str, Any], request_id: str | None
+    ) -> tuple[Any, str, float | None]:
+        """One attempt on one server: (choice, "", None), or (None, what failed, Retry-After) for an
+        outage worth retrying.
+
+        Raises:
+            ContextExceeded, RequestRejected, ConfigError: the server refused the request itself (4xx).
+            ConfigError: the server disagrees with the others (its start-up check).
+        """
+        import openai
+
+        try:
+            await self._check_server(server)
+            choice = await self._post_once(server, body)
+        except openai.APIStatusError as exc:
+            last = f"HTTP {exc.status_code}: {' '.join(str(exc.message).split())[:ERROR_SNIPPET_CHARS]}"
+            if exc.status_code not in RETRY_STATUS and exc.status_code < 500:
+                self._pool.succeeded(server)  # it answered: the request is wrong, not the server
+                raise self._refused(server.url, exc.status_code, last, request_id) from exc
+            return None, last, _retry_after(exc.response.headers.get("retry-after"))
+        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
+            return None, one_line(exc), None
+        self._pool.succeeded(server)
+        return choice, "", None
+
+    async def _post_once(self, server: Server, body: dict[str, Any]) -> Any:
+        if server.client is None:
+            server.client = self._new_client(server.url)
+        create = (
+            server.client.chat.completions.create if "messages" in body else server.client.completions.create
+        )
+        completion = await create(**body)
+        if not completion.choices:
+            raise BackendUnavailable(f"openai backend: {server.url} answered without choices: {completion}")
+        return completion.choices[0]
+
+    async def _check_server(self, server: Server) -> None:
+        """The start-up check of a server that was down at start, before its first request."""
+        if server.checked or len(self._pool) == 1:
+            return
+        async with server.lock:
+            if not server.checked:
+                if server.client is None:
+                    server.client = self._new_client(server.url)
+                self._agree_listing(server, await _listing(server.client))
+
+    async def _list_all(self) -> list[dict[str, Any] | None | BaseException]:
+        """Every server's model listing, asked at once with clients of this (short-lived) loop."""
+        clients = [self._new_client(s.url) for s in self._pool.servers]
+        try:
+            return await asyncio.gather(*(_listing(c) for c in clients), return_exceptions=True)
+        finally:
+            for client in clients:
+                await client.close()
+
+    def _agree_listing(self, server: Server, listing: dict[str, Any] | None) -> None:
+        """Refuse a server that does not serve the model, or whose context differs from the others'.
+
+        Raises:
+            ConfigError: as described.
+        """
+        if listing is not None and self._model not in listing:
+            serving = [s.url for s in self._pool.servers if s.checked]
+            also = f" ({serving[0]} does)" if serving else ""
+            raise ConfigError(
+                f"openai backend: {server.url} serves {', '.join(sorted(listing)) or 'no model'}, not "
+                f"{self._model!r}{also}; start it with the same model or drop it from --base-url"
+            )
+        context = None if listing is None else listing[self._model]
+        self._pool.agree(
+            server.url, "the model list (GET /models)", "missing" if listing is None else "present"
+        )
+        self._pool.agree(server.url, "the context length (max_model_len)", context)
+        if self._context is None and isinstance(context, int):
+            self._context = context
+        server.checked = True
+
+    def _observe(self, url: str, choice: Any, params: SamplingParams) -> None:
+        """Hold a server's first completion against the other servers': token ids returned or not, stop
+        strings kept or cut (seen on its first completion that ended on a named stop string).
+
+        Raises:
+            ConfigError: two servers differ.
+        """
+        if len(self._pool) == 1:
+            return
+        extra = choice.model_extra or {}
+        self._pool.agree(url, "returning token ids", extra.get("token_ids") is not None)
+        named = next((extra[f] for f in STOP_FIELDS if isinstance(extra.get(f), str)), None)
+        if choice.finish_reason == "stop" and named in params.stop:
+            self._pool.agree(url, "keeping stop strings", str(choice.text).endswith(str(named)))
+
+    def _refused(self, url: str, status: int, last: str, request_id: str | None) -> Exception:
         """The error for a 4xx: the context limit, one refused request, or (quorum) a run that cannot work."""
         if _CONTEXT_LIMIT.search(last) or "context length" in last.lower():
-            return ContextExceeded(f"openai backend: {self._base_url}: request {request_id}: {last}")
+            return ContextExceeded(f"openai backend: {url}: request {request_id}: {last}")
         self._rejected[status] = self._rejected.get(status, 0) + 1
         if not self._succeeded and len(self._rejected) == 1 and self._rejected[status] >= REJECTION_QUORUM:
             return ConfigError(
-                f"openai backend: {self._base_url} refused all {self._rejected[status]} requests so far and "
+                f"openai backend: {url} refused all {self._rejected[status]} requests so far and "
                 f"accepted none; last: {last}; check the model name, the sampling options and --max-tokens"
             )
-        return RequestRejected(f"openai backend: {self._base_url} refused request {request_id} with {last}")
+        return RequestRejected(f"openai backend: {url} refused request {request_id} with {last}")
 
-    def _generation(self, choice: Any, params: SamplingParams) -> Generation:
+    def _generation(self, choice: Any, params: SamplingParams, url: str) -> Generation:
         extra = choice.model_extra or {}
         finish = choice.finish_reason
         if finish not in ("stop", "length"):
-            raise BackendUnavailable(
-                f"openai backend: {self._base_url} ended a request with finish_reason {finish!r}"
-            )
+            raise BackendUnavailable(f"openai backend: {url} ended a request with finish_reason {finish!r}")
         named = [extra[f] for f in STOP_FIELDS if f in extra]
         stop_reason = next((v for v in named if isinstance(v, str)), None)
         ids = extra.get("token_ids")
@@ -379,11 +538,11 @@ class OpenAIGenerator(Generator):
             ambiguous = finish == "stop" and params.stop and not named
             if ambiguous and first_stop(text, params.stop) is None:
                 raise ConfigError(
-                    f"openai backend: {self._base_url} ended a request with finish_reason 'stop' but neither kept "
+                    f"openai backend: {url} ended a request with finish_reason 'stop' but neither kept "
                     f"the stop string nor named it ({' or '.join(STOP_FIELDS)}), so a stop cannot be told from "
                     "the model's end; serve the model with vLLM or SGLang (or keep --vllm-extensions on)"
                 )
-            ids = self._retokenize(text, finish, stop_reason, params)
+            ids = self._retokenize(text, finish, stop_reason, params, url)
         elif params.logprobs and choice.logprobs is not None:
             # One per returned id; a server whose list does not line up with its ids gives none.
             values = choice.logprobs.token_logprobs or []
@@ -400,10 +559,12 @@ class OpenAIGenerator(Generator):
             )
         return Generation(token_ids=token_ids, text=text, finish_reason=finish, stop=stop, logprobs=logprobs)
 
-    def _retokenize(self, text: str, finish: str, stop_reason: Any, params: SamplingParams) -> list[int]:
+    def _retokenize(
+        self, text: str, finish: str, stop_reason: Any, params: SamplingParams, url: str
+    ) -> list[int]:
         """Ids for a server that returns only text: put back a stripped stop string, add EOS at a model stop."""
         if not self._warned_retokenize:
-            logger.warning("openai backend: %s returns no token ids; re-tokenizing its text", self._base_url)
+            logger.warning("openai backend: %s returns no token ids; re-tokenizing its text", url)
             self._warned_retokenize = True
         if finish == "stop" and isinstance(stop_reason, str) and not text.endswith(stop_reason):
             text += stop_reason
@@ -412,6 +573,32 @@ class OpenAIGenerator(Generator):
         if finish == "stop" and first_stop(text, params.stop) is None and eos is not None:
             ids.append(int(eos))
         return ids
+
+
+def _is_outage(exc: BaseException) -> bool:
+    """Whether an error means "the server is out of reach for now" (retried), not "the request is wrong"."""
+    import openai
+
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code in RETRY_STATUS or exc.status_code >= 500
+    return isinstance(exc, (openai.APIConnectionError, openai.APITimeoutError))
+
+
+async def _listing(client: AsyncOpenAI) -> dict[str, Any] | None:
+    """A server's models as {id: max_model_len or None}; None for a server that lists none (404).
+
+    Raises:
+        openai.APIStatusError, openai.APIConnectionError, openai.APITimeoutError: as the server answers.
+    """
+    import openai
+
+    try:
+        page = await client.models.list()
+    except openai.APIStatusError as exc:
+        if exc.status_code in UNLISTED_STATUSES:
+            return None
+        raise
+    return {str(m.id): (m.model_extra or {}).get("max_model_len") for m in page.data}
 
 
 def _context_of(message: str) -> int | None:

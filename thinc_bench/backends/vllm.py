@@ -8,8 +8,10 @@ own per-request generators). Logprobs are the sampler's processed ones (after pe
 and filtering, `logprobs_mode="processed_logprobs"`), as the hf backend returns and RL's importance
 ratios need. `max_tokens` is capped so prompt plus generation fits `max_model_len`; a prompt that fills
 it raises `ContextExceeded`. A dead engine raises `BackendUnavailable`; another request vLLM rejects
-raises `ConfigError`. Scripts that build it need an `if __name__ == "__main__":` guard (vLLM spawns
-workers). This module does not start HTTP servers (see `openai.py`).
+raises `ConfigError`. `data_parallel_size` runs that many replicas of the model (each over
+`tensor_parallel_size` GPUs) behind the one engine, which balances requests between them; more GPUs
+than are visible is refused before vLLM starts. Scripts that build it need an `if __name__ ==
+"__main__":` guard (vLLM spawns workers). This module does not start HTTP servers (see `openai.py`).
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ class VLLMGenerator(Generator):
         revision: Hub revision of a Hub id.
         dtype: vLLM dtype ("auto", "bfloat16", "float16", "float32").
         tensor_parallel_size: GPUs the model is sharded over.
+        data_parallel_size: replicas of the model in the engine, each on `tensor_parallel_size` GPUs
+            (vLLM's `data_parallel_size`; its CPU build runs them as processes).
         max_model_len: context length; None takes the model's.
         gpu_memory_utilization: share of GPU memory vLLM may take (ignored by the CPU build, which
             sizes its KV cache from `VLLM_CPU_KVCACHE_SPACE` in GiB).
@@ -85,6 +89,7 @@ class VLLMGenerator(Generator):
         revision: str | None = None,
         dtype: str = "auto",
         tensor_parallel_size: int = 1,
+        data_parallel_size: int = 1,
         max_model_len: int | None = None,
         gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
         enable_prefix_caching: bool = True,
@@ -93,9 +98,11 @@ class VLLMGenerator(Generator):
     ) -> None:
         from thinc_bench.backends import require
 
+        check_parallel(tensor_parallel_size, data_parallel_size, None)
         require("vllm")
         import vllm
 
+        check_parallel(tensor_parallel_size, data_parallel_size, _visible_gpus())
         self._client_errors, self._server_errors = _error_classes()
         from transformers import AutoTokenizer
 
@@ -105,6 +112,7 @@ class VLLMGenerator(Generator):
             revision=revision,
             dtype=dtype,
             tensor_parallel_size=tensor_parallel_size,
+            data_parallel_size=data_parallel_size,
             max_model_len=max_model_len,  # None: the model's own
             gpu_memory_utilization=gpu_memory_utilization,
             enable_prefix_caching=enable_prefix_caching,
@@ -128,6 +136,7 @@ class VLLMGenerator(Generator):
             "dtype": str(config.model_config.dtype).removeprefix("torch."),
             "device": str(config.device_config.device_type),
             "tensor_parallel_size": tensor_parallel_size,
+            "data_parallel_size": int(config.parallel_config.data_parallel_size),
             "max_model_len": config.model_config.max_model_len,
             "gpu_memory_utilization": gpu_memory_utilization,
             "enable_prefix_caching": enable_prefix_caching,
@@ -287,6 +296,39 @@ class ColocatedVLLMGenerator(Generator):
             "max_model_len": config.model_config.max_model_len,
             "vllm": vllm.__version__,
         }
+
+
+def check_parallel(tensor_parallel_size: int, data_parallel_size: int, visible_gpus: int | None) -> None:
+    """Refuse a parallel layout that cannot start, before vLLM spends minutes finding out.
+
+    Args:
+        tensor_parallel_size: GPUs per replica.
+        data_parallel_size: replicas.
+        visible_gpus: GPUs this process sees (`CUDA_VISIBLE_DEVICES` applied); None when unknown
+            (vLLM's CPU build, where replicas are processes).
+
+    Raises:
+        ConfigError: a size below 1, or more GPUs than are visible.
+    """
+    if tensor_parallel_size < 1 or data_parallel_size < 1:
+        raise ConfigError(
+            f"vllm backend: --tensor-parallel-size {tensor_parallel_size} --data-parallel-size "
+            f"{data_parallel_size}; use 1 or more of each"
+        )
+    needed = tensor_parallel_size * data_parallel_size
+    if visible_gpus is not None and needed > visible_gpus:
+        raise ConfigError(
+            f"vllm backend: --tensor-parallel-size {tensor_parallel_size} x --data-parallel-size "
+            f"{data_parallel_size} needs {needed} GPUs and {visible_gpus} are visible; lower one of them "
+            "(or run replicas on other machines: --backend openai --base-url URL1,URL2)"
+        )
+
+
+def _visible_gpus() -> int | None:
+    """GPUs this process may use, or None without CUDA/ROCm (vLLM's CPU build)."""
+    import torch
+
+    return int(torch.cuda.device_count()) if torch.cuda.is_available() else None
 
 
 def _rejected(exc: Exception, request_id: str | None) -> Exception:

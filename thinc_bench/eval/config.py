@@ -48,11 +48,20 @@ PAPER = {
 unless --recovery-k asks for more."""
 DATA_DIR_CANDIDATES = ("shared/data/benchmarks", "../shared/data/benchmarks")
 """Where the embedded default looks for local benchmark copies (a checkout with shared data beside it)."""
-RUNTIME_FIELDS = frozenset({"out", "concurrency", "log_level", "push_to_hub", "kv_cache_tokens"})
+RUNTIME_FIELDS = frozenset(
+    {"out", "concurrency", "log_level", "push_to_hub", "kv_cache_tokens", "data_parallel_size"}
+)
 """Settings that do not change results: left out of the config hash, so a resume may change them."""
 _BACKEND_OPTIONS: dict[str, tuple[str, ...]] = {
     "hf": ("revision", "dtype", "max_batch_size", "kv_cache_tokens"),
-    "vllm": ("revision", "dtype", "tensor_parallel_size", "max_model_len", "gpu_memory_utilization"),
+    "vllm": (
+        "revision",
+        "dtype",
+        "tensor_parallel_size",
+        "data_parallel_size",
+        "max_model_len",
+        "gpu_memory_utilization",
+    ),
     "openai": ("base_url", "tokenizer", "api_key_env", "max_retries", "context_length"),
     "scripted": ("tokenizer", "context_length"),
 }
@@ -258,12 +267,26 @@ class EvalConfig:
         },
     )
     tensor_parallel_size: int | None = field(default=None, metadata={"help": "vllm: GPUs per model replica."})
+    data_parallel_size: int | None = field(
+        default=None,
+        metadata={
+            "help": "vllm: model replicas in this process's engine, each on --tensor-parallel-size GPUs "
+            "(vLLM balances requests between them); replicas x tensor-parallel must fit the visible GPUs. "
+            "Not hashed: a resume may change it."
+        },
+    )
     max_model_len: int | None = field(default=None, metadata={"help": "vllm: context length to reserve."})
     gpu_memory_utilization: float | None = field(
         default=None, metadata={"help": "vllm: share of GPU memory."}
     )
     base_url: str | None = field(
-        default=None, metadata={"help": "openai: server URL, e.g. http://127.0.0.1:8000/v1."}
+        default=None,
+        metadata={
+            "help": "openai: server URL, e.g. http://127.0.0.1:8000/v1. Several servers of the same model "
+            "(vLLM/SGLang replicas): a comma list or the flag repeated; each request goes to the one with "
+            "the fewest in flight, and an outage of one is retried on another.",
+            "action": "append",
+        },
     )
     tokenizer: str | None = field(
         default=None, metadata={"help": "openai/scripted: tokenizer folder, Hub id or .gguf."}
@@ -286,6 +309,8 @@ class EvalConfig:
     log_level: str = field(default="warning", metadata={"help": "debug | info | warning | error."})
 
     def __post_init__(self) -> None:
+        if isinstance(self.base_url, list):  # --base-url given once or more on the command line
+            self.base_url = ",".join(self.base_url)
         self._apply_preset()
         preset = DEMO if self.model is None else PAPER
         if self.system_prompt is None:
