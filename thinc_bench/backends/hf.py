@@ -199,6 +199,7 @@ class HFGenerator(Generator):
         self._options = {**options, "kv_cache_tokens": kv_cache_tokens}
         self._max_batch_size = max_batch_size
         self._store = KVStore(kv_cache_tokens)
+        self._widest_batch = 0
         self._engine = (
             ContinuousBatch(self._model, self._tokenizer, eos_ids=self._eos_ids, store=self._store)
             if plain_cache(self._model)
@@ -251,8 +252,9 @@ class HFGenerator(Generator):
         }
 
     def cache_stats(self) -> dict[str, int]:
-        """Prompt tokens prefilled and taken from retained caches since the start, hits, evictions, and
-        the tokens the store holds now (read between batches: the worker updates them)."""
+        """Prompt tokens prefilled and taken from retained caches since the start, hits, evictions,
+        the tokens the store holds now, and the most rows one forward pass has decoded together (read
+        between batches: the worker updates them)."""
         stats = self._store.stats
         return {
             "prefilled_tokens": stats.prefilled_tokens,
@@ -260,6 +262,7 @@ class HFGenerator(Generator):
             "hits": stats.hits,
             "evictions": stats.evictions,
             "held_tokens": self._store.held_tokens,
+            "widest_batch": self._widest_batch,
         }
 
     def _serve(self) -> None:
@@ -307,6 +310,7 @@ class HFGenerator(Generator):
                     engine.drop(gone)
                 if len(engine):
                     rows = len(engine)
+                    self._widest_batch = max(self._widest_batch, rows)
                     for request, generation in engine.step():
                         _deliver(request, generation)
                     if len(engine) != rows:
@@ -355,6 +359,7 @@ class HFGenerator(Generator):
         if not batch:
             return
         rows = [Row(r.prompt_ids, r.params, self._rng(r.params)) for r in batch]
+        self._widest_batch = max(self._widest_batch, len(rows))
         started = time.perf_counter()
         try:
             results = decode_batch(
