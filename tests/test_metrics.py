@@ -23,6 +23,7 @@ from thinc_bench.metrics import (
     no_answer_rate,
     pass_at_k,
     pass_at_k_estimate,
+    paired_difference,
     rate,
     recovery_at_k,
     response_lengths,
@@ -282,3 +283,33 @@ def test_results_serialise_to_json_through_asdict() -> None:
         "denominator": 2,
         "value": 0.5,
     }
+
+
+def test_paired_difference_by_hand_over_the_shared_problems_only() -> None:
+    a = {"p1": [True, False, False, False], "p2": [False], "p3": [True, True], "only_a": [True]}
+    b = {"p1": [True, True, True, False], "p2": [True], "p3": [True, True], "only_b": [False]}
+    d = paired_difference(a, b)
+    # per-problem differences 0.75-0.25, 1-0, 1-1 = 0.5, 1, 0: mean 0.5, sd 0.5, se 0.5/sqrt(3)
+    assert (d.n_problems, d.better, d.worse) == (3, 2, 0)
+    assert d.value == pytest.approx(0.5) and d.stderr == pytest.approx(0.5 / 3**0.5)
+    assert (d.a, d.b) == (pytest.approx(1.25 / 3), pytest.approx(2.75 / 3))
+    assert d.z == pytest.approx(3**0.5)
+
+
+def test_pairing_removes_the_problems_shared_difficulty() -> None:
+    # Ten easy problems both solve, ten hard ones neither does, and B gains one more easy-ish problem:
+    # unpaired, each accuracy's standard error is ~0.11; paired, the only variance is that one problem.
+    a = {f"e{i}": [True] for i in range(10)} | {f"h{i}": [False] for i in range(10)}
+    b = dict(a) | {"h0": [True]}
+    d = paired_difference(a, b)
+    unpaired = avg_at_n(a).stderr
+    assert d.value == pytest.approx(0.05) and d.stderr == pytest.approx(0.05)  # sd sqrt(1/20) / sqrt(20)
+    assert unpaired is not None and d.stderr < unpaired / 2
+    assert paired_difference(a, a).z is None  # identical runs: no difference, no z
+
+
+def test_paired_difference_needs_a_shared_problem() -> None:
+    with pytest.raises(ValueError, match="share no problem"):
+        paired_difference({"x": [True]}, {"y": [True]})
+    single = paired_difference({"x": [True]}, {"x": [False]})
+    assert (single.value, single.stderr, single.z) == (-1.0, None, None)

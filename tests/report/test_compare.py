@@ -299,3 +299,54 @@ def test_pass_and_maj_at_different_k_are_not_ranked_against_each_other(tmp_path)
         assert "pass_at_k" not in cells and "maj_at_k" not in cells, row["benchmark"]
     assert rows[0]["ks"]["pass_at_k"] == ["4", "8"]  # the row says which k each run has
     assert any(c["best"] for group in rows[-1]["groups"] for c in group[:1])  # avg@n is still ranked
+
+
+def _clean_by_problem(run: Path, benchmark: str) -> dict[str, list[bool]]:
+    out: dict[str, list[bool]] = {}
+    for line in (run / "samples.jsonl").read_text().splitlines():
+        s = json.loads(line)
+        if (
+            s["benchmark"] == benchmark
+            and s["k"] == 0
+            and s["status"] not in ("infra_error", "grader_timeout", "grader_error")
+        ):
+            out.setdefault(s["problem_id"], []).append(s["correct"])
+    return out
+
+
+def test_paired_differences_are_b_minus_a_per_problem_with_their_standard_error(two_runs, tmp_path) -> None:
+    import statistics
+
+    html = write_comparison(two_runs, tmp_path / "c.html").read_text()
+    shown = dict(
+        re.findall(
+            r'data-b="1" data-a="0" data-benchmark="(\w+)">.*?data-metric="paired" data-value="([^"]+)"',
+            html,
+            re.S,
+        )
+    )
+    assert set(shown) == {"aime2025", "hmmt_feb2025"}
+    data = build_data(two_runs)
+    for name, value in shown.items():
+        strong, weak = _clean_by_problem(two_runs[0], name), _clean_by_problem(two_runs[1], name)
+        diffs = [sum(weak[p]) / len(weak[p]) - sum(strong[p]) / len(strong[p]) for p in strong if p in weak]
+        assert float(value) == pytest.approx(statistics.fmean(diffs))
+        (row,) = [r for r in data["paired"] if r["benchmark"] == name]
+        assert row["stderr"] == pytest.approx(statistics.stdev(diffs) / len(diffs) ** 0.5)
+        assert (row["b_label"], row["a_label"], row["n_problems"]) == ("weak-1.7b", "strong-4b", len(diffs))
+        assert row["value"] < 0 and row["worse"] > row["better"]  # the weak run is B: it lost
+
+
+def test_paired_pairs_are_chosen_by_label_and_a_wrong_label_is_a_one_line_error(
+    two_runs, tmp_path, capsys
+) -> None:
+    data = build_data(two_runs, paired=["strong-4b:weak-1.7b"])
+    assert {(r["b_label"], r["a_label"]) for r in data["paired"]} == {("strong-4b", "weak-1.7b")}
+    assert all(r["value"] > 0 for r in data["paired"])
+    code = report_cli.main(
+        [*map(str, two_runs), "--out", str(tmp_path / "x.html"), "--paired", "strong:weak"]
+    )
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "--paired 'strong:weak'" in err and "strong-4b, weak-1.7b" in err
+    assert not (tmp_path / "x.html").exists()

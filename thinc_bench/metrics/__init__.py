@@ -1,6 +1,6 @@
 """Benchmark metrics as pure functions over plain values and parsed trajectories.
 
-`estimates`: avg@n, pass@k, maj@k with standard errors across problems, distributions (tool calls,
+`estimates`: avg@n, pass@k, maj@k with standard errors across problems, paired differences between runs, distributions (tool calls,
 lengths), rates (grounding, errors, no answer, truncation) and Recovery@k. `failure_modes`: the
 three failure modes of interleaved tool-integrated reasoning the ThinC paper names (post-hoc
 verification, prose numbers typed into code, prose restating code), per trajectory and summarised.
@@ -19,6 +19,7 @@ from thinc_bench.metrics.estimates import (
     Faulted,
     Grounding,
     Lengths,
+    PairedDifference,
     Rate,
     Recovery,
     Vote,
@@ -31,6 +32,7 @@ from thinc_bench.metrics.estimates import (
     no_answer_rate,
     pass_at_k,
     pass_at_k_estimate,
+    paired_difference,
     rate,
     recovery_at_k,
     response_lengths,
@@ -61,6 +63,7 @@ __all__ = [
     "Faulted",
     "Grounding",
     "Lengths",
+    "PairedDifference",
     "Rate",
     "Recovery",
     "Vote",
@@ -77,6 +80,7 @@ __all__ = [
     "no_answer_rate",
     "pass_at_k",
     "pass_at_k_estimate",
+    "paired_difference",
     "posthoc",
     "rate",
     "recovery_at_k",

@@ -76,6 +76,68 @@ def avg_at_n(correct_by_problem: Mapping[str, Sequence[bool]]) -> Estimate:
     return _estimate(scores, sum(len(c) for c in correct_by_problem.values()))
 
 
+@dataclass(frozen=True)
+class PairedDifference:
+    """The accuracy of run B minus run A on the problems both answered, with the paired standard error.
+
+    Pairing by problem removes the between-problem variance both runs share (a hard problem is hard
+    for both), so the same difference is judged against a smaller standard error than two unpaired
+    ones would give (Miller 2024, arXiv:2411.00640, section 4: "paired differences").
+
+    Attributes:
+        value: mean over shared problems of (B's avg@n - A's avg@n) on that problem.
+        stderr: sample standard deviation (ddof=1) of the per-problem differences / sqrt(n_problems);
+            None with fewer than two problems.
+        n_problems: problems both runs have samples of.
+        a: A's avg@n on those problems; b: B's.
+        better, worse: problems where B's per-problem accuracy is above / below A's.
+    """
+
+    value: float
+    stderr: float | None
+    n_problems: int
+    a: float
+    b: float
+    better: int
+    worse: int
+
+    @property
+    def z(self) -> float | None:
+        """The difference in standard errors (None without one, or when it is 0 and so is the difference)."""
+        if self.stderr is None or (self.stderr == 0 and self.value == 0):
+            return None
+        return math.copysign(math.inf, self.value) if self.stderr == 0 else self.value / self.stderr
+
+
+def paired_difference(
+    a_by_problem: Mapping[str, Sequence[bool]], b_by_problem: Mapping[str, Sequence[bool]]
+) -> PairedDifference:
+    """B minus A, paired by problem: per-problem avg@n differences averaged over the shared problems.
+
+    Each run may have its own number of samples per problem (avg@4 against avg@1 is fine: each
+    problem's score is its own mean). Problems only one run has, or with no samples, are left out.
+
+    Raises:
+        ValueError: the runs share no problem with samples.
+    """
+    shared = [pid for pid in a_by_problem if a_by_problem[pid] and b_by_problem.get(pid)]
+    if not shared:
+        raise ValueError("the two runs share no problem with samples; compare runs of the same benchmark")
+    a = [sum(a_by_problem[pid]) / len(a_by_problem[pid]) for pid in shared]
+    b = [sum(b_by_problem[pid]) / len(b_by_problem[pid]) for pid in shared]
+    diffs = [y - x for x, y in zip(a, b, strict=True)]
+    estimate = _estimate(diffs, len(diffs))
+    return PairedDifference(
+        estimate.value,
+        estimate.stderr,
+        len(shared),
+        statistics.fmean(a),
+        statistics.fmean(b),
+        sum(d > 0 for d in diffs),
+        sum(d < 0 for d in diffs),
+    )
+
+
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k for one problem: 1 - C(n-c, k) / C(n, k).
 

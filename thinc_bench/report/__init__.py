@@ -56,6 +56,7 @@ def build_data(
     title: str | None = None,
     problem_text: bool = True,
     training_logs: Sequence[str | Path] = (),
+    paired: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """The report template's data for one run directory or several (shards of one run are merged).
 
@@ -65,10 +66,12 @@ def build_data(
         problem_text: include problem statements found in local benchmark files (see
             `viewer.problem_texts`); False for reports kept in the repository.
         training_logs: GRPO runs' `trainer_state.json` files (or their output folders): reward per step.
+        paired: `B:A` label pairs for the paired differences; default every later run against the first.
 
     Raises:
         FileNotFoundError: a directory is not a run directory, or a training log is missing.
         ValueError: no run directories.
+        ConfigError: a `paired` label that names no run.
     """
     from thinc_bench.report.data import build_report_data
     from thinc_bench.report.runs import merge_shards
@@ -76,7 +79,7 @@ def build_data(
     dirs = [run_dirs] if isinstance(run_dirs, str | Path) else list(run_dirs)
     runs = merge_shards([_labelled_run(d) for d in dirs])
     logs = [_training_log(path) for path in training_logs]
-    return build_report_data(runs, title=title, problem_text=problem_text, training_logs=logs)
+    return build_report_data(runs, title=title, problem_text=problem_text, training_logs=logs, paired=paired)
 
 
 def _labelled_run(entry: str | Path) -> Any:
@@ -129,6 +132,7 @@ def write_comparison(
     title: str | None = None,
     problem_text: bool = True,
     training_logs: Sequence[str | Path] = (),
+    paired: Sequence[str] | None = None,
 ) -> Path:
     """Render several runs (or shards of one run, merged) into one page at `out`.
 
@@ -138,6 +142,8 @@ def write_comparison(
     """
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = build_data(run_dirs, title=title, problem_text=problem_text, training_logs=training_logs)
+    data = build_data(
+        run_dirs, title=title, problem_text=problem_text, training_logs=training_logs, paired=paired
+    )
     path.write_text(render(data), encoding="utf-8")
     return path

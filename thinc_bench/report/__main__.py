@@ -48,6 +48,13 @@ class ReportConfig:
         default_factory=list,
         metadata={"help": "GRPO output folders or trainer_state.json files: reward per step as a figure."},
     )
+    paired: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "Paired differences to show, as B:A run labels (B minus A, paired by problem); default "
+            "every later run against the first."
+        },
+    )
     log_level: str = field(default="warning", metadata={"help": "debug | info | warning | error."})
 
 
@@ -82,6 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             title=config.title,
             problem_text=not config.no_problem_text,
             training_logs=config.training_log,
+            paired=config.paired,
         )
     except (ThincError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)  # noqa: T201 - the CLI owns the terminal

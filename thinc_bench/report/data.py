@@ -27,6 +27,7 @@ def build_report_data(
     title: str | None = None,
     problem_text: bool = True,
     training_logs: Sequence[tuple[str, Sequence[dict[str, Any]]]] = (),
+    paired: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Everything the report template shows, as plain JSON-ready values plus the figures' SVG.
 
@@ -36,13 +37,16 @@ def build_report_data(
         problem_text: look problem statements up in the local benchmark files named in each run's
             config (never the Hub); False leaves them out, e.g. for reports kept in the repository.
         training_logs: (label, trainer_state.json log history) of GRPO runs, drawn as reward per step.
+        paired: `B:A` run-label pairs for the paired-differences table; None compares every later
+            run with the first.
 
     Raises:
         ValueError: no runs.
+        ConfigError: a `paired` label no run has.
     """
     from thinc_bench.report import figures
     from thinc_bench.report._heatmap import heatmap_figures
-    from thinc_bench.report.tables import headline, published, recovery
+    from thinc_bench.report.tables import headline, paired_rows, published, recovery, resolve_pairs
 
     if not runs:
         raise ValueError("a report needs at least one run directory")
@@ -59,6 +63,7 @@ def build_report_data(
         "benchmarks": benchmarks,
         "headline": headline(runs, benchmarks),
         "recovery": recovery(runs, benchmarks),
+        "paired": paired_rows(runs, benchmarks, resolve_pairs(runs, paired)),
         "reference": reference,
         "published": published(runs, reference, benchmarks),
         "warnings": _warnings.collect(runs, samples),

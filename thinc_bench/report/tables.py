@@ -398,3 +398,73 @@ def published(
             }
         )
     return list(groups.values())
+
+
+def paired_rows(
+    runs: Sequence[Run], benchmarks: Sequence[str], pairs: Sequence[tuple[int, int]]
+) -> list[dict[str, Any]]:
+    """B minus A per benchmark, paired by problem, for each (b, a) pair of run indices.
+
+    The one table computed here from samples rather than read from summary.json: a difference
+    between two runs belongs to neither run's summary. Clean (k = 0) samples with a verdict only,
+    as accuracy counts them; each run keeps its own samples per problem (avg@4 against avg@1 pairs).
+    A benchmark the two runs share no problem of is left out.
+    """
+    from thinc_bench import metrics
+    from thinc_bench.eval.summary import EXCLUDED_STATUSES
+
+    def by_problem(run: Run, benchmark: str) -> dict[str, list[bool]]:
+        out: dict[str, list[bool]] = {}
+        for s in run.samples:
+            if s["benchmark"] == benchmark and s["k"] == 0 and s["status"] not in EXCLUDED_STATUSES:
+                out.setdefault(s["problem_id"], []).append(bool(s["correct"]))
+        return out
+
+    rows: list[dict[str, Any]] = []
+    for b, a in pairs:
+        for name in benchmarks:
+            a_scores, b_scores = by_problem(runs[a], name), by_problem(runs[b], name)
+            if not any(b_scores.get(pid) for pid, v in a_scores.items() if v):
+                continue
+            d = metrics.paired_difference(a_scores, b_scores)
+            rows.append(
+                {
+                    "b": b,
+                    "a": a,
+                    "b_label": runs[b].label,
+                    "a_label": runs[a].label,
+                    "benchmark": name,
+                    "value": d.value,
+                    "stderr": d.stderr,
+                    "z": d.z,
+                    "n_problems": d.n_problems,
+                    "a_accuracy": d.a,
+                    "b_accuracy": d.b,
+                    "better": d.better,
+                    "worse": d.worse,
+                }
+            )
+    return rows
+
+
+def resolve_pairs(runs: Sequence[Run], wanted: Sequence[str] | None) -> list[tuple[int, int]]:
+    """Run-index pairs from `B:A` label pairs; by default every later run against the first.
+
+    Raises:
+        ConfigError: a pair that is not `B:A`, or a label no run has (the message lists the labels).
+    """
+    from thinc_bench.errors import ConfigError
+
+    if wanted is None:
+        return [(b, 0) for b in range(1, len(runs))]
+    labels = [run.label for run in runs]
+    out = []
+    for text in wanted:
+        b_label, sep, a_label = text.rpartition(":")
+        missing = [x for x in (b_label, a_label) if x not in labels]
+        if not sep or missing:
+            raise ConfigError(
+                f"--paired {text!r}: give B:A with two run labels of this report ({', '.join(labels)})"
+            )
+        out.append((labels.index(b_label), labels.index(a_label)))
+    return out
