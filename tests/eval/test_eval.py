@@ -450,6 +450,28 @@ def test_the_plan_line_counts_the_trajectories_the_run_makes(
     assert "= 12 trajectories (0 to run, 12 saved)" in capsys.readouterr().err
 
 
+def test_recovery_samples_sets_the_samples_of_the_injected_failure_runs_only(
+    two_problem_benchmark, scripted_turns, tmp_path, capsys
+):
+    out = tmp_path / "run"
+    extra = ("--samples", "3", "--recovery-k", "0,1,2", "--recovery-samples", "1")
+    assert thinc_eval.main(_scripted_args(two_problem_benchmark, scripted_turns, out, *extra)) == 0
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if x.startswith("plan: ")]
+    assert "(0,1,2; 1 samples each k > 0) = 10 trajectories" in line  # 2 x 3 clean + 2 x 1 x 2 faulted
+    per_k = {
+        k: sorted((r["problem_id"], r["sample_idx"]) for r in _records(out) if r["k"] == k) for k in (0, 1, 2)
+    }
+    assert per_k[0] == [(p, i) for p in ("tiny-1", "tiny-2") for i in range(3)]
+    assert per_k[1] == per_k[2] == [("tiny-1", 0), ("tiny-2", 0)]
+    block = json.loads((out / "summary.json").read_text())["per_benchmark"]["tiny"]
+    assert block["accuracy"]["n_samples"] == 6 and block["n_samples"] == 3  # avg@3 clean, untouched
+    assert block["recovery"]["1"]["saw_k"]["denominator"] == 2
+    # the flag is a setting of the run: resuming with another value is refused, not mixed
+    other = _scripted_args(two_problem_benchmark, scripted_turns, out, *extra[:-1], "2")
+    assert thinc_eval.main(other) != 0
+    assert "recovery_samples" in capsys.readouterr().err
+
+
 def test_sigint_saves_what_finished_says_how_to_resume_and_the_rerun_completes(
     two_problem_benchmark, tmp_path
 ):

@@ -80,7 +80,9 @@ def plan_line(prepared: Prepared) -> str:
     to_run = prepared.planned - prepared.saved
     left = f"{to_run:,} to run" + (f", {prepared.saved:,} saved" if prepared.saved else "")
     return (
-        f"plan: {benchmarks} problems x {config.samples} samples x {len(ks)} k ({','.join(map(str, ks))}) "
+        f"plan: {benchmarks} problems x {config.samples} samples x {len(ks)} k ({','.join(map(str, ks))}"
+        + (f"; {config.recovery_samples} samples each k > 0" if config.recovery_samples is not None else "")
+        + ") "
         f"= {prepared.planned:,} trajectories ({left}); budget {config.max_tokens} tokens, "
         f"{config.max_tool_calls} tool calls each; backend {config.backend} {config.model or 'bundled SmolLM2-135M'}"
         f"; into {prepared.out}"

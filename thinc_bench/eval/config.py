@@ -163,6 +163,13 @@ class EvalConfig:
             "Default 0,1,2,3,4,5 with --model (scripted: 0), demo 0."
         },
     )
+    recovery_samples: int | None = field(
+        default=None,
+        metadata={
+            "help": "Samples per problem in each injected-failure run (k > 0); default --samples. Fewer "
+            "keeps Recovery@k affordable beside a clean avg@16: each k costs a whole run."
+        },
+    )
     dialect: str = field(
         default="markdown",
         metadata={
@@ -333,8 +340,8 @@ class EvalConfig:
             raise ConfigError(f"--backend {self.backend!r}; choose one of {', '.join(_BACKEND_OPTIONS)}")
         if self.backend == "scripted" and self.model is None:
             raise ConfigError("--backend scripted needs --model pointing at the turns .jsonl file")
-        for name in ("samples", "max_tokens", "max_tool_calls", "concurrency"):
-            if int(getattr(self, name)) < 1:
+        for name in ("samples", "max_tokens", "max_tool_calls", "concurrency", "recovery_samples"):
+            if getattr(self, name) is not None and int(getattr(self, name)) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)}: use a positive integer")
         if self.exec_on not in ("output_open", "code_close"):
             raise ConfigError(f"--exec-on {self.exec_on!r}: use output_open or code_close")
@@ -416,6 +423,8 @@ class EvalConfig:
             del settings["api"]
         if self.preset is None:
             del settings["preset"]  # the settings it made are recorded one by one
+        if self.recovery_samples is None:
+            del settings["recovery_samples"]  # every k takes --samples, as before the flag existed
         settings["system_prompt_text"] = load_system_prompt(str(self.system_prompt))
         settings["few_shot_trajectories"] = [e.trajectory for e in load_examples(self.few_shot)]
         return settings

@@ -237,11 +237,13 @@ def _render_prompts(
 
 def plan(config: EvalConfig, problems: Sequence[Problem]) -> list[tuple[Problem, int, int]]:
     """Every (problem, sample index, k) the config asks for, k-major: the run's trajectories."""
+    clean = int(config.samples or 1)
+    faulted = clean if config.recovery_samples is None else config.recovery_samples
     return [
         (problem, sample_idx, k)
         for k in config.recovery_ks
         for problem in problems
-        for sample_idx in range(int(config.samples or 1))
+        for sample_idx in range(faulted if k else clean)
     ]
 
 
