@@ -1,15 +1,17 @@
 """ThinC-nano end to end on a CPU: `make nano` (or `python recipes/nano.py`).
 
-The paper's claim in miniature, with the project's real commands: build ThinC-SFT-nano and its
-natural-language-only twin (template teacher, real sandbox, build_sft's filters), evaluate the bundled
-SmolLM2-135M on the nano test split, fine-tune it on each dataset (recipes/sft.py), run a short GRPO
-curriculum from the ThinC checkpoint (recipes/grpo.py), evaluate every checkpoint the same way, and
-compare all four on one page (reports/nano.html). Every stage is a subprocess running the command a
-user would type; a stage whose output is complete is skipped, so a rerun resumes where a stop left
-off. Each stage's wall time goes to OUT/timings.json.
+The paper's claim in miniature, with the project's real commands: build ThinC-SFT-nano, its
+natural-language-only twin and a twin that keeps failed-then-fixed trajectories (template teacher,
+real sandbox, build_sft's filters); evaluate the bundled SmolLM2-135M two fair ways; fine-tune it on
+each dataset (recipes/sft.py); run a short GRPO curriculum from the ThinC checkpoint, plain and with
+injected execution failures (recipes/grpo.py); evaluate every checkpoint the same way on the three
+test parts (seen phrasings, unseen phrasings, unseen families) with avg@n and Recovery@1/2; and
+compare them on one page with paired differences (reports/nano.html). Every stage is a subprocess
+running the command a user would type; a stage whose output is complete is skipped, so a rerun
+resumes where a stop left off. Each stage's wall time goes to OUT/timings.json.
 
-    python recipes/nano.py                       # the whole chain, about an hour on 2 cores (62 min measured)
-    python recipes/nano.py --sft-examples 96 --test-problems 40 --stages data,base,sft --out runs/nano-short
+    python recipes/nano.py                       # the whole chain (docs/LOG.md has its time)
+    python recipes/nano.py --sft-examples 96 --test-problems 24 --stages data,base,sft,eval-sft --out runs/nano-short
 """
 
 from __future__ import annotations
@@ -24,14 +26,55 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "recipes" / "configs"
-STAGES = ("data", "base", "sft", "eval-sft", "sft-nl", "eval-sft-nl", "grpo", "eval-grpo", "report")
+STAGES = (
+    "data",
+    "base",
+    "sft",
+    "eval-sft",
+    "sft-nl",
+    "eval-sft-nl",
+    "sft-recovery",
+    "eval-sft-recovery",
+    "grpo",
+    "eval-grpo",
+    "grpo-inject",
+    "eval-grpo-inject",
+    "report",
+)
 """The chain in order; --stages picks some (their inputs must exist)."""
-COLUMNS = (("base", "base"), ("NL-only SFT", "sft-nl"), ("ThinC SFT", "sft"), ("ThinC SFT + GRPO", "grpo"))
-"""The report's columns: label and evaluation folder under OUT/eval."""
+TEST_PARTS = "nano,nano_unseen,nano_families"
+"""The three test parts, reported apart: seen phrasings, phrasings never trained on, families never trained on."""
+COLUMNS = (
+    ("base, nano prompt", "base"),
+    ("base, code_close + prefill", "base-code-close"),
+    ("NL-only SFT", "sft-nl"),
+    ("ThinC SFT", "sft"),
+    ("ThinC SFT, recovery data", "sft-recovery"),
+    ("ThinC SFT + GRPO", "grpo"),
+    ("ThinC SFT + GRPO stage 1", "grpo-stage1"),
+    ("ThinC SFT + GRPO, injected failures", "grpo-inject"),
+)
+"""The report's columns: label and evaluation folder under OUT/eval (labels hold no ':', see PAIRS)."""
+PAIRS = (
+    ("ThinC SFT", "NL-only SFT"),
+    ("ThinC SFT", "base, code_close + prefill"),
+    ("ThinC SFT, recovery data", "ThinC SFT"),
+    ("ThinC SFT + GRPO stage 1", "ThinC SFT"),
+    ("ThinC SFT + GRPO", "ThinC SFT"),
+    ("ThinC SFT + GRPO, injected failures", "ThinC SFT"),
+)
+"""Paired differences (B minus A, by problem) the report shows: what each step of the chain changed."""
 CPU_EVAL = ("--dtype=auto", "--max-batch-size=64")
 """Faster CPU decoding for every evaluation, the same for every column so the comparison stays fair:
 wide batches, and bf16 only where the CPU computes it natively (1.6x on 2 AVX512-BF16 cores: 303 s
 against 474 s for the 100 test problems; emulated bf16 elsewhere would be several times slower)."""
+CODE_CLOSE = ("--exec-on=code_close", "--response-prefix=```python\n")
+"""The demo's settings for an untrained model: run code as soon as a block closes, and open the first
+block for it (SmolLM2 never opens an output block by itself, so `output_open` measures the trigger)."""
+RECOVERY_SHARE = 0.3
+"""Share of the recovery twin's problems whose trajectory fails (for real, in the sandbox) and is fixed."""
+INJECT_SHARE = 0.5
+"""Share of the injected-failure GRPO run's rollout groups whose first execution is an injected failure."""
 
 
 @dataclass
@@ -46,7 +89,11 @@ class NanoArgs:
         metadata={"help": "Train problems in each SFT dataset; default the build_sft nano preset (256)."},
     )
     test_problems: int | None = field(
-        default=None, metadata={"help": "Nano test problems evaluated; default all 100."}
+        default=None,
+        metadata={"help": "Problems of each test part evaluated; default 48 (all: 100, 64, 48)."},
+    )
+    samples: int = field(
+        default=4, metadata={"help": "Clean samples per problem of every trained column (avg@n, paired)."}
     )
     sft_epochs: float | None = field(
         default=None, metadata={"help": "Epochs of each SFT run; default the configs' (1)."}
@@ -64,26 +111,23 @@ def _eval_settings() -> list[str]:
     import yaml
 
     config = yaml.safe_load((CONFIGS / "sft_nano.yaml").read_text())
-    flags = {
-        "max_tokens": "eval_max_tokens",
-        "max_tool_calls": "eval_max_tool_calls",
-        "samples": "eval_samples",
-    }
+    flags = {"max_tokens": "eval_max_tokens", "max_tool_calls": "eval_max_tool_calls"}
     args = [f"--{flag.replace('_', '-')}={config[key]}" for flag, key in flags.items()]
-    # Recovery@k injects failures into executions; the base model hardly executes anything (0.07 calls
-    # per trajectory), so its Recovery column would be another 4 minutes of nothing: the clean run only.
-    return [*args, "--recovery-k=0", "--system-prompt=nano"]
+    # Recovery@k injects failures into executions; the base model hardly executes anything, so its
+    # Recovery columns would be minutes of nothing: the clean run only, one sample.
+    return [*args, "--samples=1", "--recovery-k=0", "--system-prompt=nano"]
 
 
 def _commands(args: NanoArgs) -> dict[str, tuple[list[list[str]], Path]]:
     """Each stage's commands and the file whose existence says the stage is complete."""
     out = Path(args.out)
     py = sys.executable
-    limit = [f"--limit={args.test_problems}"] if args.test_problems else []
+    limit = [f"--limit={args.test_problems or 48}"]
     examples = [f"--limit={args.sft_examples}"] if args.sft_examples else []
     epochs = ["--num_train_epochs", str(args.sft_epochs)] if args.sft_epochs else []
+    trained = [f"--samples={args.samples}", "--recovery-k=0,1,2", "--recovery-samples=1"]
 
-    def build(teacher: str, folder: str) -> list[str]:
+    def build(teacher: str, folder: str, *extra: str) -> list[str]:
         return [
             py,
             "-m",
@@ -91,16 +135,17 @@ def _commands(args: NanoArgs) -> dict[str, tuple[list[list[str]], Path]]:
             "--source=nano",
             f"--teacher={teacher}",
             *examples,
+            *extra,
             f"--out={out / folder}",
         ]
 
-    def evaluate(name: str, model: str, *extra: str) -> list[str]:
+    def evaluate(name: str, model: str | Path, *extra: str, parts: str = TEST_PARTS) -> list[str]:
         return [
             py,
             "-m",
             "thinc_bench.eval",
             f"--model={model}",
-            "--benchmarks=nano",
+            f"--benchmarks={parts}",
             *limit,
             *CPU_EVAL,
             *extra,
@@ -129,18 +174,23 @@ def _commands(args: NanoArgs) -> dict[str, tuple[list[list[str]], Path]]:
         config["curriculum"] = [stage | {"max_steps": args.grpo_steps} for stage in config["curriculum"]]
         grpo_config = out / "grpo_nano.yaml"
         grpo_config.write_text(yaml.safe_dump(config, sort_keys=False))
-    grpo = [
-        py,
-        str(REPO / "recipes" / "grpo.py"),
-        "--config",
-        str(grpo_config),
-        "--model_name_or_path",
-        str(out / "sft"),
-        "--output_dir",
-        str(out / "grpo"),
-    ]
+
+    def grpo(folder: str, *extra: str) -> list[str]:
+        return [
+            py,
+            str(REPO / "recipes" / "grpo.py"),
+            "--config",
+            str(grpo_config),
+            "--model_name_or_path",
+            str(out / "sft"),
+            "--output_dir",
+            str(out / folder),
+            *extra,
+        ]
+
     from thinc_bench.backends import smollm2_gguf
 
+    base = [*_eval_settings()]
     report = [
         py,
         "-m",
@@ -148,6 +198,9 @@ def _commands(args: NanoArgs) -> dict[str, tuple[list[list[str]], Path]]:
         *(f"{label}={out / 'eval' / name}" for label, name in COLUMNS),
         "--training_log",
         str(out / "grpo"),
+        str(out / "grpo-inject"),
+        "--paired",
+        *(f"{b}:{a}" for b, a in PAIRS),
         "--title",
         "ThinC-nano: SmolLM2-135M taught to think in code (CPU)",
         "--out",
@@ -156,16 +209,57 @@ def _commands(args: NanoArgs) -> dict[str, tuple[list[list[str]], Path]]:
     done = "summary.json"
     return {
         "data": (
-            [build("template", "sft-data"), build("template-nl", "sft-data-nl")],
-            out / "sft-data-nl" / "stats.json",
+            [
+                build("template", "sft-data"),
+                build("template-nl", "sft-data-nl"),
+                build("template", "sft-data-recovery", f"--recovery-share={RECOVERY_SHARE}"),
+            ],
+            out / "sft-data-recovery" / "stats.json",
         ),
-        "base": ([evaluate("base", str(smollm2_gguf()), *_eval_settings())], out / "eval" / "base" / done),
+        "base": (
+            [
+                evaluate("base", smollm2_gguf(), *base),
+                evaluate("base-code-close", smollm2_gguf(), *base, *CODE_CLOSE),
+            ],
+            out / "eval" / "base-code-close" / done,
+        ),
         "sft": ([sft("sft_nano.yaml", "sft-data", "sft")], out / "sft" / "thinc_bench.json"),
-        "eval-sft": ([evaluate("sft", str(out / "sft"))], out / "eval" / "sft" / done),
+        "eval-sft": ([evaluate("sft", out / "sft", *trained)], out / "eval" / "sft" / done),
         "sft-nl": ([sft("sft_nano_nl.yaml", "sft-data-nl", "sft-nl")], out / "sft-nl" / "thinc_bench.json"),
-        "eval-sft-nl": ([evaluate("sft-nl", str(out / "sft-nl"))], out / "eval" / "sft-nl" / done),
-        "grpo": ([grpo], out / "grpo" / "thinc_bench.json"),
-        "eval-grpo": ([evaluate("grpo", str(out / "grpo"))], out / "eval" / "grpo" / done),
+        "eval-sft-nl": (
+            [evaluate("sft-nl", out / "sft-nl", f"--samples={args.samples}", "--recovery-k=0")],
+            out / "eval" / "sft-nl" / done,
+        ),
+        "sft-recovery": (
+            [sft("sft_nano.yaml", "sft-data-recovery", "sft-recovery")],
+            out / "sft-recovery" / "thinc_bench.json",
+        ),
+        "eval-sft-recovery": (
+            [evaluate("sft-recovery", out / "sft-recovery", *trained)],
+            out / "eval" / "sft-recovery" / done,
+        ),
+        "grpo": ([grpo("grpo")], out / "grpo" / "thinc_bench.json"),
+        "eval-grpo": (
+            [
+                evaluate(  # held-out accuracy per stage: stage 2 is the final policy below
+                    "grpo-stage1",
+                    out / "grpo" / "stage1",
+                    f"--samples={args.samples}",
+                    "--recovery-k=0",
+                    parts="nano_unseen",
+                ),
+                evaluate("grpo", out / "grpo", *trained),
+            ],
+            out / "eval" / "grpo" / done,
+        ),
+        "grpo-inject": (
+            [grpo("grpo-inject", "--inject_failures_share", str(INJECT_SHARE))],
+            out / "grpo-inject" / "thinc_bench.json",
+        ),
+        "eval-grpo-inject": (
+            [evaluate("grpo-inject", out / "grpo-inject", *trained)],
+            out / "eval" / "grpo-inject" / done,
+        ),
         "report": ([report], Path(args.report + ".never")),  # cheap: always rendered again
     }
 
