@@ -8,11 +8,11 @@ SLOW := slow and not gpu and not network
 test: test-fast test-slow
 
 test-fast:
-	$(PY) -m pytest -m "$(FAST)" -q
+	$(PY) -m pytest -m "$(FAST)" -q --durations=15
 
 # pytest exits 5 when a tier selects no test; an empty slow tier is not a failure.
 test-slow:
-	$(PY) -m pytest -m "$(SLOW)" -q || [ $$? -eq 5 ]
+	$(PY) -m pytest -m "$(SLOW)" -q --durations=30 || [ $$? -eq 5 ]
 
 check:
 	$(PY) -m ruff format --check thinc_bench tests perf recipes
