@@ -129,9 +129,9 @@ def rollout_stats(
 
     `unscored_frac` is over every row; `tool_calls` is code executions per trajectory,
     `exec_error_rate` the share of a trajectory's executions that failed (trajectories that ran
-    code), `grounded` whether the final answer equals a printed value (trajectories with an
-    answer), `truncated` whether the token budget or tool-call limit stopped it (executions
-    include injected failures). With injection on (`inject_k` given): `injected_frac` the share of
+    code; injected failures count), `grounded` whether the final answer equals a printed value
+    (trajectories with an answer), `truncated` whether the token budget or tool-call limit stopped
+    it. With injection on (`inject_k` given): `injected_frac` the share of
     rows given k > 0 failures, `reward_injected` / `reward_clean` the mean reward of those rows and
     of the others (as eval's Recovery@k, over every injected row, whether or not it met its
     failures), `injected_failures` the failures an injected row met (below k: it stopped running
