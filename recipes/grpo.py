@@ -22,6 +22,11 @@ prompts of that order (the last stage, without `max_steps`, every whole generati
 `--start_stage NAME` resumes from the previous stage's checkpoint in the same output folder, on
 exactly the problems and samples the uninterrupted run would have drawn.
 
+Recovery training (`inject_failures_share`, `inject_failures_k`, per stage too; off by default): a
+seeded share of the GRPO groups, whole groups, gets its first k executions failed through the
+sandbox session as eval's Recovery@k does (`thinc_bench.train.injection`); logged per step as
+`rollout/injected_frac`, `rollout/reward_injected`, `rollout/reward_clean`.
+
 Generation follows GRPOConfig: `use_vllm: false` decodes on the policy itself (hf backend, batched);
 `use_vllm: true` with `vllm_mode: colocate` steps TRL's in-process vLLM engine, and with
 `vllm_mode: server` sends requests to `trl vllm-serve`, which TRL keeps in sync with the weights.
@@ -159,6 +164,21 @@ class ScriptArgs:
             "help": "When code runs, as eval's --exec-on (code_close: models that never open output blocks)."
         },
     )
+    inject_failures_share: float = field(
+        default=0.0,
+        metadata={
+            "help": "Recovery training: share of GRPO groups (every copy of a prompt at a step) whose first k "
+            "code executions fail as in eval's Recovery@k (not run; the sandbox's fault_output); rewarded on "
+            "the final answer. A curriculum stage may set its own. 0: none (the paper)."
+        },
+    )
+    inject_failures_k: str = field(
+        default="1",
+        metadata={
+            "help": "Failures k injected into each rollout of such a group: a comma list drawn from per group, "
+            "as eval's --recovery-k (1, or 1,2,3). A curriculum stage may set its own."
+        },
+    )
 
 
 def split_config(argv: list[str]) -> tuple[list[str], object]:
@@ -226,12 +246,14 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     from thinc_bench import benchmarks, checkpoint
     from thinc_bench.build_sft.sources import load_source
     from thinc_bench.cli import parse_recipe
+    from thinc_bench.errors import ConfigError
     from thinc_bench.eval.rollout import RolloutLimits
     from thinc_bench.prompts import load_system_prompt, python_tool
     from thinc_bench.sandbox import Sandbox
     from thinc_bench.train import Curriculum, Stage
     from thinc_bench.train.common import attn_implementation, eval_command
     from thinc_bench.train.curriculum import ORDER_FILE, plan_stages, read_order, shuffled_order, write_order
+    from thinc_bench.train.injection import FailureInjection, parse_failure_counts, parse_share
     from thinc_bench.train.launch import bare_argv, resolve_auto_bf16, resolve_model
     from thinc_bench.train.policy_ratio import with_ratio_logging
     from thinc_bench.train.rewards import exact_match_reward
@@ -260,6 +282,14 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     if curriculum is None:  # no curriculum: one stage at the config's completion budget
         curriculum = Curriculum((Stage("stage1", None, training_args.max_completion_length, 32),))
     assert isinstance(curriculum, Curriculum)
+    try:
+        injection = FailureInjection(
+            parse_share(script_args.inject_failures_share),
+            parse_failure_counts(script_args.inject_failures_k),
+            training_args.seed,
+        )
+    except ConfigError as exc:
+        raise SystemExit(str(exc)) from None
 
     set_seed(training_args.seed)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
@@ -341,6 +371,11 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
             plan.first_row + plan.rows - 1,
             plan.stage,
         )
+    injections = {p.stage.name: p.stage.injection(injection) for p in plans}
+    if any(i.active for i in injections.values()):
+        logger.info(
+            "injected execution failures per stage: %s", {n: i.record() for n, i in injections.items()}
+        )
     resume_from = None
     if start:
         resume_from = root / curriculum.stages[start - 1].name
@@ -394,6 +429,7 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
             problem_ids={p.problem: p.id for p in ordered},
             answers={p.problem: p.answer for p in ordered},
             drawn_log=root / f"drawn-rank{process.process_index}.jsonl",
+            injection=first.injection(injection),
         )
         trainer = with_ratio_logging(GRPOTrainer)(
             model=model,
@@ -402,7 +438,7 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
             train_dataset=dataset,
             processing_class=tokenizer,
             rollout_func=rollout,
-            callbacks=[CurriculumCallback(plans, rollout, root), *callbacks],
+            callbacks=[CurriculumCallback(plans, rollout, root, injection), *callbacks],
         )
         if args.use_vllm:
             use_layerwise_reload(trainer.vllm_generation)
@@ -430,13 +466,16 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
             settings |= {"dialect": script_args.dialect, "exec_on": script_args.exec_on}
             if script_args.dialect == "tool_call":
                 settings["tool_name"] = script_args.tool_name
+        training = {"bf16": training_args.bf16, "dtype": model_args.dtype, "precision": precision}
+        if any(i.active for i in injections.values()):  # recovery training: which stages, what share and k
+            training["inject_failures"] = {n: i.record() for n, i in injections.items()}
         for folder in (root, *(root / p.stage.name for p in plans if (root / p.stage.name).is_dir())):
             checkpoint.write(
                 folder,
                 system_prompt=system_prompt,
                 eval_settings=settings,
                 trained_by="recipes/grpo.py",
-                training={"bf16": training_args.bf16, "dtype": model_args.dtype, "precision": precision},
+                training=training,
             )
         print(f"Checkpoint: {root} (stages: {', '.join(p.stage.name for p in plans)})")
         print(f"Evaluate this checkpoint:\n  {eval_command(str(root))}")

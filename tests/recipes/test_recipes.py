@@ -307,6 +307,15 @@ def _drawn(out: Path) -> dict[int, list[str]]:
     return steps
 
 
+def _injected(out: Path) -> dict[int, list[int] | None]:
+    """Injected failures k per row and global step (rank 0's log; None: injection off); a re-run
+    step keeps its last line."""
+    return {
+        row["step"]: row.get("injected")
+        for row in map(json.loads, (out / "drawn-rank0.jsonl").read_text().splitlines())
+    }
+
+
 TINY_STAGES = [
     {"name": "stage1", "max_steps": 1, "max_tokens": 40, "max_tool_calls": 1},
     {"name": "stage2", "max_steps": 1, "max_tokens": 48, "max_tool_calls": 2},
@@ -323,13 +332,32 @@ def test_grpo_curriculum_is_one_run_with_disjoint_stages_and_resumes_exactly(
     os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
     grpo = _recipe("grpo")
     out = tmp_path / "grpo"
-    args = _tiny_grpo_args(tmp_path, tiny_llama_folder, tiny_llama_prefix, out, TINY_STAGES)
+    # Recovery training on from stage 2 (stage 1 overrides the recipe's share with 0); the tiny model
+    # writes no code, so it changes no trajectory: this checks the settings' path and the resume.
+    stages = [{**TINY_STAGES[0], "inject_failures_share": 0.0}, *TINY_STAGES[1:]]
+    args = _tiny_grpo_args(tmp_path, tiny_llama_folder, tiny_llama_prefix, out, stages)
+    args += ["--inject_failures_share", "0.5", "--inject_failures_k", "1,2"]
     assert grpo.main(args) == 0
 
     # Stage lengths as written: 1 + 1 steps, then the 4 problems left at 2 per step.
     history = json.loads((out / "trainer_state.json").read_text())["log_history"]
     steps = [h for h in history if "loss" in h]
     assert [h["step"] for h in steps] == [1, 2, 3, 4]
+    # Whole groups injected (both copies of a problem alike), logged from stage 2 on, recorded.
+    injected = _injected(out)
+    assert sorted(injected) == [0, 1, 2, 3] and injected[0] is None  # stage 1 (step 0): off
+    for step in (1, 2, 3):
+        ks = injected[step]
+        assert ks is not None and ks[0::2] == ks[1::2] and set(ks) <= {0, 1, 2}
+        assert steps[step]["rollout/injected_frac"] == sum(k > 0 for k in ks) / len(ks)
+    assert "rollout/injected_frac" not in steps[0]
+    assert any(any(injected[step] or []) for step in (1, 2, 3))  # seed 0 faults some group
+    record = json.loads((out / "stage3" / "thinc_bench.json").read_text())["training"]["inject_failures"]
+    assert record == {
+        "stage1": {"share": 0.0, "k": [1, 2]},
+        "stage2": {"share": 0.5, "k": [1, 2]},
+        "stage3": {"share": 0.5, "k": [1, 2]},
+    }
     # One linear schedule over the whole run: no restart at a stage boundary.
     assert [h["learning_rate"] for h in steps] == pytest.approx([1e-2, 7.5e-3, 5e-3, 2.5e-3])
     # Adam's state runs on: at the end of stage 2 every parameter has taken 2 steps, not 1.
@@ -356,6 +384,7 @@ def test_grpo_curriculum_is_one_run_with_disjoint_stages_and_resumes_exactly(
     resumed = load_file(str(out / "stage3" / "model.safetensors"))
     assert all(torch.equal(first_run[k], resumed[k]) for k in first_run)
     assert _drawn(out) == first_drawn
+    assert _injected(out) == injected  # the resumed stages inject exactly where the first run did
 
 
 @pytest.mark.slow

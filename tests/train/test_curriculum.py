@@ -63,6 +63,33 @@ def test_unknown_stage_key_is_an_error(tmp_path) -> None:
         load_curriculum(_write(tmp_path, stages))
 
 
+def test_a_stage_may_set_its_own_failure_injection_and_inherits_the_recipes_otherwise(tmp_path) -> None:
+    from thinc_bench.train.injection import FailureInjection
+
+    stages = [
+        {"name": "a", "max_steps": 1, "max_tokens": 20, "max_tool_calls": 1},
+        {"name": "b", "max_steps": 1, "max_tokens": 20, "max_tool_calls": 2, "inject_failures_share": 0.5},
+        {
+            "name": "c",
+            "max_tokens": 30,
+            "max_tool_calls": 3,
+            "inject_failures_k": "1,2",
+            "inject_failures_share": 0,
+        },
+    ]
+    a, b, c = load_curriculum(_write(tmp_path, stages)).stages
+    recipe = FailureInjection(0.25, (3,), seed=9)
+    assert a.injection(recipe) == recipe
+    assert b.injection(recipe) == FailureInjection(0.5, (3,), seed=9)
+    assert c.injection(recipe) == FailureInjection(0.0, (1, 2), seed=9) and not c.injection(recipe).active
+    bad = [{"name": "a", "max_tokens": 20, "max_tool_calls": 1, "inject_failures_k": 0}]
+    with pytest.raises(ConfigError, match="curriculum stage 1: inject_failures_k=0"):
+        load_curriculum(_write(tmp_path, bad))
+    bad = [{"name": "a", "max_tokens": 20, "max_tool_calls": 1, "inject_failures_share": 2}]
+    with pytest.raises(ConfigError, match="curriculum stage 1: inject_failures_share=2"):
+        load_curriculum(_write(tmp_path, bad))
+
+
 def test_resuming_at_a_missing_stage_names_the_stages(tmp_path) -> None:
     with pytest.raises(ConfigError, match="stage1, stage2, stage3"):
         load_curriculum(CONFIGS / "grpo_qwen3_1.7b.yaml").index("stage4")

@@ -101,6 +101,26 @@ def test_a_batch_with_no_scored_row_logs_only_its_unscored_share() -> None:
     assert logged == {UNSCORED_METRIC: 1.0}
 
 
+def test_injected_and_clean_rows_are_rewarded_alike_and_logged_apart() -> None:
+    """Recovery training: an injected row that recovers earns 1 like any right answer; the logs split
+    the reward by injection, over the scored rows (the outage in row 3 is left out)."""
+    columns = _columns() | {"inject_k": [2, 2, 0, 2], "n_injected": [0, 2, 0, 1]}
+    logged: dict[str, float] = {}
+    assert exact_match_reward(["", "", "", ""], log_metric=logged.__setitem__, **columns) == [
+        1.0,
+        0.0,
+        0.0,
+        None,
+    ]
+    assert logged["rollout/injected_frac"] == pytest.approx(2 / 3)
+    assert logged["rollout/reward_injected"] == 0.5  # rows 0 (right) and 1 (wrong)
+    assert logged["rollout/reward_clean"] == 0.0  # row 2
+    assert logged["rollout/injected_failures"] == 1.0  # row 0 wrote no code, row 1 met both
+    plain: dict[str, float] = {}
+    exact_match_reward(["", "", "", ""], log_metric=plain.__setitem__, **_columns())
+    assert not any("inject" in k or "reward_" in k for k in plain)  # injection off: nothing new logged
+
+
 class _DownFor(Generator):
     """Fault injection around a real generator: the backend is down for one trajectory's requests."""
 

@@ -311,3 +311,106 @@ def test_tool_call_trajectories_mask_every_tool_turn(tmp_path, qwen3_tokenizer_d
     )
     assert model == call + "<|im_end|>\\boxed{5}<|im_end|>"
     assert exact_match_reward(out["completion_ids"], ["5"], out["thinc_text"], out["stop_reason"]) == [1.0]
+
+
+def _file_script(tmp_path, marker: str):
+    """Two problems, one script each: block 1 writes a file (and prints 6), block 2 says whether the
+    file exists, then the answer 6. The file name is fresh per test run, so only block 1 can create it."""
+    first = f"```python\nopen('{marker}.txt', 'w').write('ran')\nprint(6)\n```\n```output"
+    second = f"```python\nimport os\nprint(os.path.exists('{marker}.txt'))\n```\n```output"
+    script = tmp_path / "turns.jsonl"
+    lines = [
+        {
+            "problem_id": pid,
+            "turns": ["<think>\nWrite a file, then check it.\n</think>\n" + first, second, "\\boxed{6}"],
+        }
+        for pid in ("right", "wrong")
+    ]
+    script.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return script
+
+
+def test_injected_groups_fail_their_first_executions_unrun_masked_and_are_rewarded_on_the_answer(
+    tmp_path,
+) -> None:
+    import uuid
+
+    from thinc_bench.train.injection import FailureInjection
+
+    generator = load_generator("scripted", str(_file_script(tmp_path, f"ran-{uuid.uuid4().hex}")))
+    right, wrong = "Write a file and answer 6.", "Write a file and answer 7."
+    # A seed at which, at step 0, the problem answered right is faulted and the other one is not.
+    seed = next(
+        s
+        for s in range(100)
+        if (f := FailureInjection(0.5, seed=s)).failures(0, right) and not f.failures(0, wrong)
+    )
+    log = tmp_path / "drawn.jsonl"
+    with Sandbox() as sandbox:
+        rollout = ThincRollout(
+            sandbox,
+            RolloutLimits(max_tokens=2048, max_tool_calls=4),
+            load_system_prompt("thinc"),
+            generator=generator,
+            problem_ids={right: "right", wrong: "wrong"},
+            answers={right: "6", wrong: "7"},
+            drawn_log=log,
+            injection=FailureInjection(0.5, (1,), seed=seed),
+        )
+        out = rollout([right, right, wrong, wrong], None)  # two groups of num_generations=2
+        fault = sandbox.config.fault_output
+    # Whole groups: both copies of the faulted prompt, neither copy of the other.
+    assert out["inject_k"] == [1, 1, 0, 0] and out["n_injected"] == [1, 1, 0, 0]
+    assert json.loads(log.read_text())["injected"] == [1, 1, 0, 0]
+    outputs = [INTERPRETER.findall(text) for text in out["thinc_text"]]
+    # The faulted copies' first block did not run (no file), its output is the injected failure;
+    # their second block ran for real. The clean copies ran both.
+    assert outputs[0] == outputs[1] == [f"\n{fault}\n```\n", "\nFalse\n```\n"]
+    assert outputs[2] == outputs[3] == ["\n6\n```\n", "\nTrue\n```\n"]
+    assert out["n_tool_calls"] == [2, 2, 2, 2] and out["n_exec_errors"] == [1, 1, 0, 0]
+    for ids, mask in zip(out["completion_ids"], out["env_mask"], strict=True):
+        assert mask == [0 if flag else 1 for flag in interpreter_token_flags(generator.tokenizer, ids)]
+    harness = generator.tokenizer.decode(
+        [t for t, m in zip(out["completion_ids"][0], out["env_mask"][0], strict=True) if not m]
+    )
+    assert fault in harness  # the injected failure is interpreter text: never trained on
+    # The reward is the final answer's: the faulted group answered right, the clean one wrong.
+    logged: dict[str, float] = {}
+    rewards = exact_match_reward(
+        out["completion_ids"],
+        ["6", "6", "7", "7"],
+        log_metric=logged.__setitem__,
+        **{k: v for k, v in out.items() if k not in ("completion_ids", "prompt_ids", "logprobs", "env_mask")},
+    )
+    assert rewards == [1.0, 1.0, 0.0, 0.0]
+    assert logged["rollout/injected_frac"] == 0.5
+    assert (logged["rollout/reward_injected"], logged["rollout/reward_clean"]) == (1.0, 0.0)
+    assert logged["rollout/injected_failures"] == 1.0
+
+
+def test_k_failures_fail_the_first_k_executions_and_injection_off_adds_no_column(
+    tmp_path, scripted_turns
+) -> None:
+    import uuid
+
+    from thinc_bench.train.injection import FailureInjection
+
+    generator = load_generator("scripted", str(_file_script(tmp_path, f"ran-{uuid.uuid4().hex}")))
+    with Sandbox() as sandbox:
+        rollout = ThincRollout(
+            sandbox,
+            RolloutLimits(max_tokens=2048, max_tool_calls=4),
+            load_system_prompt("thinc"),
+            generator=generator,
+            problem_ids={"Answer 6.": "right"},
+            injection=FailureInjection(1.0, (3,)),
+        )
+        out = rollout(["Answer 6."], None)
+        fault = sandbox.config.fault_output
+        rollout.injection = FailureInjection()  # what the curriculum callback sets for a stage without
+        clean = rollout(["Answer 6."], None)
+    # k = 3 on a trajectory of two executions: both fail unrun, the third is never asked for.
+    assert INTERPRETER.findall(out["thinc_text"][0]) == [f"\n{fault}\n```\n"] * 2
+    assert out["inject_k"] == [3] and out["n_injected"] == [2]
+    assert INTERPRETER.findall(clean["thinc_text"][0]) == ["\n6\n```\n", "\nTrue\n```\n"]
+    assert "inject_k" not in clean and "n_injected" not in clean

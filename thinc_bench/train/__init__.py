@@ -3,7 +3,8 @@
 `curriculum` parses the GRPO stage schedule out of a recipe YAML and lays it over one recorded
 shuffled order; `stage_callback` switches the stages inside one trainer (a transformers callback);
 `rewards` is the GRPO reward (the one judge, `grading.grade`) with logged statistics gated on it;
-`rollout_func` adapts `thinc_bench.eval.rollout` to TRL's `rollout_func` hook. The recipes
+`rollout_func` adapts `thinc_bench.eval.rollout` to TRL's `rollout_func` hook; `injection` picks
+the groups whose first executions fail (recovery training, eval's Recovery@k mechanism). The recipes
 themselves stay short linear scripts over TRL's trainers; nothing here imports TRL.
 """
 

@@ -3,7 +3,9 @@
 A recipe YAML holds TRL's settings plus one `curriculum:` key, a list of stages, each with a name,
 `max_steps` (generation batches, the paper's steps; None on the last stage: train on what is left of
 the data), `max_tokens` (the completion budget of one rollout, model and interpreter tokens alike;
-the prompt is not counted) and `max_tool_calls`. `split_recipe_config` separates the two so
+the prompt is not counted) and `max_tool_calls`; optionally `inject_failures_share` and
+`inject_failures_k`, the stage's own recovery-training settings (`train.injection`; absent: the
+recipe's). `split_recipe_config` separates the two so
 `TrlParser` sees only its own keys (an unknown key stays an error there).
 
 One trainer runs every stage (one optimizer, one learning-rate schedule). A stage step is one
@@ -27,11 +29,14 @@ from typing import Any
 import yaml
 
 from thinc_bench.errors import ConfigError
+from thinc_bench.train.injection import FailureInjection, parse_failure_counts, parse_share
 
 CURRICULUM_KEY = "curriculum"
 """The YAML key that holds the stage list; everything else in the file belongs to TrlParser."""
 
-_STAGE_KEYS = frozenset({"name", "max_steps", "max_tokens", "max_tool_calls"})
+_STAGE_KEYS = frozenset(
+    {"name", "max_steps", "max_tokens", "max_tool_calls", "inject_failures_share", "inject_failures_k"}
+)
 
 
 @dataclass(frozen=True)
@@ -45,12 +50,25 @@ class Stage:
         max_tokens: completion tokens of one rollout (model and interpreter tokens alike; the prompt
             is not counted).
         max_tool_calls: code executions allowed per rollout.
+        inject_failures_share: share of this stage's GRPO groups whose first k executions fail
+            (`train.injection`); None: the recipe's setting.
+        inject_failures_k: the failure counts k those groups draw from; None: the recipe's setting.
     """
 
     name: str
     max_steps: int | None
     max_tokens: int
     max_tool_calls: int
+    inject_failures_share: float | None = None
+    inject_failures_k: tuple[int, ...] | None = None
+
+    def injection(self, default: FailureInjection) -> FailureInjection:
+        """The stage's failure injection: its own share and counts where set, else the recipe's."""
+        return FailureInjection(
+            default.share if self.inject_failures_share is None else self.inject_failures_share,
+            default.ks if self.inject_failures_k is None else self.inject_failures_k,
+            default.seed,
+        )
 
 
 @dataclass(frozen=True)
@@ -89,7 +107,15 @@ def _stage(raw: Any, position: int, origin: str, last: bool) -> Stage:
     ):
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
             raise ConfigError(f"{where}: {key}={value!r}; use a positive integer")
-    return Stage(str(raw["name"]), steps, int(raw["max_tokens"]), int(raw["max_tool_calls"]))
+    share, ks = raw.get("inject_failures_share"), raw.get("inject_failures_k")
+    return Stage(
+        str(raw["name"]),
+        steps,
+        int(raw["max_tokens"]),
+        int(raw["max_tool_calls"]),
+        None if share is None else parse_share(share, f"{where}: inject_failures_share"),
+        None if ks is None else parse_failure_counts(ks, f"{where}: inject_failures_k"),
+    )
 
 
 def parse_curriculum(raw: Any, origin: str = "<config>") -> Curriculum:

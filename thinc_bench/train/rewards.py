@@ -12,6 +12,10 @@ so an unscored row can leave the loss entirely (`env_mask` 0 on all its tokens) 
 the loss denominator; the reward then reads that verdict (`grade_status`) instead of grading again.
 Per-step statistics (tool calls, execution-error rate, grounding, truncation, the unscored share)
 go through TRL's `log_metric` callback, over the scored rows only; they are not reward functions.
+
+A rollout with injected execution failures (recovery training, `train.injection`) is rewarded like
+any other, on its final answer; while injection is on, the logs split the reward between injected
+and clean rows (`rollout/reward_injected`, `rollout/reward_clean`) so recovery shows over training.
 """
 
 from __future__ import annotations
@@ -77,7 +81,8 @@ def exact_match_reward(
         stop_reason: the rollout's stop reason; `infra_error` means no trajectory to judge.
         grade_status: the rollout's own verdicts (`grade_rollouts`); graded here when absent.
         log_metric: TRL's per-step metric callback; the rollout statistics are logged through it.
-        **columns: the rollout's other columns (`n_tool_calls`, `n_exec_errors` are logged).
+        **columns: the rollout's other columns (`n_tool_calls`, `n_exec_errors`, `inject_k` and
+            `n_injected` are logged).
 
     Returns:
         1.0 correct, 0.0 otherwise, None for an infrastructure failure.
@@ -116,15 +121,21 @@ def rollout_stats(
     rewards: Sequence[float | None],
     n_tool_calls: Sequence[int] | None = None,
     n_exec_errors: Sequence[int] | None = None,
+    inject_k: Sequence[int] | None = None,
+    n_injected: Sequence[int] | None = None,
     **_: Any,
 ) -> dict[str, float]:
     """The batch's statistics over its scored rows (None rewards left out), by log name.
 
     `unscored_frac` is over every row; `tool_calls` is code executions per trajectory,
     `exec_error_rate` the share of a trajectory's executions that failed (trajectories that ran
-    code), `grounded` whether the final answer equals a printed value (trajectories with an
-    answer), `truncated` whether the token budget or tool-call limit stopped it. A statistic with
-    no row to average is left out.
+    code; injected failures count), `grounded` whether the final answer equals a printed value
+    (trajectories with an answer), `truncated` whether the token budget or tool-call limit stopped
+    it. With injection on (`inject_k` given): `injected_frac` the share of
+    rows given k > 0 failures, `reward_injected` / `reward_clean` the mean reward of those rows and
+    of the others (as eval's Recovery@k, over every injected row, whether or not it met its
+    failures), `injected_failures` the failures an injected row met (below k: it stopped running
+    code first). A statistic with no row to average is left out.
     """
     scored = [i for i, r in enumerate(rewards) if r is not None]
     stats: dict[str, float | None] = {UNSCORED_METRIC: 1 - len(scored) / len(rewards) if rewards else None}
@@ -139,4 +150,13 @@ def rollout_stats(
             stats[STAT_PREFIX + "exec_error_rate"] = _mean(
                 [n_exec_errors[i] / n_tool_calls[i] for i in scored if n_tool_calls[i]]
             )
+    if inject_k is not None:
+        injected = [i for i in scored if inject_k[i] > 0]
+        stats[STAT_PREFIX + "injected_frac"] = _mean([float(inject_k[i] > 0) for i in scored])
+        stats[STAT_PREFIX + "reward_injected"] = _mean([float(rewards[i] or 0) for i in injected])
+        stats[STAT_PREFIX + "reward_clean"] = _mean(
+            [float(rewards[i] or 0) for i in scored if not inject_k[i]]
+        )
+        if n_injected is not None:
+            stats[STAT_PREFIX + "injected_failures"] = _mean([float(n_injected[i]) for i in injected])
     return {k: v for k, v in stats.items() if v is not None}

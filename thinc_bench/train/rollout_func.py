@@ -24,6 +24,13 @@ Given the gold answers (`answers`), it grades its trajectories with the reward's
 (an infrastructure failure, a grader timeout or crash) gets `env_mask` 0 on every token, so TRL's
 DAPO loss denominator counts the tokens of scored rows only, and the reward reads the same verdict.
 
+With `injection` on (`train.injection.FailureInjection`), the whole group of a chosen prompt gets
+its first k executions failed through the session exactly as eval's Recovery@k does
+(`Sandbox.session(inject_failures=k)`: the code is not run; the output is the sandbox's
+`fault_output`, an interpreter block with `env_mask` 0 like every other); the reward stays the final
+answer's. The columns `inject_k` (k given) and `n_injected` (failures the trajectory met) come back
+for the per-step logs, only while injection is on.
+
 A trajectory that never produced a token (the backend failed on the first turn) cannot go to TRL
 as it is: TRL reads every completion's last token, and one rank raising there leaves the others
 waiting in a collective. It comes back as one placeholder token (EOS) with `env_mask` 0 (no loss)
@@ -48,6 +55,7 @@ from thinc_bench.backends.base import Generator, SamplingParams
 from thinc_bench.errors import BackendUnavailable, ConfigError
 from thinc_bench.eval import rollout as engine
 from thinc_bench.prompts import build_messages, python_tool, render_prompt_ids
+from thinc_bench.train.injection import FailureInjection
 
 if TYPE_CHECKING:
     from thinc_bench.sandbox import Sandbox
@@ -82,9 +90,12 @@ class ThincRollout:
         problem_ids: problem text -> id, so each trajectory's request id names its problem (logs, and
             the scripted backend picks its script by it); unknown texts are called "problem".
         drawn_log: a JSONL file this process appends one line to per call, `{"step", "problems"}`
-            (the ids it rolled out at that global step): which problems each stage really drew.
+            (the ids it rolled out at that global step): which problems each stage really drew;
+            with injection on, also `"injected"` (each row's k).
         answers: problem text -> gold answer; when a text is known, its trajectories are graded here
             and an unscored one leaves the loss (`env_mask` 0); empty: the reward grades alone.
+        injection: which groups get injected execution failures (recovery training; the
+            recipe's curriculum callback sets each stage's); the default injects none.
     """
 
     sandbox: Sandbox
@@ -99,6 +110,7 @@ class ThincRollout:
     problem_ids: dict[str, str] = field(default_factory=dict)
     drawn_log: Path | None = None
     answers: dict[str, str] = field(default_factory=dict)
+    injection: FailureInjection = field(default_factory=FailureInjection)
     _calls: int = field(default=0, init=False, repr=False)
     _step_calls: tuple[int, int] = field(default=(-1, 0), init=False, repr=False)
     """(global step, calls made in it): the seed's call index restarts at every step."""
@@ -112,11 +124,18 @@ class ThincRollout:
         """
         self._calls += 1
         problems = [_problem_text(p) for p in prompts]
+        step = int(getattr(getattr(trainer, "state", None), "global_step", 0) or 0)
+        # Per problem and step, never per row: every copy of a prompt, on whichever rank, gets the same k.
+        faults = [self.injection.failures(step, p) for p in problems]
         if self.drawn_log is not None:
-            step = int(getattr(getattr(trainer, "state", None), "global_step", 0) or 0)
-            ids = [self.problem_ids.get(p, "problem") for p in problems]
+            drawn: dict[str, Any] = {
+                "step": step,
+                "problems": [self.problem_ids.get(p, "problem") for p in problems],
+            }
+            if self.injection.active:
+                drawn["injected"] = faults
             with self.drawn_log.open("a", encoding="utf-8") as handle:
-                handle.write(json.dumps({"step": step, "problems": ids}) + "\n")
+                handle.write(json.dumps(drawn) + "\n")
         want_logprobs = bool(getattr(trainer, "use_vllm", False))
         seed = (
             None
@@ -124,10 +143,14 @@ class ThincRollout:
             else sampling_seed(trainer, self._call_in_step(trainer))
         )
         if self.generator is not None:
-            results = asyncio.run(self._run_all(problems, self.generator, want_logprobs, seed, close=False))
+            results = asyncio.run(
+                self._run_all(problems, faults, self.generator, want_logprobs, seed, close=False)
+            )
         else:
             with self._policy_generator(trainer, seed) as generator:
-                results = asyncio.run(self._run_all(problems, generator, want_logprobs, seed, close=True))
+                results = asyncio.run(
+                    self._run_all(problems, faults, generator, want_logprobs, seed, close=True)
+                )
         logprobs = None
         if want_logprobs:
             if any(r.logprobs is None for r in results):
@@ -138,6 +161,11 @@ class ThincRollout:
             # NaN where unknown: TRL leaves those tokens' importance ratio at 1.
             logprobs = [r.logprobs or [math.nan] * len(r.completion_ids) for r in results]
         extra = self._grade(problems, results)
+        if self.injection.active:
+            extra |= {
+                "inject_k": faults,
+                "n_injected": [sum(e.injected for e in r.executions) for r in results],
+            }
         return {
             "prompt_ids": [r.prompt_ids for r in results],
             "completion_ids": [r.completion_ids for r in results],
@@ -216,7 +244,14 @@ class ThincRollout:
         return self._step_calls[1] - 1
 
     async def _run_all(
-        self, problems: list[str], generator: Generator, logprobs: bool, seed: int | None, *, close: bool
+        self,
+        problems: list[str],
+        faults: list[int],
+        generator: Generator,
+        logprobs: bool,
+        seed: int | None,
+        *,
+        close: bool,
     ) -> list[engine.RolloutResult]:
         # One seed per trajectory: a rank's copies of a prompt differ, and a resumed run samples as the
         # uninterrupted one did, whatever the engine (hf, colocated vLLM, server) and its batching.
@@ -224,7 +259,10 @@ class ThincRollout:
         try:
             return list(
                 await asyncio.gather(
-                    *(self._one(p, i, generator, logprobs, seeds[i]) for i, p in enumerate(problems))
+                    *(
+                        self._one(p, i, faults[i], generator, logprobs, seeds[i])
+                        for i, p in enumerate(problems)
+                    )
                 )
             )
         finally:
@@ -232,7 +270,7 @@ class ThincRollout:
                 await generator.aclose()
 
     async def _one(
-        self, problem: str, index: int, generator: Generator, logprobs: bool, seed: int | None
+        self, problem: str, index: int, faults: int, generator: Generator, logprobs: bool, seed: int | None
     ) -> engine.RolloutResult:
         messages = build_messages(problem, self.system_prompt)
         if self.dialect == "tool_call":
@@ -243,7 +281,7 @@ class ThincRollout:
         params = SamplingParams(
             temperature=self.temperature, max_tokens=self.limits.max_tokens, seed=seed, logprobs=logprobs
         )
-        session = await asyncio.to_thread(self.sandbox.session)
+        session = await asyncio.to_thread(self.sandbox.session, inject_failures=faults)
         try:
             result = await engine.rollout(
                 generator,

@@ -3,7 +3,7 @@
 One trainer runs all stages, so the optimizer state and the learning-rate schedule run on across
 stage boundaries (a trainer per stage restarted both: a sawtooth learning rate and a cold Adam).
 `CurriculumCallback` sets the rollout's token budget and tool-call limit before every optimizer step
-from the stage that step belongs to, and asks the trainer for a full checkpoint (weights, tokenizer,
+(and its failure injection, `train.injection`) from the stage that step belongs to, and asks the trainer for a full checkpoint (weights, tokenizer,
 optimizer, scheduler, RNG states, trainer state) at every stage's last step. The checkpoint the
 trainer writes as `checkpoint-N` is renamed `OUTPUT_DIR/<stage>` once every process has finished
 writing its part (DeepSpeed shards, per-rank RNG states), and no process goes on before the rename:
@@ -22,6 +22,7 @@ from transformers import TrainerCallback
 
 from thinc_bench.eval.rollout import RolloutLimits
 from thinc_bench.train.curriculum import StagePlan, stage_at
+from thinc_bench.train.injection import FailureInjection
 
 logger = logging.getLogger(__name__)
 
@@ -31,14 +32,24 @@ class CurriculumCallback(TrainerCallback):
 
     Args:
         plans: the stages laid out over global steps (`plan_stages`).
-        rollout: the rollout function (anything with a settable `limits`).
+        rollout: the rollout function (anything with a settable `limits`, and `injection` when
+            `injection` is given).
         output_dir: the trainer's output folder.
+        injection: the recipe's failure injection, which each stage may override; None leaves
+            `rollout.injection` alone.
     """
 
-    def __init__(self, plans: Sequence[StagePlan], rollout: Any, output_dir: str | Path) -> None:
+    def __init__(
+        self,
+        plans: Sequence[StagePlan],
+        rollout: Any,
+        output_dir: str | Path,
+        injection: FailureInjection | None = None,
+    ) -> None:
         self.plans = tuple(plans)
         self.rollout = rollout
         self.output_dir = Path(output_dir)
+        self.injection = injection
         self._ends = {p.end_step: p for p in self.plans}
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **_: Any) -> None:
@@ -74,3 +85,8 @@ class CurriculumCallback(TrainerCallback):
         if self.rollout.limits != limits:
             logger.info("step %d: stage %s (%s)", step, stage.name, limits)
             self.rollout.limits = limits
+        if self.injection is not None:
+            injection = stage.injection(self.injection)
+            if self.rollout.injection != injection:
+                logger.info("step %d: stage %s injects failures %s", step, stage.name, injection)
+                self.rollout.injection = injection
