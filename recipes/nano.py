@@ -74,7 +74,8 @@ block for it (SmolLM2 never opens an output block by itself, so `output_open` me
 RECOVERY_SHARE = 0.3
 """Share of the recovery twin's problems whose trajectory fails (for real, in the sandbox) and is fixed."""
 INJECT_SHARE = 0.5
-"""Share of the injected-failure GRPO run's rollout groups whose first execution is an injected failure."""
+"""Share of the injected-failure GRPO run's rollout groups whose first 1 or 2 executions (drawn per
+group) are injected failures, as eval's Recovery@1 and @2 inject them."""
 
 
 @dataclass
@@ -253,7 +254,7 @@ def _commands(args: NanoArgs) -> dict[str, tuple[list[list[str]], Path]]:
             out / "eval" / "grpo" / done,
         ),
         "grpo-inject": (
-            [grpo("grpo-inject", "--inject_failures_share", str(INJECT_SHARE))],
+            [grpo("grpo-inject", "--inject_failures_share", str(INJECT_SHARE), "--inject_failures_k", "1,2")],
             out / "grpo-inject" / "thinc_bench.json",
         ),
         "eval-grpo-inject": (
