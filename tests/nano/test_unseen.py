@@ -23,6 +23,11 @@ def _numbers(text: str) -> list[int]:
     return [int(re.sub(r"\D", "", m)) for m in NUMBER.findall(text)]
 
 
+def _range_answer(family: str, lo: int, hi: int, *, exclusive: bool) -> int:
+    primes = list(sympy.primerange(lo + 1, hi) if exclusive else sympy.primerange(lo, hi + 1))
+    return len(primes) if family == "prime_count" else sum(primes)
+
+
 def _from_text(family: str, phrasing: int, text: str) -> int:
     """The answer a careful reader computes from the sentence: numbers parsed from it, SymPy's arithmetic."""
     nums = _numbers(text)
@@ -37,10 +42,7 @@ def _from_text(family: str, phrasing: int, text: str) -> int:
         return sum(sympy.ntheory.digits(int(sympy.Integer(a) ** e))[1:])
     if family in ("prime_count", "prime_sum"):
         lo, hi = nums
-        if (family, phrasing) in EXCLUSIVE:
-            lo, hi = lo + 1, hi - 1
-        primes = list(sympy.primerange(lo, hi + 1))
-        return len(primes) if family == "prime_count" else sum(primes)
+        return _range_answer(family, lo, hi, exclusive=(family, phrasing) in EXCLUSIVE)
     if family in ("gcd", "lcm"):
         a, b = nums
         return int(sympy.igcd(a, b) if family == "gcd" else sympy.ilcm(a, b))
@@ -62,6 +64,16 @@ def test_every_answer_is_what_the_sentence_asks(unseen) -> None:
         if p.answer != _from_text(p.family, p.meta["phrasing"], p.problem)
     ]
     assert wrong == []
+
+
+def test_reading_the_bounds_the_other_way_changes_every_range_answer(unseen) -> None:
+    ranges = [p for p in unseen if p.family in ("prime_count", "prime_sum")]
+    assert len(ranges) == 16 and {(p.family, p.meta["phrasing"]) for p in ranges} >= EXCLUSIVE
+    for p in ranges:
+        lo, hi = _numbers(p.problem)
+        assert sympy.isprime(lo) and sympy.isprime(hi), p.problem
+        misread = (p.family, p.meta["phrasing"]) not in EXCLUSIVE
+        assert p.answer != _range_answer(p.family, lo, hi, exclusive=misread), p.problem
 
 
 def test_hand_worked_wordings() -> None:

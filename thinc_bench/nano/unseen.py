@@ -7,14 +7,16 @@ as tuples, "strictly between" read as inclusive, a LaTeX power). These phrasings
 only (never in `Family.phrasings`, which is all the training generator draws from) and cover those
 forms: separators (`22,275`, `22{,}275`, `22\\,275`, `22 275`), operations in words, LaTeX (`\\gcd`,
 `\\operatorname{lcm}`, `\\equiv \\pmod{}`), stories, and exclusive bounds, whose answer follows the
-wording (`UnseenPhrasing.substance`). Numbers come from the test hash space, from a stream of their
-own that skips the seen part's problems, so the part shares no problem with train or with `nano`.
+wording (`UnseenPhrasing.substance`) and, with both ends prime, changes if read the other way.
+Numbers come from the test hash space, from a stream of their own that skips the seen part's
+problems, so the part shares no problem with train or with `nano`.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
+import math
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -155,6 +157,24 @@ UNSEEN_PHRASINGS: Mapping[str, tuple[UnseenPhrasing, ...]] = {
 """Per trained family, its test-only wordings (3-4 each; none is in the family's `phrasings`)."""
 
 
+def _is_prime(n: int) -> bool:
+    return n > 1 and all(n % d for d in range(2, math.isqrt(n) + 1))
+
+
+def _prime_ends(stated: dict[str, int]) -> dict[str, int]:
+    """A range's ends moved up to primes, so reading its bounds the other way changes the answer.
+
+    With ends drawn at random both are composite nine times in ten, and a model that reads "strictly
+    between" as inclusive (or "up to and including" as exclusive) would still score.
+    """
+    if "lo" not in stated:
+        return stated
+    lo, hi = stated["lo"], stated["hi"]
+    lo = next(n for n in itertools.count(lo) if _is_prime(n))
+    hi = next(n for n in itertools.count(max(hi, lo + 1)) if _is_prime(n))
+    return {**stated, "lo": lo, "hi": hi}
+
+
 @functools.lru_cache(maxsize=4)
 def _seen_keys(seed: int) -> frozenset[tuple[str, tuple[tuple[str, int], ...]]]:
     return frozenset(key(f.name, q) for f, q, _ in itertools.islice(stream("test", seed), SEEN_GUARD))
@@ -177,7 +197,7 @@ def generate_unseen(n: int | None = None, seed: int = DEFAULT_SEED) -> list[Nano
         phrasings = UNSEEN_PHRASINGS[fam.name]
         k = len(out) // len(FAMILIES) % len(phrasings)
         phrasing = phrasings[k]
-        stated = fam.draw(rng)
+        stated = _prime_ends(fam.draw(rng))
         substance = phrasing.substance(stated)
         keys = {key(fam.name, stated), key(fam.name, substance)}
         if keys & taken or any(split_of(fam.name, q, seed) != "test" for q in (stated, substance)):
