@@ -62,6 +62,7 @@ class UnseenPhrasing:
         return dict(stated)
 
     def answer(self, stated: Mapping[str, int]) -> int:
+        """The right answer to `text(stated)`."""
         return family(self.family).answer(self.substance(stated))
 
 
@@ -186,7 +187,9 @@ def generate_unseen(n: int | None = None, seed: int = DEFAULT_SEED) -> list[Nano
     Families in turn and, within a family, its phrasings in turn, so each wording is measured. A
     problem is kept only if both its stated and its counted numbers hash to the test split and
     belong to no earlier problem nor to the seen part's first `SEEN_GUARD`: `nano_unseen` shares no
-    problem with `nano_train` or `nano`, and a smaller `n` is a prefix of a larger one.
+    problem with `nano_train` or `nano`, and a smaller `n` is a prefix of a larger one. A problem's
+    `params` are the numbers its answer counts (comparable with train's); `meta["stated"]` are the
+    numbers its sentence writes (for a prime range, both ends prime).
     """
     n = UNSEEN_SIZE if n is None else n
     rng = random.Random(f"thinc-nano-unseen/{seed}")
