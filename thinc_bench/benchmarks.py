@@ -268,7 +268,7 @@ PAPER_BENCHMARKS: tuple[str, ...] = ("aime2024", "aime2025", "aime2026", "hmmt_f
 """The five benchmarks of the ThinC paper's headline table, in its order."""
 
 GENERATED: dict[str, tuple[str, str]] = {
-    "nano": ("test", "ThinC-nano test split (100): integer problems for Python, generated from a seed"),
+    "nano": ("seen", "ThinC-nano test split (100): integer problems for Python, generated from a seed"),
     "nano_unseen": (
         "unseen",
         "ThinC-nano test part (64): the same 8 families in phrasings training never uses",

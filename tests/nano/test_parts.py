@@ -9,7 +9,7 @@ from thinc_bench import benchmarks, nano
 from thinc_bench.eval.__main__ import parse_config
 from thinc_bench.eval.run import load_problems
 
-TEST_PARTS = {"nano": "test", "nano_unseen": "unseen", "nano_families": "families"}
+TEST_PARTS = {"nano": "seen", "nano_unseen": "unseen", "nano_families": "families"}
 
 
 def test_each_test_part_is_a_benchmark_with_its_own_ids() -> None:
@@ -28,9 +28,8 @@ def test_each_test_part_is_a_benchmark_with_its_own_ids() -> None:
             (g.id, g.problem, str(g.answer)) for g in generated
         ]
         assert all(p.benchmark == name and p.meta["family"] for p in loaded[name])
-    assert {p.meta["part"] for name in ("nano_unseen", "nano_families") for p in loaded[name]} == {
-        "unseen",
-        "families",
+    assert {name: {p.meta["part"] for p in ps} for name, ps in loaded.items()} == {
+        name: {part} for name, part in TEST_PARTS.items()
     }
     assert loaded["nano"] == benchmarks.load("nano", data_dir="/nonexistent")  # the seen part, as before
 
@@ -45,7 +44,10 @@ def test_no_two_parts_share_a_problem() -> None:
         for b in names[i + 1 :]:
             assert not keys[a] & keys[b], (a, b)
             assert not texts[a] & texts[b], (a, b)
-    assert nano.generate_part("train", 5) == nano.generate("train", 5)
+    same = [(p.id, p.problem, p.answer, p.meta) for p in nano.generate("train", 5)]
+    assert [(p.id, p.problem, p.answer, p.meta) for p in nano.generate_part("train", 5)] == [
+        (i, t, a, {**m, "part": "train"}) for i, t, a, m in same
+    ]
     with pytest.raises(ValueError, match="nano part 'valid'.*unseen"):
         nano.generate_part("valid")  # type: ignore[arg-type]
 

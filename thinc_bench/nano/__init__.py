@@ -7,7 +7,7 @@ benchmark and training source) and three test parts, each its own benchmark, bec
 cannot tell a learnt skill from learnt sentences: `generate("test")` (`nano`, the training's
 phrasings), `generate_unseen` (`nano_unseen`, the same families in test-only phrasings) and
 `generate_families` (`nano_families`, families never trained on, made of trained steps).
-`generate_part` reaches all four by name. No two share a problem.
+`generate_part` reaches all four by name (train, seen, unseen, families). No two share a problem.
 """
 
 from thinc_bench.nano.held_out import FAMILIES_SIZE, HELD_OUT_FAMILIES, HELD_OUT_NAMES, generate_families
