@@ -268,22 +268,31 @@ PAPER_BENCHMARKS: tuple[str, ...] = ("aime2024", "aime2025", "aime2026", "hmmt_f
 """The five benchmarks of the ThinC paper's headline table, in its order."""
 
 GENERATED: dict[str, tuple[str, str]] = {
-    "nano": ("test", "ThinC-nano test split (100): integer problems for Python, generated from a seed"),
+    "nano": ("seen", "ThinC-nano test split (100): integer problems for Python, generated from a seed"),
+    "nano_unseen": (
+        "unseen",
+        "ThinC-nano test part (64): the same 8 families in phrasings training never uses",
+    ),
+    "nano_families": (
+        "families",
+        "ThinC-nano test part (48): 3 families never trained on, each a chain of trained steps",
+    ),
     "nano_train": (
         "train",
         "ThinC-nano train split (2000), disjoint from `nano`; what the nano recipes train on",
     ),
 }
-"""Benchmarks generated here (`thinc_bench.nano`), by name: their split and description. No data dir."""
+"""Benchmarks generated here (`thinc_bench.nano`), by name: their part (`nano.generate_part`) and
+description. No data dir. The three test parts share no problem with train or with each other."""
 
 
-def nano_problems(split: str, name: str, limit: int | None = None) -> list[Problem]:
-    """The nano task's problems of one split as `Problem`s (family and phrasing in `meta`)."""
+def nano_problems(part: str, name: str, limit: int | None = None) -> list[Problem]:
+    """The nano task's problems of one part as `Problem`s (family, phrasing and part in `meta`)."""
     from thinc_bench import nano
 
     return [
         Problem(p.id, p.problem, str(p.answer), name, dict(p.meta))
-        for p in nano.generate(split, limit)  # type: ignore[arg-type]
+        for p in nano.generate_part(part, limit)  # type: ignore[arg-type]
     ]
 
 

@@ -1,28 +1,49 @@
 """ThinC-nano: the paper's claim in miniature, on a CPU.
 
-A generated integer task (`generate`, registered as the `nano` benchmark and training source) and a
-template teacher (`thinc_turns`, `nl_turns`, `write_script`) whose trajectories the scripted backend
-replays through the real sandbox and build_sft's filters. `make nano` runs the whole chain.
+A generated integer task and a template teacher (`thinc_turns`, `nl_turns`, `write_script`) whose
+trajectories the scripted backend replays through the real sandbox and build_sft's filters. `make
+nano` runs the whole chain. The task has a train split (`generate("train")`, the `nano_train`
+benchmark and training source) and three test parts, each its own benchmark, because one accuracy
+cannot tell a learnt skill from learnt sentences: `generate("test")` (`nano`, the training's
+phrasings), `generate_unseen` (`nano_unseen`, the same families in test-only phrasings) and
+`generate_families` (`nano_families`, families never trained on, made of trained steps).
+`generate_part` reaches all four by name (train, seen, unseen, families). No two share a problem.
 """
 
+from thinc_bench.nano.held_out import FAMILIES_SIZE, HELD_OUT_FAMILIES, HELD_OUT_NAMES, generate_families
+from thinc_bench.nano.parts import PART_SIZES, Part, generate_part
 from thinc_bench.nano.problems import (
     DEFAULT_SEED,
     FAMILIES,
     FAMILY_NAMES,
     SPLIT_SIZES,
+    Family,
     NanoProblem,
     generate,
     split_of,
 )
 from thinc_bench.nano.teacher import nl_turns, thinc_turns, write_script
+from thinc_bench.nano.unseen import UNSEEN_PHRASINGS, UNSEEN_SIZE, UnseenPhrasing, generate_unseen
 
 __all__ = [
     "DEFAULT_SEED",
     "FAMILIES",
+    "FAMILIES_SIZE",
     "FAMILY_NAMES",
+    "HELD_OUT_FAMILIES",
+    "HELD_OUT_NAMES",
+    "PART_SIZES",
     "SPLIT_SIZES",
+    "UNSEEN_PHRASINGS",
+    "UNSEEN_SIZE",
+    "Family",
     "NanoProblem",
+    "Part",
+    "UnseenPhrasing",
     "generate",
+    "generate_families",
+    "generate_part",
+    "generate_unseen",
     "nl_turns",
     "split_of",
     "thinc_turns",

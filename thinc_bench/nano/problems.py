@@ -1,6 +1,6 @@
 """The nano task: integer problems a 135M model cannot do in its head and can do in a few lines of Python.
 
-Seven families (products of 4-6-digit numbers, modular powers with large exponents, digit sums of
+Eight families (products of 4-6-digit numbers, modular powers with large exponents, digit sums of
 large powers, counts and sums of primes in a range, gcd and lcm of large numbers, divisor counts),
 each with several phrasings, so a model learns the skill rather than one sentence. Problems come
 from a seeded stream; each is assigned to `train` or `test` by a hash of its family and numbers
@@ -11,9 +11,10 @@ and a split's first N problems are the same whatever N a caller asks for. Nothin
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -220,17 +221,8 @@ def generate(split: Split, n: int | None = None, seed: int = DEFAULT_SEED) -> li
     if split not in SPLIT_SIZES:
         raise ValueError(f"nano split {split!r}; use train or test")
     n = SPLIT_SIZES[split] if n is None else n
-    rng = random.Random(f"thinc-nano/{seed}")
     out: list[NanoProblem] = []
-    seen: set[tuple[str, tuple[tuple[str, int], ...]]] = set()
-    while len(out) < n:
-        fam = FAMILIES[len(out) % len(FAMILIES)]  # balanced: each family's turn lasts until it lands here
-        params = fam.draw(rng)
-        phrasing = rng.randrange(len(fam.phrasings))
-        key = (fam.name, tuple(sorted(params.items())))
-        if key in seen or split_of(fam.name, params, seed) != split:
-            continue
-        seen.add(key)
+    for fam, params, phrasing in itertools.islice(stream(split, seed), n):
         text = fam.phrasings[phrasing].format(**params, m_minus_1=params.get("m", 1) - 1)
         out.append(
             NanoProblem(
@@ -243,3 +235,26 @@ def generate(split: Split, n: int | None = None, seed: int = DEFAULT_SEED) -> li
             )
         )
     return out
+
+
+def key(family_name: str, params: Mapping[str, int]) -> tuple[str, tuple[tuple[str, int], ...]]:
+    """A problem's substance: its family and numbers (what the splits and parts must not share)."""
+    return (family_name, tuple(sorted(params.items())))
+
+
+def stream(split: Split, seed: int = DEFAULT_SEED) -> Iterator[tuple[Family, dict[str, int], int]]:
+    """The endless draw behind `generate` (family, numbers, phrasing index), without the answers.
+
+    Apart from `generate` so the other test parts can exclude the seen part's problems cheaply.
+    """
+    rng = random.Random(f"thinc-nano/{seed}")
+    seen: set[tuple[str, tuple[tuple[str, int], ...]]] = set()
+    while True:
+        fam = FAMILIES[len(seen) % len(FAMILIES)]  # balanced: each family's turn lasts until it lands here
+        params = fam.draw(rng)
+        phrasing = rng.randrange(len(fam.phrasings))
+        k = key(fam.name, params)
+        if k in seen or split_of(fam.name, params, seed) != split:
+            continue
+        seen.add(k)
+        yield fam, params, phrasing

@@ -1,0 +1,42 @@
+"""The nano task's parts by name, so callers (the benchmark registry) need not know which module draws which.
+
+`train` is what the recipes train on (the train split); `seen` (the `nano` benchmark, the test split)
+asks the same families in the training's phrasings; `unseen` asks them in phrasings training never
+uses; `families` asks families training never draws, made of trained steps. The three test parts
+share no problem with train nor with each other, so each measures one kind of generalisation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Literal
+
+from thinc_bench.nano.held_out import FAMILIES_SIZE, generate_families
+from thinc_bench.nano.problems import DEFAULT_SEED, SPLIT_SIZES, NanoProblem, generate
+from thinc_bench.nano.unseen import UNSEEN_SIZE, generate_unseen
+
+Part = Literal["train", "seen", "unseen", "families"]
+PART_SIZES: Mapping[str, int] = {
+    "train": SPLIT_SIZES["train"],
+    "seen": SPLIT_SIZES["test"],
+    "unseen": UNSEEN_SIZE,
+    "families": FAMILIES_SIZE,
+}
+"""Problems per part as registered: train 2000, seen 100, unseen 64, families 48."""
+
+
+def generate_part(part: Part, n: int | None = None, seed: int = DEFAULT_SEED) -> list[NanoProblem]:
+    """The first `n` problems (default: the registered size) of one part, its name in each `meta`.
+
+    Raises:
+        ValueError: an unknown part.
+    """
+    if part == "unseen":
+        return generate_unseen(n, seed)
+    if part == "families":
+        return generate_families(n, seed)
+    if part not in ("train", "seen"):
+        raise ValueError(f"nano part {part!r}; use one of {', '.join(PART_SIZES)}")
+    problems = generate("test" if part == "seen" else "train", n, seed)
+    return [dataclasses.replace(p, meta={**p.meta, "part": part}) for p in problems]
