@@ -1,7 +1,8 @@
 """ThinC-nano: the paper's claim in miniature, on a CPU.
 
 A generated integer task (`generate`, registered as the `nano` benchmark and training source) and a
-template teacher (`thinc_turns`, `nl_turns`, `write_script`) whose trajectories the scripted backend
+template teacher (`thinc_turns`, `nl_turns`, `write_script`; `recovery_plan` says which scripts fail
+before they fix, for `build_sft --recovery-share`) whose trajectories the scripted backend
 replays through the real sandbox and build_sft's filters. `make nano` runs the whole chain.
 """
 
@@ -14,7 +15,7 @@ from thinc_bench.nano.problems import (
     generate,
     split_of,
 )
-from thinc_bench.nano.teacher import nl_turns, thinc_turns, write_script
+from thinc_bench.nano.teacher import Recovery, Slip, nl_turns, recovery_plan, thinc_turns, write_script
 
 __all__ = [
     "DEFAULT_SEED",
@@ -22,8 +23,11 @@ __all__ = [
     "FAMILY_NAMES",
     "SPLIT_SIZES",
     "NanoProblem",
+    "Recovery",
+    "Slip",
     "generate",
     "nl_turns",
+    "recovery_plan",
     "split_of",
     "thinc_turns",
     "write_script",

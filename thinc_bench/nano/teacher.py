@@ -181,7 +181,7 @@ def _slips(*rows: tuple[str, str, str]) -> tuple[Slip, ...]:
     return tuple(Slip(kind, code, fix) for kind, code, fix in rows)
 
 
-_SLIPS: Mapping[str, tuple[Slip, ...]] = {
+SLIPS: Mapping[str, tuple[Slip, ...]] = {
     "product": _slips(
         (
             "NameError",
@@ -434,7 +434,7 @@ def recovery_plan(problem: NanoProblem, seed: int = 0, share: float = 0.0) -> Re
     if rng.random() >= share:
         return None
     failures = MAX_FAILED_ATTEMPTS if rng.random() < TWICE_SHARE else 1
-    slips = tuple(rng.sample(_SLIPS[problem.family], failures))
+    slips = tuple(rng.sample(SLIPS[problem.family], failures))
     return Recovery(slips, again=rng.random() < AGAIN_SHARE)
 
 
