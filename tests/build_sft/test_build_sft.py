@@ -18,6 +18,7 @@ from thinc_bench.backends import smollm2_gguf
 from thinc_bench.backends._sources import load_tokenizer
 from thinc_bench.build_sft import __main__ as build_sft
 from thinc_bench.build_sft.config import BuildSFTConfig
+from thinc_bench.build_sft.dataset import format_funnel
 from thinc_bench.errors import ConfigError
 from thinc_bench.prompts import render_prompt_ids
 
@@ -216,6 +217,116 @@ def test_a_trajectory_cut_by_the_token_budget_is_counted_apart_not_kept(tmp_path
     assert _removed(out)["finished"] == 1 and stats["counts"]["kept"] == 0
     (example,) = stats["rejected_examples"]["finished"]
     assert (example["reason"], example["all_failed"]) == ("stopped by max_tokens", ["finished"])
+
+
+def _blocks(*codes: str) -> list[str]:
+    turns = [f"```python\n{code}\n```\n{STOP}" for code in codes]
+    return ["<think>\nCompute it, check it, print it.\n</think>\n" + turns[0], *turns[1:]]
+
+
+RECOVERY_TURNS = {
+    "clean-1": [*_blocks("ans = 6 * 7\nprint(ans)", "print(ans % 7 == 0)", "print(ans)"), "\\boxed{42}"],
+    "clean-2": [*_blocks("ans = 5 * 9\nprint(ans)", "print(ans % 9 == 0)", "print(ans)"), "\\boxed{45}"],
+    "recovered-1": [
+        *_blocks(
+            "ans = 6 * sevn\nprint(ans)", "ans = 6 * 8\nprint(ans)", "print(ans % 8 == 0)", "print(ans)"
+        ),
+        "\\boxed{48}",
+    ],
+    "recovered-2": [
+        *_blocks(
+            "import maths\nans = maths.prod([7, 9])",
+            "import math\nans = math.prod([7, 9])\nprint(ans)",
+            "print(ans % 9 == 0)",
+            "print(ans)",
+        ),
+        "\\boxed{63}",
+    ],
+    # the answer is printed only by a block that then fails; the blocks after it run clean
+    "ungrounded": [
+        *_blocks("print(8 * 9)\n1 / 0", "x = 8 * 9", "print(x % 9 == 0)", "print(x > 70)"),
+        "\\boxed{72}",
+    ],
+    # failed at the end
+    "late-failure": [
+        *_blocks("ans = 4 * 9\nprint(ans)", "print(ans % 9 == 0)", "print(ans)", "print(ans / 0)"),
+        "\\boxed{36}",
+    ],
+}
+RECOVERY_GOLDS = {
+    "clean-1": 42,
+    "clean-2": 45,
+    "recovered-1": 48,
+    "recovered-2": 63,
+    "ungrounded": 72,
+    "late-failure": 36,
+}
+
+
+def test_a_model_teachers_recovered_trajectories_are_kept_up_to_the_share(tmp_path) -> None:
+    rows = [
+        {"id": pid, "problem": f"Problem {pid}: what is {gold}?", "answer": str(gold)}
+        for pid, gold in RECOVERY_GOLDS.items()
+    ]
+    (tmp_path / "problems.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    turns = [{"problem_id": pid, "turns": t} for pid, t in RECOVERY_TURNS.items()]
+    (tmp_path / "turns.jsonl").write_text("".join(json.dumps(t) + "\n" for t in turns))
+    out = tmp_path / "build"
+    extra = (
+        "--few-shot",
+        "0",
+        "--samples-per-problem",
+        "1",
+        "--decontam-benchmarks",
+        "",
+        "--recovery-share",
+        "0.5",
+    )
+    assert build_sft.main(_args(tmp_path / "problems.jsonl", out, tmp_path / "turns.jsonl", *extra)) == 0
+    records = {
+        r["problem_id"]: r
+        for r in map(json.loads, (out / "rollouts" / "samples.jsonl").read_text().splitlines())
+    }
+    assert {pid: r["exec_statuses"].count("error") for pid, r in records.items()} == {
+        "clean-1": 0,
+        "clean-2": 0,
+        "recovered-1": 1,
+        "recovered-2": 1,
+        "ungrounded": 1,
+        "late-failure": 1,
+    }
+    assert all(r["status"] == "correct" for r in records.values())
+    import datasets
+
+    def kept() -> list[str]:
+        return sorted(datasets.load_from_disk(str(out / "dataset"))["id"])
+
+    # 0.5: two recovered beside two clean
+    assert kept() == ["clean-1", "clean-2", "recovered-1", "recovered-2"]
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["recovery"] == {
+        "share": 0.5,
+        "capped": True,
+        "recovered": 2,
+        "over_cap": 0,
+        "kept": 2,
+        "kept_share": 0.5,
+        "failed_executions_kept": {"error": 2},
+    }
+    reasons = {e["problem_id"]: e["reason"] for e in stats["rejected_examples"]["exec_ok"]}
+    assert "not recovered: the answer is not printed by a clean execution" in reasons["ungrounded"]
+    assert "not recovered: the last execution ended in error" in reasons["late-failure"]
+    assert "of which 2 recovered from a failed block (--recovery-share 0.5)" in format_funnel(stats)
+    # a model teacher's share only filters: --refilter may change it. 0.3 of the kept set fits no
+    # recovered one beside two clean (1 of 3 is over 0.3); 0 is the paper's clean-only rule
+    assert build_sft.main(["--refilter", "--out", str(out), "--recovery-share", "0.3"]) == 0
+    assert kept() == ["clean-1", "clean-2"]
+    stats = json.loads((out / "stats.json").read_text())
+    assert (stats["recovery"]["over_cap"], _removed(out)["exec_ok"]) == (2, 4)
+    assert "At most that share of the kept set may be recovered: 2 past it" in (out / "README.md").read_text()
+    assert build_sft.main(["--refilter", "--out", str(out), "--recovery-share", "0"]) == 0
+    assert kept() == ["clean-1", "clean-2"] and _removed(out)["exec_ok"] == 4
+    assert "Recovered" not in (out / "README.md").read_text()
 
 
 def test_grader_timeouts_are_reported_apart_and_graded_again_on_resume(source, tmp_path) -> None:

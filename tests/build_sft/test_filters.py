@@ -124,6 +124,99 @@ def test_out_of_range_thresholds_are_refused() -> None:
         apply_filters([GOOD], FilterConfig(max_plan_share=0))
 
 
+RECOVERED = one(exec_statuses=("error", "ok", "ok", "ok"), n_code_blocks=4, grounded_clean=True)
+"""A compute block that failed, then compute, check and print that ran clean; the answer printed clean."""
+SHARE = FilterConfig(recovery_share=0.3, cap_recovered=False)
+"""The template teacher's filters: recovered trajectories accepted, no cap (it writes the share itself)."""
+CAPPED = FilterConfig(recovery_share=0.3)
+"""A model teacher's: at most 0.3 of the kept set recovered."""
+
+
+def test_a_recovered_trajectory_is_kept_only_with_a_recovery_share() -> None:
+    (off,) = apply_filters([RECOVERED], FilterConfig())
+    assert off.failed == ("exec_ok",) and off.reasons == ("executions error",) and not off.recovered
+    (on,) = apply_filters([RECOVERED], SHARE)
+    assert on.kept and on.recovered
+    (twice,) = apply_filters(
+        [one(exec_statuses=("error", "timeout", "ok", "ok", "ok"), grounded_clean=True)], SHARE
+    )
+    assert twice.kept and twice.recovered  # a block too slow is the code's failure too
+    (clean,) = apply_filters([GOOD], SHARE)
+    assert clean.kept and not clean.recovered
+
+
+@pytest.mark.parametrize(
+    ("changes", "why"),
+    [
+        # failed at the end: nothing ran clean after the failure
+        ({"exec_statuses": ("ok", "ok", "ok", "error")}, "the last execution ended in error"),
+        ({"exec_statuses": ("error", "ok", "ok", "ok", "memory")}, "the last execution ended in memory"),
+        # the answer was printed only by a block that then failed (`print(ans); 1/0`)
+        ({"grounded_clean": False}, "the answer is not printed by a clean execution"),
+        ({"grounded_clean": None}, "the answer is not printed by a clean execution"),  # never measured
+        # the harness's failure is not the code's: nothing for a student to learn from its notice
+        ({"exec_statuses": ("infra_error", "ok", "ok", "ok")}, "infra_error is the harness's failure"),
+    ],
+)
+def test_what_is_not_a_recovery_is_charged_to_exec_ok_with_its_reason(changes, why) -> None:
+    (decision,) = apply_filters([dataclasses.replace(RECOVERED, **changes)], SHARE)
+    assert decision.dropped_by == "exec_ok" and not decision.recovered
+    assert why in decision.reasons[0] and "not recovered" in decision.reasons[0]
+
+
+def test_a_recovered_trajectorys_failed_attempts_are_not_counted_as_code_blocks() -> None:
+    # failed, then two clean blocks: three executions but two blocks of reasoning
+    (two,) = apply_filters([dataclasses.replace(RECOVERED, exec_statuses=("error", "ok", "ok"))], SHARE)
+    assert two.failed == ("min_code_blocks",) and two.reasons == ("2 clean of 4 code blocks < 3",)
+
+
+def test_dedup_prefers_a_clean_trajectory_to_a_shorter_recovered_one() -> None:
+    shorter = dataclasses.replace(RECOVERED, sample_idx=0, model_tokens=50)
+    clean = one(sample_idx=1, model_tokens=300)
+    decisions = apply_filters([shorter, clean], SHARE)
+    assert [d.kept for d in decisions] == [False, True] and decisions[0].dropped_by == "dedup"
+    both = apply_filters([shorter, clean], dataclasses.replace(SHARE, max_per_problem=2))
+    assert all(d.kept for d in both)
+
+
+def _mixed(n_clean: int, n_recovered: int) -> list[Candidate]:
+    clean = [one(problem_id=f"c{i}") for i in range(n_clean)]
+    recovered = [  # longer and longer, each on its own problem
+        dataclasses.replace(RECOVERED, problem_id=f"r{i}", model_tokens=100 + i) for i in range(n_recovered)
+    ]
+    return clean + recovered
+
+
+def test_a_model_teachers_recovered_trajectories_are_capped_at_the_share_of_the_kept_set() -> None:
+    # 7 clean kept: 3 recovered make 3/10 = 0.3 of the kept set, a fourth would make 4/11 > 0.3
+    decisions = apply_filters(_mixed(7, 5), CAPPED)
+    kept = [d.candidate.problem_id for d in decisions if d.kept]
+    assert kept == ["c0", "c1", "c2", "c3", "c4", "c5", "c6", "r0", "r1", "r2"]  # the shortest recovered
+    capped = [d for d in decisions if not d.kept]
+    assert [d.candidate.problem_id for d in capped] == ["r3", "r4"]
+    assert all(d.failed == ("exec_ok",) and d.recovered for d in capped)
+    assert "past --recovery-share 0.3: 3 of 5 recovered kept beside 7 clean" in capped[0].reasons[0]
+    steps = {s.name: s for s in funnel(decisions)}
+    assert (steps["exec_ok"].removed, steps["dedup"].remaining) == (2, 10)
+    # no clean trajectory at all: no recovered one fits under a share below 1
+    assert not any(d.kept for d in apply_filters(_mixed(0, 3), CAPPED))
+    # a share of 0.5: as many recovered as clean
+    half = apply_filters(_mixed(4, 6), FilterConfig(recovery_share=0.5))
+    assert sum(d.kept and d.recovered for d in half) == 4
+
+
+def test_without_the_cap_or_at_share_one_every_recovered_trajectory_is_kept() -> None:
+    uncapped = apply_filters(_mixed(7, 5), SHARE)
+    assert all(d.kept for d in uncapped) and sum(d.recovered for d in uncapped) == 5
+    assert all(d.kept for d in apply_filters(_mixed(0, 3), FilterConfig(recovery_share=1.0)))
+
+
+def test_an_out_of_range_recovery_share_is_refused() -> None:
+    for share in (-0.1, 1.5):
+        with pytest.raises(ValueError, match="recovery_share"):
+            apply_filters([GOOD], FilterConfig(recovery_share=share))
+
+
 @pytest.mark.parametrize("example", load_examples(), ids=lambda e: e.id)
 def test_fewshot_example_is_real_and_passes_every_sft_filter(example, benchmark_dir) -> None:
     from thinc_bench import benchmarks, grading, trajectory

@@ -46,6 +46,16 @@ def test_syntax_error_is_an_error_status(session: Session) -> None:
     assert r.status == "error" and "SyntaxError" in r.output
 
 
+def test_syntax_error_shows_the_cells_line_and_no_parser_frame(session: Session) -> None:
+    # as `python -c` prints it: no frame of the harness's parser (nor its install path) in the output
+    r = session.run("ans = 1\nprint(ans x 2)")
+    assert r.status == "error"
+    assert r.output.startswith('  File "<cell-1>", line 2\n    print(ans x 2)\n'), r.output
+    assert r.output.rstrip().endswith("SyntaxError: invalid syntax. Perhaps you forgot a comma?")
+    assert "ast.py" not in r.output and "Traceback" not in r.output
+    assert "NameError: name 'ans' is not defined" in session.run("ans").output  # none of the cell ran
+
+
 def test_preloaded_sympy_is_usable(session: Session) -> None:
     assert session.run("import sympy\nsympy.factorint(2**10 - 1)").output == "{3: 1, 11: 1, 31: 1}\n"
 

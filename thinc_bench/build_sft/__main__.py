@@ -104,6 +104,15 @@ def _stored_config(given: dict[str, Any]) -> BuildSFTConfig:
                 f"{merged.get(name)!r} and changes generation, which --refilter does not redo; drop it, "
                 "or build into a new --out"
             )
+    stored_share = merged.get("recovery_share", 0.0)
+    if (
+        merged.get("teacher") in TEMPLATE_TEACHERS
+        and given.get("recovery_share", stored_share) != stored_share
+    ):
+        raise ConfigError(
+            f"--refilter: --recovery-share {given['recovery_share']} differs from the stored build's "
+            f"{stored_share}, and the template teacher wrote its scripts with it; build into a new --out"
+        )
     merged |= {k: v for k, v in given.items() if k in REFILTER_FIELDS}
     merged |= {"out": str(out), "refilter": True, "push_to_hub": given.get("push_to_hub")}
     return BuildSFTConfig(**merged)
@@ -121,7 +130,11 @@ def generate(config: BuildSFTConfig, out: Path) -> None:
         by_id = {p.id: p for p in nano.generate("train")}
         style = "nl" if config.teacher == "template-nl" else "thinc"
         nano.write_script(
-            [by_id[p.id] for p in problems], Path(config.teacher_model()), style=style, seed=config.seed
+            [by_id[p.id] for p in problems],
+            Path(config.teacher_model()),
+            style=style,
+            seed=config.seed,
+            recovery_share=config.recovery_share,
         )
     run = RunDir.open(out / "rollouts", config.generation_settings())
     run.annotate("build_sft", asdict(config))

@@ -71,6 +71,9 @@ NANO = {
 }
 """Settings of a `--source nano` build left as None: one scripted trajectory per problem, 256 problems
 (about 62K SmolLM2 training tokens: eight minutes an epoch on 2 CPU cores)."""
+NANO_RECOVERY_MAX_TOOL_CALLS = 6
+"""--max-tool-calls of a nano build with --recovery-share left as None: the three blocks and up to two
+failed attempts before them (`nano.teacher.MAX_FAILED_ATTEMPTS`) take 5; 6 is what the nano eval allows."""
 NANO_CLI: dict[str, dict[str, object]] = {
     "template": {
         "system_prompt": "nano",
@@ -102,6 +105,7 @@ REFILTER_FIELDS = frozenset(
         "max_plan_share",
         "max_per_problem",
         "max_prose_chars",
+        "recovery_share",
         "decontam_benchmarks",
         "decontam_data_dir",
         "decontam_ngram",
@@ -255,6 +259,15 @@ class BuildSFTConfig:
     max_per_problem: int = field(
         default=1, metadata={"help": "Kept trajectories per problem, shortest first (default 1)."}
     )
+    recovery_share: float = field(
+        default=0.0,
+        metadata={
+            "help": "Share of recovered trajectories (a code block fails, a later one runs clean, the answer "
+            "is printed by a clean one): --teacher template writes them for this share of problems; with a "
+            "model teacher exec_ok keeps them, up to this share of the kept set (clean ones first). "
+            "0: every execution clean, as in the paper."
+        },
+    )
     decontam_benchmarks: str = field(
         default=",".join(PAPER_BENCHMARKS),
         metadata={"help": "Decontamination: comma list of evaluation benchmarks."},
@@ -328,6 +341,14 @@ class BuildSFTConfig:
                 "tool_call" if self.student_system_prompt == "thinc" else self.student_system_prompt
             )
             self.few_shot = 0 if self.few_shot is None else self.few_shot  # the examples are markdown
+        if not 0 <= self.recovery_share <= 1:
+            raise ConfigError(f"--recovery-share {self.recovery_share}: use a value in [0, 1] (0: off)")
+        if self.teacher == "template-nl" and self.recovery_share:
+            raise ConfigError(
+                "--recovery-share: --teacher template-nl runs no code, so none can fail; drop it"
+            )
+        if self.teacher == "template" and self.recovery_share and self.max_tool_calls is None:
+            self.max_tool_calls = NANO_RECOVERY_MAX_TOOL_CALLS
         demo = self.teacher is None
         preset = DEMO if demo else NANO if self.teacher in TEMPLATE_TEACHERS else PAPER
         for name, value in preset.items():
@@ -443,6 +464,10 @@ class BuildSFTConfig:
         settings |= {
             n: getattr(self, n) for n in ("source", "problem_column", "answer_column", "id_column", "split")
         }
+        if self.teacher in TEMPLATE_TEACHERS and self.recovery_share:
+            # the template teacher's scripts depend on it (a model teacher's rollouts do not: it only
+            # filters); absent at 0, so the hash of a build without it stays what it was
+            settings["recovery_share"] = self.recovery_share
         return settings
 
 

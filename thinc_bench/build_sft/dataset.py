@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from thinc_bench.build_sft.config import BuildSFTConfig
     from thinc_bench.build_sft.filters import Decision
     from thinc_bench.eval.store import SampleRecord
+    from thinc_bench.trajectory import Trajectory
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +69,7 @@ def finish(config: BuildSFTConfig, out: Path) -> dict[str, Any]:
     """
     from thinc_bench import benchmarks, trajectory
     from thinc_bench.backends._sources import load_tokenizer
+    from thinc_bench.build_sft.config import TEMPLATE_TEACHERS
     from thinc_bench.build_sft.decontam import Decontaminator
     from thinc_bench.build_sft.filters import Candidate, FilterConfig, apply_filters, conformance_failures
     from thinc_bench.build_sft.masks import after_native_thinking, tokenize_example
@@ -129,6 +131,7 @@ def finish(config: BuildSFTConfig, out: Path) -> dict[str, Any]:
                 else f"{match.benchmark} {match.problem_id} ({match.method} {match.overlap:.2f})",
                 stop_reason=record.finish_reason,
                 prose_chars=sum(map(len, trajectory.prose_outside_plan(example.trajectory))),
+                grounded_clean=_grounded_clean(record, example.trajectory) if config.recovery_share else None,
             )
         )
         rows.append(
@@ -150,7 +153,13 @@ def finish(config: BuildSFTConfig, out: Path) -> dict[str, Any]:
                 "assistant_masks": example.assistant_masks,
             }
         )
-    filters = FilterConfig(config.min_code_blocks, config.max_plan_share, config.max_per_problem)
+    filters = FilterConfig(
+        config.min_code_blocks,
+        config.max_plan_share,
+        config.max_per_problem,
+        recovery_share=config.recovery_share,
+        cap_recovered=config.teacher not in TEMPLATE_TEACHERS,  # the template writes its share itself
+    )
     decisions = apply_filters(candidates, filters)
     kept = [row for row, d in zip(rows, decisions, strict=True) if d.kept]
     _write_dataset(kept, out)
@@ -159,6 +168,23 @@ def finish(config: BuildSFTConfig, out: Path) -> dict[str, Any]:
     (out / "stats.json").write_text(json.dumps(stats, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     write_pages(out, stats)
     return stats
+
+
+def _grounded_clean(record: SampleRecord, traj: Trajectory) -> bool | None:
+    """Whether the answer is printed by an execution that ran clean (None: every execution did).
+
+    Each output block is its execution's; a trajectory whose outputs and executions do not pair up
+    (several blocks before one output, or code run inside a dropped native thinking) is not vouched for.
+    """
+    from thinc_bench.grading import grounded
+
+    statuses = record.exec_statuses
+    if all(s == "ok" for s in statuses):
+        return None
+    outputs = traj.outputs
+    if len(outputs) != len(statuses):
+        return False
+    return grounded(record.answer, [o for o, s in zip(outputs, statuses, strict=True) if s == "ok"]) is True
 
 
 def _features() -> Any:
@@ -251,8 +277,13 @@ def build_stats(
     benchmark_names: list[str],
 ) -> dict[str, Any]:
     """stats.json: the funnel, decontamination per benchmark, distributions and rejected examples."""
-    from thinc_bench.build_sft.filters import FILTER_HELP, FILTERS, funnel
+    from thinc_bench.build_sft.filters import FILTER_HELP, FILTERS, RECOVERED_EXEC_OK_HELP, funnel
     from thinc_bench.build_sft.masks import NATIVE_THINKING_RULE
+
+    share = config.recovery_share
+    help_text = dict(FILTER_HELP)
+    if share:
+        help_text["exec_ok"] = RECOVERED_EXEC_OK_HELP.format(share=share)
 
     texts = {(r.problem_id, r.sample_idx): r.text for r in records}
     rejected: dict[str, list[dict[str, Any]]] = {name: [] for name in FILTERS}
@@ -301,7 +332,8 @@ def build_stats(
             "kept": len(kept),
             "kept_problems": len({d.candidate.problem_id for d in kept}),
         },
-        "funnel": [asdict(step) | {"help": FILTER_HELP[step.name]} for step in funnel(decisions)],
+        "funnel": [asdict(step) | {"help": help_text[step.name]} for step in funnel(decisions)],
+        "recovery": _recovery_stats(config, decisions),
         "decontamination": {
             "benchmarks": benchmark_names,
             "not_run": decontamination_skipped(config, benchmark_names),
@@ -333,6 +365,25 @@ def build_stats(
     }
 
 
+def _recovery_stats(config: BuildSFTConfig, decisions: Sequence[Decision]) -> dict[str, Any]:
+    """--recovery-share and what it let in: recovered trajectories kept, and the failed executions in them."""
+    from thinc_bench.build_sft.config import TEMPLATE_TEACHERS
+
+    kept = [d for d in decisions if d.kept]
+    recovered = [d for d in kept if d.recovered]
+    return {
+        "share": config.recovery_share,
+        "capped": bool(config.recovery_share) and config.teacher not in TEMPLATE_TEACHERS,
+        "recovered": sum(d.recovered for d in decisions),
+        "over_cap": sum(d.recovered and d.dropped_by == "exec_ok" for d in decisions),
+        "kept": len(recovered),
+        "kept_share": len(recovered) / len(kept) if kept else 0.0,
+        "failed_executions_kept": dict(
+            Counter(s for d in recovered for s in d.candidate.exec_statuses if s != "ok")
+        ),
+    }
+
+
 def write_pages(out: Path, stats: dict[str, Any]) -> None:
     """report.html and README.md (the dataset card) from stats.json's data alone."""
     import jinja2
@@ -360,6 +411,11 @@ def format_funnel(stats: dict[str, Any]) -> str:
     lines.append(
         f"kept {counts['kept']} trajectories on {counts['kept_problems']} of {counts['problems']} problems"
     )
+    recovery = stats.get("recovery", {})
+    if recovery.get("share"):
+        lines.append(
+            f"of which {recovery['kept']} recovered from a failed block (--recovery-share {recovery['share']})"
+        )
     return "\n".join(lines)
 
 

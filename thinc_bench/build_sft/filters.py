@@ -8,11 +8,16 @@ Samples the infrastructure failed to produce (`infra_error`) or the grader could
 teacher. Then a trajectory must have ended by answering (`finished`), and pass the paper's four (correct
 answer, clean executions, >= 3 executed code blocks, plan < 50% of model tokens), ThinC conformance,
 decontamination and the per-problem cap (`dedup`: the shortest trajectories in model tokens win, ties
-by sample index). Pure: no IO, no tokenizer, no grader.
+by sample index). With a recovery share (`FilterConfig.recovery_share` > 0), `exec_ok` also accepts a
+*recovered* trajectory (`recovered`): a block failed, a later one ran clean, and the answer was
+printed by a clean one; it counts only its clean executions for `min_code_blocks`, yields to a clean
+trajectory of its problem in `dedup`, and, when capped, recovered ones past the share of the kept set
+are charged to `exec_ok` (longest first). Pure: no IO, no tokenizer, no grader.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -49,6 +54,14 @@ FILTER_HELP: dict[FilterName, str] = {
     "dedup": "over --max-per-problem for its problem (shortest trajectories kept)",
 }
 """What dropping a trajectory at each stage means, for stats.json, the report and the card."""
+RECOVERED_EXEC_OK_HELP = (
+    "a code execution ended in error, timeout, memory or kill and was not recovered: a later block "
+    "ran clean and the answer is printed by a clean one (recovered trajectories kept: --recovery-share {share})"
+)
+"""`exec_ok`'s meaning in a build with a recovery share (`format(share=...)`)."""
+RECOVERABLE_STATUSES = frozenset({"error", "timeout", "memory", "killed"})
+"""Failed executions a later clean one can recover: the code's failures. An `infra_error` execution is
+the harness's, and its notice is nothing a student should learn to read."""
 OWN_FILTER_CHECKS = ("n_code_blocks", "plan_share")
 """Conformance checks the conformance filter skips: the code-block count and the plan share are
 filters of their own (counted in executions and student tokens); every other check counts."""
@@ -66,6 +79,11 @@ class FilterConfig:
     min_code_blocks: int = 3
     max_plan_share: float = 0.5
     max_per_problem: int = 1
+    recovery_share: float = 0.0
+    """Above 0, `exec_ok` keeps recovered trajectories too (`recovered`); 0 is the paper's clean-only rule."""
+    cap_recovered: bool = True
+    """Recovered trajectories may be at most `recovery_share` of the kept set (a model teacher's failures
+    come as they come); off for the template teacher, which writes that share itself."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +101,9 @@ class Candidate:
     contamination: str | None = None
     stop_reason: str = "answer"
     prose_chars: int = 0
+    grounded_clean: bool | None = None
+    """The answer is printed by an execution that ran clean (`grading.grounded` on those outputs only);
+    measured for trajectories with a failed execution, None where not measured."""
 
     @property
     def n_executed(self) -> int:
@@ -101,6 +122,9 @@ class Decision:
     candidate: Candidate
     failed: tuple[FilterName, ...]
     reasons: tuple[str, ...]
+    recovered: bool = False
+    """A recovered trajectory (`recovered`) in a build with a recovery share, kept or not (one past the
+    cap is charged to `exec_ok`)."""
 
     @property
     def dropped_by(self) -> FilterName | None:
@@ -126,20 +150,51 @@ def conformance_failures(conformance: Conformance) -> tuple[str, ...]:
     return tuple(name for name in conformance.failed if name not in OWN_FILTER_CHECKS)
 
 
-def _failures(c: Candidate, config: FilterConfig) -> list[tuple[FilterName, str]]:
+def unrecovered(c: Candidate) -> str | None:
+    """Why a trajectory with a failed execution is not a recovered one, or None when it is.
+
+    Recovered: every failed execution is one of the code's own (`RECOVERABLE_STATUSES`), the last
+    execution ran clean (so each failure is followed by a clean one), and the answer is printed by a
+    clean execution (`Candidate.grounded_clean`), not only by a block that then failed.
+    """
+    statuses = c.exec_statuses
+    if not statuses or all(s == "ok" for s in statuses):
+        return "no execution failed"
+    harness = sorted({s for s in statuses if s != "ok" and s not in RECOVERABLE_STATUSES})
+    if harness:
+        return f"{', '.join(harness)} is the harness's failure, not the code's"
+    if statuses[-1] != "ok":
+        return f"the last execution ended in {statuses[-1]}"
+    if c.grounded_clean is not True:
+        return "the answer is not printed by a clean execution"
+    return None
+
+
+def recovered(c: Candidate) -> bool:
+    """A block failed, a later one ran clean, and the answer is printed by a clean one (`unrecovered`)."""
+    return unrecovered(c) is None
+
+
+def _failures(c: Candidate, config: FilterConfig, is_recovered: bool) -> list[tuple[FilterName, str]]:
     if c.grade_status == "infra_error":
         return [("infra_error", "the sample could not be produced")]
     bad_exec = [s for s in c.exec_statuses if s != "ok"]
+    exec_reason = f"executions {', '.join(bad_exec)}"
+    if bad_exec and config.recovery_share > 0:
+        exec_reason += f", not recovered: {unrecovered(c)}"
+    # a recovered trajectory's failed attempts are not blocks of its reasoning
+    counted = c.exec_statuses.count("ok") if is_recovered else c.n_executed
     checks: list[tuple[FilterName, bool, str]] = [
         ("ungraded", c.grade_status not in UNGRADED_STATUSES, f"grade {c.grade_status}"),
         ("finished", c.stop_reason in FINISHED_STOP_REASONS, f"stopped by {c.stop_reason}"),
         # an ungraded answer is unknown, not incorrect: only `ungraded` is charged for it
         ("correct", c.grade_status in UNGRADED_STATUSES | {"correct"}, f"grade {c.grade_status}"),
-        ("exec_ok", not bad_exec, f"executions {', '.join(bad_exec)}"),
+        ("exec_ok", not bad_exec or is_recovered, exec_reason),
         (
             "min_code_blocks",
-            c.n_executed >= config.min_code_blocks,
-            f"{c.n_executed} executed of {c.n_code_blocks} code blocks < {config.min_code_blocks}",
+            counted >= config.min_code_blocks,
+            f"{counted} {'clean' if is_recovered else 'executed'} of {c.n_code_blocks} code blocks "
+            f"< {config.min_code_blocks}",
         ),
         (
             "plan_share",
@@ -165,24 +220,60 @@ def apply_filters(candidates: Sequence[Candidate], config: FilterConfig) -> list
     Raises:
         ValueError: a threshold is out of range.
     """
-    if config.min_code_blocks < 0 or not 0 < config.max_plan_share <= 1 or config.max_per_problem < 1:
+    if (
+        config.min_code_blocks < 0
+        or not 0 < config.max_plan_share <= 1
+        or config.max_per_problem < 1
+        or not 0 <= config.recovery_share <= 1
+    ):
         raise ValueError(
             f"filter thresholds {config}: use min_code_blocks >= 0, 0 < max_plan_share <= 1, "
-            "max_per_problem >= 1"
+            "max_per_problem >= 1, 0 <= recovery_share <= 1"
         )
-    failures = [_failures(c, config) for c in candidates]
+    flags = [config.recovery_share > 0 and recovered(c) for c in candidates]
+    failures = [_failures(c, config, flag) for c, flag in zip(candidates, flags, strict=True)]
     survivors: dict[str, list[int]] = defaultdict(list)
     for index, (candidate, failed) in enumerate(zip(candidates, failures, strict=True)):
         if not failed:
             survivors[candidate.problem_id].append(index)
     for indices in survivors.values():
-        ranked = sorted(indices, key=lambda i: (candidates[i].model_tokens, candidates[i].sample_idx))
+        # clean first: a recovered trajectory is kept for a problem only beside or instead of clean ones
+        ranked = sorted(
+            indices, key=lambda i: (flags[i], candidates[i].model_tokens, candidates[i].sample_idx)
+        )
         for rank, index in enumerate(ranked[config.max_per_problem :], start=config.max_per_problem + 1):
             failures[index].append(("dedup", f"rank {rank} by length among {len(ranked)} survivors"))
+    if config.cap_recovered and 0 < config.recovery_share < 1:
+        _cap_recovered(candidates, failures, flags, config.recovery_share)
     return [
-        Decision(c, tuple(n for n, _ in f), tuple(r for _, r in f))
-        for c, f in zip(candidates, failures, strict=True)
+        Decision(c, tuple(n for n, _ in f), tuple(r for _, r in f), flag)
+        for c, f, flag in zip(candidates, failures, flags, strict=True)
     ]
+
+
+def _cap_recovered(
+    candidates: Sequence[Candidate],
+    failures: list[list[tuple[FilterName, str]]],
+    flags: list[bool],
+    share: float,
+) -> None:
+    """Charge to `exec_ok` the recovered survivors past `share` of the kept set, the longest first.
+
+    With C clean trajectories kept, R recovered ones fit when R <= share * (C + R), i.e. R <= share *
+    C / (1 - share). Dedup already preferred clean ones, so no problem loses a clean trajectory here.
+    """
+    kept = [i for i, f in enumerate(failures) if not f]
+    recovered_kept = sorted((i for i in kept if flags[i]), key=lambda i: (candidates[i].model_tokens, i))
+    clean = len(kept) - len(recovered_kept)
+    allowed = math.floor(share * clean / (1 - share) + 1e-9)
+    for index in recovered_kept[allowed:]:
+        failures[index].append(
+            (
+                "exec_ok",
+                f"recovered, past --recovery-share {share}: {allowed} of {len(recovered_kept)} recovered "
+                f"kept beside {clean} clean",
+            )
+        )
 
 
 def funnel(decisions: Sequence[Decision]) -> list[FunnelStep]:

@@ -1,6 +1,7 @@
 """ThinC-nano: the paper's claim in miniature, on a CPU.
 
-A generated integer task and a template teacher (`thinc_turns`, `nl_turns`, `write_script`) whose
+A generated integer task and a template teacher (`thinc_turns`, `nl_turns`, `write_script`;
+`recovery_plan` says which scripts fail before they fix, for `build_sft --recovery-share`) whose
 trajectories the scripted backend replays through the real sandbox and build_sft's filters. `make
 nano` runs the whole chain. The task has a train split (`generate("train")`, the `nano_train`
 benchmark and training source) and three test parts, each its own benchmark, because one accuracy
@@ -22,7 +23,7 @@ from thinc_bench.nano.problems import (
     generate,
     split_of,
 )
-from thinc_bench.nano.teacher import nl_turns, thinc_turns, write_script
+from thinc_bench.nano.teacher import Recovery, Slip, nl_turns, recovery_plan, thinc_turns, write_script
 from thinc_bench.nano.unseen import UNSEEN_PHRASINGS, UNSEEN_SIZE, UnseenPhrasing, generate_unseen
 
 __all__ = [
@@ -39,12 +40,15 @@ __all__ = [
     "Family",
     "NanoProblem",
     "Part",
+    "Recovery",
+    "Slip",
     "UnseenPhrasing",
     "generate",
     "generate_families",
     "generate_part",
     "generate_unseen",
     "nl_turns",
+    "recovery_plan",
     "split_of",
     "thinc_turns",
     "write_script",

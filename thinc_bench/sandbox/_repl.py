@@ -3,7 +3,8 @@
 Contract: state (one globals dict) persists across cells; the value of a bare last expression is
 printed with repr(); stdout and stderr both go straight (unbuffered) to the output pipe on fds 1
 and 2, so prints, warnings, subprocess output and tracebacks arrive in order. An exception prints a
-traceback whose first frame is the user's cell (this module's frames are cut) and yields status
+traceback whose first frame is the user's cell (this module's and the parser's frames are cut: a
+cell that does not parse shows its SyntaxError's location only, as CPython does) and yields status
 "error" ("memory" for MemoryError), sent back with the run's nonce. `SystemExit` ends the cell,
 not the session. It does not enforce limits or read output back: the harness times runs and
 collects the pipe, and trusts nothing a cell could write on fd 3 in the loop's place.
@@ -37,9 +38,11 @@ def _fresh_namespace() -> dict[str, Any]:
     return {"__name__": "__main__", "__builtins__": builtins, "__doc__": None}
 
 
-def _print_user_traceback(exc: BaseException) -> None:
+def _print_user_traceback(exc: BaseException, filename: str) -> None:
+    """The traceback from the cell's own first frame on: the loop's frames, and the parser's when the
+    cell does not even parse (a SyntaxError then prints only its location, as CPython does), are cut."""
     tb: types.TracebackType | None = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+    while tb is not None and tb.tb_frame.f_code.co_filename != filename:
         tb = tb.tb_next
     traceback.print_exception(type(exc), exc.with_traceback(tb), tb, file=sys.stderr)
 
@@ -82,11 +85,11 @@ def run_cell(
         sys.stderr.write(f"SystemExit: {exc.code}\n")
         return "error"
     except MemoryError as exc:
-        _print_user_traceback(exc)
+        _print_user_traceback(exc, filename)
         return "memory"
     except (Exception, KeyboardInterrupt) as exc:  # user code's failures are data (process boundary)
         with contextlib.suppress(Exception):  # a cell may have broken traceback: the status stands
-            _print_user_traceback(exc)
+            _print_user_traceback(exc, filename)
         return "error"
 
 
