@@ -96,6 +96,18 @@ class NanoArgs:
     samples: int = field(
         default=4, metadata={"help": "Clean samples per problem of every trained column (avg@n, paired)."}
     )
+    parts: str = field(default=TEST_PARTS, metadata={"help": "Test parts evaluated (nano benchmarks)."})
+    recovery_k: str = field(
+        default="0,1,2",
+        metadata={"help": "eval's --recovery-k for the ThinC columns (one sample each k > 0)."},
+    )
+    recovery_share: float = field(
+        default=RECOVERY_SHARE, metadata={"help": "build_sft's --recovery-share for the recovery twin."}
+    )
+    inject_share: float = field(
+        default=INJECT_SHARE,
+        metadata={"help": "GRPO's inject_failures_share for the injected-failure column."},
+    )
     sft_epochs: float | None = field(
         default=None, metadata={"help": "Epochs of each SFT run; default the configs' (1)."}
     )
@@ -126,7 +138,7 @@ def _commands(args: NanoArgs) -> dict[str, tuple[list[list[str]], Path]]:
     limit = [f"--limit={args.test_problems or 48}"]
     examples = [f"--limit={args.sft_examples}"] if args.sft_examples else []
     epochs = ["--num_train_epochs", str(args.sft_epochs)] if args.sft_epochs else []
-    trained = [f"--samples={args.samples}", "--recovery-k=0,1,2", "--recovery-samples=1"]
+    trained = [f"--samples={args.samples}", f"--recovery-k={args.recovery_k}", "--recovery-samples=1"]
 
     def build(teacher: str, folder: str, *extra: str) -> list[str]:
         return [
@@ -140,13 +152,13 @@ def _commands(args: NanoArgs) -> dict[str, tuple[list[list[str]], Path]]:
             f"--out={out / folder}",
         ]
 
-    def evaluate(name: str, model: str | Path, *extra: str, parts: str = TEST_PARTS) -> list[str]:
+    def evaluate(name: str, model: str | Path, *extra: str, parts: str | None = None) -> list[str]:
         return [
             py,
             "-m",
             "thinc_bench.eval",
             f"--model={model}",
-            f"--benchmarks={parts}",
+            f"--benchmarks={parts or args.parts}",
             *limit,
             *CPU_EVAL,
             *extra,
@@ -213,7 +225,7 @@ def _commands(args: NanoArgs) -> dict[str, tuple[list[list[str]], Path]]:
             [
                 build("template", "sft-data"),
                 build("template-nl", "sft-data-nl"),
-                build("template", "sft-data-recovery", f"--recovery-share={RECOVERY_SHARE}"),
+                build("template", "sft-data-recovery", f"--recovery-share={args.recovery_share}"),
             ],
             out / "sft-data-recovery" / "stats.json",
         ),
@@ -254,7 +266,15 @@ def _commands(args: NanoArgs) -> dict[str, tuple[list[list[str]], Path]]:
             out / "eval" / "grpo" / done,
         ),
         "grpo-inject": (
-            [grpo("grpo-inject", "--inject_failures_share", str(INJECT_SHARE), "--inject_failures_k", "1,2")],
+            [
+                grpo(
+                    "grpo-inject",
+                    "--inject_failures_share",
+                    str(args.inject_share),
+                    "--inject_failures_k",
+                    "1,2",
+                )
+            ],
             out / "grpo-inject" / "thinc_bench.json",
         ),
         "eval-grpo-inject": (

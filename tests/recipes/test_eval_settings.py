@@ -44,7 +44,7 @@ def test_the_recorded_eval_is_sized_for_the_checkpoint(tmp_path: Path, config: s
     assert recorded.benchmark_names == ["nano"]
     problems = [p for name in recorded.benchmark_names for p in benchmarks.load(name)][: recorded.limit]
     assert 0 < len(plan(recorded, problems)) <= most
-    assert int(recorded.max_tokens or 0) <= 384
+    assert int(recorded.max_tokens or 0) <= 512
 
 
 def test_grpo_smoke_records_a_smoke_eval() -> None:
