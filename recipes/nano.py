@@ -29,6 +29,7 @@ CONFIGS = REPO / "recipes" / "configs"
 STAGES = (
     "data",
     "base",
+    "base-code-close",
     "sft",
     "eval-sft",
     "sft-nl",
@@ -229,11 +230,9 @@ def _commands(args: NanoArgs) -> dict[str, tuple[list[list[str]], Path]]:
             ],
             out / "sft-data-recovery" / "stats.json",
         ),
-        "base": (
-            [
-                evaluate("base", smollm2_gguf(), *base),
-                evaluate("base-code-close", smollm2_gguf(), *base, *CODE_CLOSE),
-            ],
+        "base": ([evaluate("base", smollm2_gguf(), *base)], out / "eval" / "base" / done),
+        "base-code-close": (
+            [evaluate("base-code-close", smollm2_gguf(), *base, *CODE_CLOSE)],
             out / "eval" / "base-code-close" / done,
         ),
         "sft": ([sft("sft_nano.yaml", "sft-data", "sft")], out / "sft" / "thinc_bench.json"),
