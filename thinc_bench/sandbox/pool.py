@@ -27,8 +27,16 @@ from typing import Any
 
 from thinc_bench.errors import SandboxUnavailable
 from thinc_bench.sandbox import _cgroups, _jail, _wire
+from thinc_bench.sandbox._warm import WarmPool
 from thinc_bench.sandbox.config import SandboxConfig
-from thinc_bench.sandbox.session import InfraFailure, Session
+from thinc_bench.sandbox.session import (
+    InfraFailure,
+    Session,
+    _Live,
+    idle_and_clean,
+    start_process,
+    stop_process,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +69,11 @@ class SandboxStats:
     # Runs whose process was replaced because the run before left threads running (they could
     # forge the next run's result).
     threads_left: int = 0
+    # Session processes started ahead of need (SandboxConfig.warm_sessions), those handed to a
+    # session, and those killed instead: they died, spoke, or belonged to a server that had died.
+    warm_started: int = 0
+    warm_taken: int = 0
+    warm_discarded: int = 0
 
 
 class _Server:
@@ -188,7 +201,7 @@ class Sandbox:
         self._lock = threading.Lock()
         self._stats = SandboxStats()
         self._stats_lock = threading.Lock()
-        self._slots = threading.BoundedSemaphore(self.config.max_sessions)
+        self._warm = self._new_warm_pool()
         self._sid = 0
         self._executor: ThreadPoolExecutor | None = None
         self._logged = False
@@ -209,9 +222,13 @@ class Sandbox:
         return self
 
     def close(self) -> None:
-        """Stop the server; every session process dies with it."""
+        """Stop the server; every session process dies with it, the ones started ahead of need too."""
         with self._lock:
             self._closed = True
+        for live in self._warm.close():  # the server's shutdown kills them; our ends close here
+            live.sock.close()
+            os.close(live.out_r)
+        with self._lock:
             if self._server is not None:
                 self._server.close()
                 self._server = None
@@ -249,12 +266,15 @@ class Sandbox:
         """
         if self._closed:
             raise SandboxUnavailable("this Sandbox is closed; open a new one")
-        if not self._slots.acquire(timeout=POOL_WAIT_S):
+        got, reserved = self._warm.acquire(POOL_WAIT_S)
+        if not got:
             raise SandboxUnavailable(
                 f"all {self.config.max_sessions} sandbox sessions stayed busy for {POOL_WAIT_S} s; "
                 "close finished sessions or raise SandboxConfig.max_sessions"
             )
-        session = Session(self, inject_failures=inject_failures)
+        if reserved is None:
+            reserved = self._warm.take()
+        session = Session(self, inject_failures=inject_failures, reserved=reserved)
         self._sessions.add(session)
         return session
 
@@ -283,7 +303,40 @@ class Sandbox:
                 self._server = _Server(self.config, self._generation)
                 self._count("server_starts")
                 self._log_protections(self._server)
+                self._warm.begin()
             return self._server
+
+    def _new_warm_pool(self) -> WarmPool[_Live]:
+        return WarmPool(
+            self.config.warm_sessions, self.config.max_sessions, self._start_warm, self._drop_warm
+        )
+
+    def _start_warm(self) -> _Live | None:
+        """Start one session process ahead of need on the running server (never starts a server:
+        the next session does, and says so)."""
+        with self._lock:
+            server = self._server
+        if self._closed or server is None or server.dead or server.proc.poll() is not None:
+            return None
+        live = start_process(self, server)
+        self._count("warm_started")
+        return live
+
+    def _drop_warm(self, live: _Live) -> None:
+        stop_process(live)
+        self._count("warm_discarded")
+
+    def _warm_process(self, server: _Server, reserved: _Live | None) -> _Live | None:
+        """A process started ahead of need that can serve a session on `server` now (`reserved`
+        first, then the pool's), or None; each one that died or spoke while waiting is killed."""
+        live = reserved if reserved is not None else self._warm.take()
+        while live is not None:
+            if idle_and_clean(live, server):
+                self._count("warm_taken")
+                return live
+            self._drop_warm(live)
+            live = self._warm.take()
+        return None
 
     def _log_protections(self, server: _Server) -> None:
         lines = _jail.describe_protections(server.launch, server.hello)
@@ -308,7 +361,10 @@ class Sandbox:
         self._lock = threading.Lock()
         self._stats_lock = threading.Lock()
         self._stats = SandboxStats()
-        self._slots = threading.BoundedSemaphore(self.config.max_sessions)
+        for live in self._warm.close_in_child():  # the parent's processes: drop our copies only
+            live.sock.close()
+            os.close(live.out_r)
+        self._warm = self._new_warm_pool()
         if self._server is not None:
             self._server.forget_in_child()
             _FORK_ORPHANS.append(self._server)  # never finalised here: its Popen is the parent's
@@ -329,7 +385,7 @@ class Sandbox:
             setattr(self._stats, name, getattr(self._stats, name) + n)
 
     def _release_slot(self) -> None:
-        self._slots.release()
+        self._warm.release()
 
     def _run_executor(self) -> ThreadPoolExecutor:
         with self._lock:
