@@ -117,6 +117,10 @@ class _Server:
             ) from exc
         self.sock.settimeout(CONTROL_TIMEOUT_S)
         self.lock = threading.Lock()
+        # Requests of sessions waiting for the lock; a background one (a warm-pool start) lets
+        # them go first, so that a session's start or close never queues behind a refill.
+        self._urgent = 0
+        self._urgent_lock = threading.Condition()
         self.dead = False
 
     def _launch_and_wait(
@@ -143,13 +147,30 @@ class _Server:
             logger.warning("sandbox server: %s", line.decode(errors="replace").rstrip())
         self.proc.wait()
 
-    def request(self, message: dict[str, Any], fds: list[int] | None = None) -> dict[str, Any]:
-        """Send one control frame and wait for its answer.
+    def request(
+        self, message: dict[str, Any], fds: list[int] | None = None, *, background: bool = False
+    ) -> dict[str, Any]:
+        """Send one control frame and wait for its answer; a `background` request waits until no
+        other request is waiting.
 
         Raises:
             InfraFailure: the server is dead or answered nonsense.
         """
-        with self.lock:
+        with self._urgent_lock:
+            if background:
+                while self._urgent:
+                    self._urgent_lock.wait(CONTROL_TIMEOUT_S)
+            else:
+                self._urgent += 1
+        try:
+            self.lock.acquire()
+        finally:
+            if not background:
+                with self._urgent_lock:
+                    self._urgent -= 1
+                    if not self._urgent:
+                        self._urgent_lock.notify_all()
+        try:
             if self.dead:
                 raise InfraFailure("the sandbox server is gone")
             try:
@@ -158,6 +179,8 @@ class _Server:
             except (OSError, _wire.WireError) as exc:
                 self.dead = True
                 raise InfraFailure(f"sandbox server failed during {message.get('op')!r}: {exc!r}") from exc
+        finally:
+            self.lock.release()
         if not reply.get("ok"):
             raise InfraFailure(f"sandbox server refused {message.get('op')!r}: {reply.get('error')}")
         return reply
@@ -179,6 +202,7 @@ class _Server:
         self.dead = True
         self.forked_away = True
         self.lock = threading.Lock()
+        self._urgent, self._urgent_lock = 0, threading.Condition()
         self.sock.close()  # else the parent's server would not see end of stream when it closes
         # The copy of the server's stderr pipe stays open: the parent's reader thread held its
         # lock at the fork, so closing it here would wait forever; a read end that nobody reads
@@ -318,7 +342,7 @@ class Sandbox:
             server = self._server
         if self._closed or server is None or server.dead or server.proc.poll() is not None:
             return None
-        live = start_process(self, server)
+        live = start_process(self, server, background=True)
         self._count("warm_started")
         return live
 

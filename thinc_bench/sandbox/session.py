@@ -177,8 +177,9 @@ def _take_done(reader: _wire.FrameReader, nonce: str) -> tuple[str, int] | None:
     return done
 
 
-def start_process(sandbox: Sandbox, server: _Server) -> _Live:
-    """Fork one session process from `server` and wait until its notebook loop is ready.
+def start_process(sandbox: Sandbox, server: _Server, *, background: bool = False) -> _Live:
+    """Fork one session process from `server` and wait until its notebook loop is ready;
+    `background` (a start ahead of need) lets waiting sessions' requests go first.
 
     Raises:
         InfraFailure: the server refused or the process did not come up (it is killed).
@@ -187,7 +188,7 @@ def start_process(sandbox: Sandbox, server: _Server) -> _Live:
     harness_end, child_end = socket.socketpair()
     out_r, out_w = os.pipe()
     try:
-        server.request({"op": "spawn", "sid": sid}, [child_end.fileno(), out_w])
+        server.request({"op": "spawn", "sid": sid}, [child_end.fileno(), out_w], background=background)
     except InfraFailure:
         harness_end.close()
         os.close(out_r)
