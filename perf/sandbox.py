@@ -1,7 +1,10 @@
 """Sandbox performance, printed side by side: this tree against a baseline revision, and fork-server
 sessions against a fresh `python` per block.
 
-Run: `python perf/sandbox.py [--runs 300] [--baseline main]`. First the before/after table: this
+Run: `python perf/sandbox.py [--runs 300] [--baseline main]`. First the warm-pool table: session
+start (`session()` + a first run) and close with `warm_sessions=0` and at its default, two sandboxes
+of this tree measured in alternating rounds (goal: start p50 < 10 ms with the pool). Then the
+before/after table: this
 tree's sandbox and the baseline revision's (its `thinc_bench/` exported with `git archive` into a
 temporary folder), measured in alternating rounds in separate processes so that both see the same
 machine load, with the median of the rounds and the ratio. Then this tree alone: per-run latency

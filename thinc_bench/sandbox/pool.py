@@ -412,6 +412,10 @@ class Sandbox:
         self._warm.release()
 
     def _run_executor(self) -> ThreadPoolExecutor:
+        # Called on the event loop by every arun(): no lock once the pool exists, because the
+        # lock is held for a whole server (re)start (~1 s), which would stall every rollout.
+        if (executor := self._executor) is not None:
+            return executor
         with self._lock:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(
