@@ -30,6 +30,13 @@ def _session_processes(sb: Sandbox) -> list[psutil.Process]:
     return [p for p in _server(sb).children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
 
 
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 @pytest.fixture
 def warm() -> Iterator[Sandbox]:
     with Sandbox(SandboxConfig(warm_sessions=2, timeout_s=5.0)) as sb:
@@ -99,7 +106,7 @@ def test_a_warm_process_that_died_while_waiting_is_replaced_not_handed_out(warm:
     for proc in victims:
         proc.send_signal(signal.SIGKILL)
     deadline = time.monotonic() + WAIT_S  # dead = gone or a zombie (the server reaps A on request)
-    while _session_processes(warm) and time.monotonic() < deadline:
+    while any(_alive(p) for p in victims) and time.monotonic() < deadline:
         time.sleep(0.01)
     with warm.session() as s:
         r = s.run("print('fine')")
@@ -146,3 +153,20 @@ def test_closing_the_sandbox_ends_every_warm_process() -> None:
 def test_a_negative_pool_size_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="warm_sessions"):
         SandboxConfig(warm_sessions=-1)
+
+
+def test_no_process_is_started_ahead_of_need_near_the_memory_cap_of_all_sessions() -> None:
+    with Sandbox(SandboxConfig(warm_sessions=2, total_memory_mb=400)) as sb:
+        if "memory" not in sb._current_server().launch.groups.paths:
+            pytest.skip("no memory cgroup here (needs root)")
+        assert sb._warm.wait_full(WAIT_S)
+        with sb.session() as hog, sb.session() as other:
+            assert hog.run("import numpy as np\nhog = np.ones(45 * 2**20)").status == "ok"  # 360 MiB
+            assert sb._warm.wait_full(WAIT_S) and sb._warm.ready_count() == 2
+            with sb.session() as late:  # takes a ready process; the refill must wait for room
+                assert late.run("print(1)").output == "1\n"
+                time.sleep(1.0)
+                assert sb._warm.ready_count() == 1
+                assert hog.run("del hog").status == "ok"
+                assert sb._warm.wait_full(WAIT_S) and sb._warm.ready_count() == 2
+            assert other.run("print(2)").output == "2\n"

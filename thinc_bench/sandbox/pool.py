@@ -46,6 +46,10 @@ SERVER_START_TIMEOUT_S = 60.0
 CONTROL_TIMEOUT_S = 30.0
 # How long session() waits for a free pool slot before declaring the pool exhausted.
 POOL_WAIT_S = 600.0
+# No session process is started ahead of need while the sessions' memory group (the cap of all
+# sessions together) has less than this share of its limit left: near the cap, the kernel's OOM
+# killer would take the largest session, a trajectory's, to make room for one nobody uses yet.
+WARM_HEADROOM_SHARE = 0.1
 
 
 @dataclass
@@ -342,6 +346,12 @@ class Sandbox:
             server = self._server
         if self._closed or server is None or server.dead or server.proc.poll() is not None:
             return None
+        group = server.launch.groups.session_parents.get("memory")
+        if group is not None:
+            headroom = _cgroups.memory_headroom(group)
+            cap = self.config.resolved_total_memory_mb() * 2**20
+            if headroom is not None and headroom < WARM_HEADROOM_SHARE * cap:
+                return None  # the refiller tries again in a moment
         live = start_process(self, server, background=True)
         self._count("warm_started")
         return live
