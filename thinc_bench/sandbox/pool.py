@@ -8,6 +8,10 @@ start fresh. The protections in force are logged once per Sandbox (a warning nam
 one and why) and kept in `protection_summary()` for the run's config.json. A process forked from
 one holding Sandboxes gets them back unstarted: the child's first use starts its own server, and
 the parent's server, sessions and cgroups are never touched from the child.
+A few session processes are started ahead of need (`warm_sessions`, see `_warm`): a session takes
+one when it opens and uses it at its first run if it is alive, silent and of the running server
+(else the next, else its own); their starts yield to sessions' control requests and pause while
+the sessions' memory group is near its cap.
 It does not run code itself: sessions talk to their processes directly.
 """
 
