@@ -8,7 +8,10 @@
    the sandbox with its warm pool off (`warm_sessions=0`) and at its default, and no sandbox at all
    (code as an asyncio sleep): the floor, what the event loop and the machine's load leave. This
    generator advances only when the loop wakes it, so every late wake-up of a loaded machine adds
-   to the wall time; 1 also runs both sandboxes.
+   to the wall time. The table is printed twice: with that generator, and with the same one on its
+   own clock (`ClockedGenerator`: a request starts when it arrives or when the one before it ends,
+   as in an engine running in its own process), where only a late submission by the harness leaves
+   the engine idle. 1 also runs both sandboxes.
 3. The hf backend through the harness vs. plain `model.generate` on the same prompts and token counts
    (bundled SmolLM2 on CPU). Goal: harness >= 0.9x plain.
 4. A GRPO rollout batch on the live policy (`ThincRollout`, real sandbox, 4 problems x 2): the hf
@@ -68,6 +71,28 @@ class FixedLatencyGenerator(Generator):
         return {"backend": "perf-fixed-latency"}
 
 
+class ClockedGenerator(FixedLatencyGenerator):
+    """The same engine on its own clock, as a real one runs in its own process: a request starts
+    when it arrives or when the one before it ends, whichever is later, and the engine never waits
+    for the event loop to wake the request before; only a late *submission* leaves it idle."""
+
+    def __init__(self, code: str, latency_s: float) -> None:
+        super().__init__(code, latency_s)
+        self._free_at = 0.0
+
+    async def generate(
+        self, prompt_ids: list[int], params: SamplingParams, *, request_id: str | None = None
+    ) -> Generation:
+        end = max(time.perf_counter(), self._free_at) + self._latency_s
+        self._free_at = end
+        await asyncio.sleep(end - time.perf_counter())
+        turn = self._calls.get(str(request_id), 0)
+        self._calls[str(request_id)] = turn + 1
+        if turn < TURNS:
+            return Generation(list(self._code_ids), self._code_turn, "stop", "```output")
+        return Generation(list(self._answer_ids), "\\boxed{1}", "stop", None)
+
+
 class SleepingSession:
     """The floor: code "runs" as an asyncio sleep of the same length, with no sandbox and no thread,
     so what is left between it and the ideal is the event loop's own (and the machine's load)."""
@@ -106,13 +131,14 @@ def overhead(sandbox: Sandbox, name: str) -> None:
     )
 
 
-def overlap(sandboxes: dict[str, Sandbox | None], rounds: int) -> None:
+def overlap(sandboxes: dict[str, Sandbox | None], rounds: int, engine: type[FixedLatencyGenerator]) -> None:
     """Efficiency per concurrency for each sandbox (warm pool off and on, and None: no sandbox at
     all, the floor), in alternating rounds so that all see the same machine load; the median
     round is printed."""
+    clock = "on its own clock" if engine is ClockedGenerator else "woken by the event loop"
     print(
-        f"2. overlap: generator {GEN_LATENCY_S * 1000:.0f} ms/call serial, code {CODE_S * 1000:.0f} ms/block, "
-        f"{TURNS} blocks; median of {rounds} alternating rounds"
+        f"2. overlap: generator {GEN_LATENCY_S * 1000:.0f} ms/call serial ({clock}), code "
+        f"{CODE_S * 1000:.0f} ms/block, {TURNS} blocks; median of {rounds} alternating rounds"
     )
     names = list(sandboxes)
     print(
@@ -127,7 +153,7 @@ def overlap(sandboxes: dict[str, Sandbox | None], rounds: int) -> None:
         walls: dict[str, list[float]] = {n: [] for n in names}
         for i in range(rounds):
             for name in names if i % 2 == 0 else names[::-1]:
-                generator = FixedLatencyGenerator(f"import time\ntime.sleep({CODE_S})", GEN_LATENCY_S)
+                generator = engine(f"import time\ntime.sleep({CODE_S})", GEN_LATENCY_S)
                 sandbox = sandboxes[name]
                 if sandbox is not None:  # each round starts as a steady state would
                     sandbox._warm.wait_full(60)  # noqa: SLF001
@@ -239,7 +265,9 @@ def main() -> None:
     ):
         for name, sandbox in (("warm_sessions=0", cold), (f"={config.warm_sessions}", warm)):
             overhead(sandbox, name)
-        overlap({"pool 0": cold, f"pool {config.warm_sessions}": warm, "no sandbox": None}, args.rounds)
+        columns = {"pool 0": cold, f"pool {config.warm_sessions}": warm, "no sandbox": None}
+        for engine in (FixedLatencyGenerator, ClockedGenerator):
+            overlap(columns, args.rounds, engine)
     if not args.skip_hf:
         hf_vs_plain()
         policy_batching()
