@@ -12,6 +12,8 @@ socket is untrusted: each run sends a fresh nonce, and anything but one "done" f
 infrastructure failure (server gone, spawn refused) is retried once in a fresh session and
 counted; if it persists the status is `infra_error`. User-code failures are never retried.
 Output (one pipe for stdout+stderr) is read while the code runs and kept as head + tail.
+A process may come from the Sandbox's warm pool (started ahead of need, never run): it is used
+only if it is of the running server, alive and silent, so nothing tells it from a fresh one.
 """
 
 from __future__ import annotations
