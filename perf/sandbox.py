@@ -1,7 +1,10 @@
 """Sandbox performance, printed side by side: this tree against a baseline revision, and fork-server
 sessions against a fresh `python` per block.
 
-Run: `python perf/sandbox.py [--runs 300] [--baseline main]`. First the before/after table: this
+Run: `python perf/sandbox.py [--runs 300] [--baseline main]`. First the warm-pool table: session
+start (`session()` + a first run) and close with `warm_sessions=0` and at its default, two sandboxes
+of this tree measured in alternating rounds (goal: start p50 < 10 ms with the pool). Then the
+before/after table: this
 tree's sandbox and the baseline revision's (its `thinc_bench/` exported with `git archive` into a
 temporary folder), measured in alternating rounds in separate processes so that both see the same
 machine load, with the median of the rounds and the ratio. Then this tree alone: per-run latency
@@ -51,18 +54,52 @@ def time_runs(sb: Any, code: str, n: int) -> list[float]:
     return out
 
 
-def time_session_starts(sb: Any, n: int) -> tuple[list[float], list[float]]:
-    """Start (+ a first run) and close of `n` sessions, each timed apart."""
+def time_session_starts(sb: Any, n: int, life_s: float = 0.0) -> tuple[list[float], list[float]]:
+    """Start (`session()` + a first run) and close of `n` sessions, each timed apart; each session
+    lives `life_s` between its first run and its close (a trajectory's generation)."""
     starts, closes = [], []
     for _ in range(n):
-        s = sb.session()
         t = time.perf_counter()
+        s = sb.session()
         s.run("pass")
         starts.append(time.perf_counter() - t)
+        time.sleep(life_s)
         t = time.perf_counter()
         s.close()
         closes.append(time.perf_counter() - t)
     return starts, closes
+
+
+def warm_pool_table(n: int, rounds: int, life_s: float) -> None:
+    """Session start and close with the warm pool off (`warm_sessions=0`) and at its default, both
+    sandboxes open in this process and measured in alternating rounds (same load on both)."""
+    from thinc_bench.sandbox import Sandbox, SandboxConfig
+
+    default = SandboxConfig().warm_sessions
+    sides = {0: ([], []), default: ([], [])}  # type: dict[int, tuple[list[float], list[float]]]
+    with Sandbox(SandboxConfig(warm_sessions=0)) as off, Sandbox(SandboxConfig()) as on:
+        boxes = {0: off, default: on}
+        for sb in boxes.values():
+            time_session_starts(sb, 3)  # warm caches
+        for i in range(rounds):
+            for size in (0, default) if i % 2 == 0 else (default, 0):
+                starts, closes = time_session_starts(boxes[size], n, life_s)
+                sides[size][0].extend(starts)
+                sides[size][1].extend(closes)
+        taken = on.stats.warm_taken
+    print(
+        f"warm pool: warm_sessions=0 vs {default}, {rounds} alternating rounds of {n} sessions, "
+        f"each living {life_s * 1000:.0f} ms between its first run and its close"
+    )
+    print(f"{'':28}{'off p50':>10}{'p95':>9}{'on p50':>10}{'p95':>9}{'ratio p50':>11}")
+    for label, k in (("session start (+1st run)", 0), ("session close", 1)):
+        a, b = sides[0][k], sides[default][k]
+        print(
+            f"{label:28}{pct(a, 0.5):8.2f}ms{pct(a, 0.95):7.2f}ms{pct(b, 0.5):8.2f}ms{pct(b, 0.95):7.2f}ms"
+            f"{pct(b, 0.5) / pct(a, 0.5):10.2f}x"
+        )
+    print(f"  sessions given a ready process: {taken} of {rounds * n + 3}")
+    print()
 
 
 def time_fresh(code: str, n: int) -> list[float]:
@@ -151,12 +188,19 @@ def main() -> None:
     parser.add_argument("--baseline", default="main", help="git revision to compare with; 'none' skips it")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of the before/after table")
     parser.add_argument(
+        "--warm-sessions", type=int, default=40, help="sessions per round of the warm-pool table"
+    )
+    parser.add_argument(
+        "--life-ms", type=float, default=50.0, help="life of each session in the warm-pool table"
+    )
+    parser.add_argument(
         "--json", action="store_true", help="print this tree's p50s as JSON (used by --baseline)"
     )
     args = parser.parse_args()
     if args.json:
         print(json.dumps(measure(args.runs)))
         return
+    warm_pool_table(args.warm_sessions, args.rounds * 2, args.life_ms / 1000)
     if args.baseline != "none":
         compare(args.baseline, args.runs, args.rounds)
     from thinc_bench.sandbox import Sandbox, SandboxConfig

@@ -16,7 +16,10 @@ from thinc_bench.sandbox import Sandbox, SandboxConfig, _cgroups, _jail
 
 
 def _kill_server_and_wait(sb: Sandbox) -> None:
-    """SIGKILL the fork-server (as a crash would) and wait until every process of the jail is gone."""
+    """SIGKILL the fork-server (as a crash would) and wait until every process of the jail is gone.
+
+    The warm pool is full first, so that the crash meets the session's own run, not a refill."""
+    assert sb._warm.wait_full(60)
     assert sb._server is not None
     root = psutil.Process(sb._server.proc.pid)
     tree = [root, *root.children(recursive=True)]

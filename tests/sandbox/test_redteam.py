@@ -57,12 +57,15 @@ def test_descriptors_sent_on_the_control_socket_are_not_kept(session: Session) -
         "try:\n    for _ in range(400):\n        socket.send_fds(s, [b'\\0'], [r, w, *pins])\n"
         "except OSError:\n    pass"
     )
+    warm = session._sandbox._warm  # its processes' descriptors are the harness's: count a full pool
     session.run("1")
+    assert warm.wait_full(60)
     before = len(_harness_fds())
     r = session.run(code, timeout=5.0)
     after = session.run("print('still works')")
     assert r.status == "killed" and "control channel" in r.transcript
     assert after.status == "ok" and after.output.endswith("still works\n")
+    assert warm.wait_full(60)
     links = _harness_fds()
     assert len(links) <= before and not [link for link in links if "memfd:pin" in link]
 

@@ -160,6 +160,18 @@ def write(path: str, name: str, value: object) -> None:
         fh.write(str(value))
 
 
+def memory_headroom(path: str) -> int | None:
+    """Bytes a memory group may still charge before its limit (None when it cannot be read)."""
+    try:
+        with open(os.path.join(path, "memory.limit_in_bytes")) as fh:
+            limit = int(fh.read())
+        with open(os.path.join(path, "memory.usage_in_bytes")) as fh:
+            usage = int(fh.read())
+    except (OSError, ValueError):
+        return None
+    return limit - usage
+
+
 def memory_events(path: str) -> dict[str, int]:
     """OOM kills in this memory group (`oom_kill`, counted on the victim's own group) and how often
     its limit was hit (`failcnt`); empty when the group cannot be read."""

@@ -119,6 +119,13 @@ class SandboxConfig:
         default=128,
         metadata={"help": "Live sessions at once (the bounded pool); session() waits for a free slot."},
     )
+    warm_sessions: int = field(
+        default=4,
+        metadata={
+            "help": "Session processes kept started ahead of need, so a trajectory never waits for a "
+            "fork; refilled in the background, counted against max_sessions. 0: start each on demand."
+        },
+    )
     max_concurrent_runs: int = field(
         default=16,
         metadata={
@@ -158,6 +165,10 @@ class SandboxConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise ConfigError(f"SandboxConfig.{name}={value!r} must be a positive integer")
+        if not isinstance(self.warm_sessions, int) or self.warm_sessions < 0:
+            raise ConfigError(
+                f"SandboxConfig.warm_sessions={self.warm_sessions!r} must be 0 (off) or a positive integer"
+            )
         for name in ("session_memory_mb", "total_memory_mb"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value <= 0):

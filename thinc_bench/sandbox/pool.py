@@ -8,6 +8,10 @@ start fresh. The protections in force are logged once per Sandbox (a warning nam
 one and why) and kept in `protection_summary()` for the run's config.json. A process forked from
 one holding Sandboxes gets them back unstarted: the child's first use starts its own server, and
 the parent's server, sessions and cgroups are never touched from the child.
+A few session processes are started ahead of need (`warm_sessions`, see `_warm`): a session takes
+one when it opens and uses it at its first run if it is alive, silent and of the running server
+(else the next, else its own); their starts yield to sessions' control requests and pause while
+the sessions' memory group is near its cap.
 It does not run code itself: sessions talk to their processes directly.
 """
 
@@ -27,8 +31,16 @@ from typing import Any
 
 from thinc_bench.errors import SandboxUnavailable
 from thinc_bench.sandbox import _cgroups, _jail, _wire
+from thinc_bench.sandbox._warm import WarmPool
 from thinc_bench.sandbox.config import SandboxConfig
-from thinc_bench.sandbox.session import InfraFailure, Session
+from thinc_bench.sandbox.session import (
+    InfraFailure,
+    Session,
+    _Live,
+    idle_and_clean,
+    start_process,
+    stop_process,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +50,10 @@ SERVER_START_TIMEOUT_S = 60.0
 CONTROL_TIMEOUT_S = 30.0
 # How long session() waits for a free pool slot before declaring the pool exhausted.
 POOL_WAIT_S = 600.0
+# No session process is started ahead of need while the sessions' memory group (the cap of all
+# sessions together) has less than this share of its limit left: near the cap, the kernel's OOM
+# killer would take the largest session, a trajectory's, to make room for one nobody uses yet.
+WARM_HEADROOM_SHARE = 0.1
 
 
 @dataclass
@@ -61,6 +77,11 @@ class SandboxStats:
     # Runs whose process was replaced because the run before left threads running (they could
     # forge the next run's result).
     threads_left: int = 0
+    # Session processes started ahead of need (SandboxConfig.warm_sessions), those handed to a
+    # session, and those killed instead: they died, spoke, or belonged to a server that had died.
+    warm_started: int = 0
+    warm_taken: int = 0
+    warm_discarded: int = 0
 
 
 class _Server:
@@ -104,6 +125,10 @@ class _Server:
             ) from exc
         self.sock.settimeout(CONTROL_TIMEOUT_S)
         self.lock = threading.Lock()
+        # Requests of sessions waiting for the lock; a background one (a warm-pool start) lets
+        # them go first, so that a session's start or close never queues behind a refill.
+        self._urgent = 0
+        self._urgent_lock = threading.Condition()
         self.dead = False
 
     def _launch_and_wait(
@@ -130,13 +155,30 @@ class _Server:
             logger.warning("sandbox server: %s", line.decode(errors="replace").rstrip())
         self.proc.wait()
 
-    def request(self, message: dict[str, Any], fds: list[int] | None = None) -> dict[str, Any]:
-        """Send one control frame and wait for its answer.
+    def request(
+        self, message: dict[str, Any], fds: list[int] | None = None, *, background: bool = False
+    ) -> dict[str, Any]:
+        """Send one control frame and wait for its answer; a `background` request waits until no
+        other request is waiting.
 
         Raises:
             InfraFailure: the server is dead or answered nonsense.
         """
-        with self.lock:
+        with self._urgent_lock:
+            if background:
+                while self._urgent:
+                    self._urgent_lock.wait(CONTROL_TIMEOUT_S)
+            else:
+                self._urgent += 1
+        try:
+            self.lock.acquire()
+        finally:
+            if not background:
+                with self._urgent_lock:
+                    self._urgent -= 1
+                    if not self._urgent:
+                        self._urgent_lock.notify_all()
+        try:
             if self.dead:
                 raise InfraFailure("the sandbox server is gone")
             try:
@@ -145,6 +187,8 @@ class _Server:
             except (OSError, _wire.WireError) as exc:
                 self.dead = True
                 raise InfraFailure(f"sandbox server failed during {message.get('op')!r}: {exc!r}") from exc
+        finally:
+            self.lock.release()
         if not reply.get("ok"):
             raise InfraFailure(f"sandbox server refused {message.get('op')!r}: {reply.get('error')}")
         return reply
@@ -166,6 +210,7 @@ class _Server:
         self.dead = True
         self.forked_away = True
         self.lock = threading.Lock()
+        self._urgent, self._urgent_lock = 0, threading.Condition()
         self.sock.close()  # else the parent's server would not see end of stream when it closes
         # The copy of the server's stderr pipe stays open: the parent's reader thread held its
         # lock at the fork, so closing it here would wait forever; a read end that nobody reads
@@ -188,7 +233,7 @@ class Sandbox:
         self._lock = threading.Lock()
         self._stats = SandboxStats()
         self._stats_lock = threading.Lock()
-        self._slots = threading.BoundedSemaphore(self.config.max_sessions)
+        self._warm = self._new_warm_pool()
         self._sid = 0
         self._executor: ThreadPoolExecutor | None = None
         self._logged = False
@@ -209,9 +254,13 @@ class Sandbox:
         return self
 
     def close(self) -> None:
-        """Stop the server; every session process dies with it."""
+        """Stop the server; every session process dies with it, the ones started ahead of need too."""
         with self._lock:
             self._closed = True
+        for live in self._warm.close():  # the server's shutdown kills them; our ends close here
+            live.sock.close()
+            os.close(live.out_r)
+        with self._lock:
             if self._server is not None:
                 self._server.close()
                 self._server = None
@@ -249,12 +298,15 @@ class Sandbox:
         """
         if self._closed:
             raise SandboxUnavailable("this Sandbox is closed; open a new one")
-        if not self._slots.acquire(timeout=POOL_WAIT_S):
+        got, reserved = self._warm.acquire(POOL_WAIT_S)
+        if not got:
             raise SandboxUnavailable(
                 f"all {self.config.max_sessions} sandbox sessions stayed busy for {POOL_WAIT_S} s; "
                 "close finished sessions or raise SandboxConfig.max_sessions"
             )
-        session = Session(self, inject_failures=inject_failures)
+        if reserved is None:
+            reserved = self._warm.take()
+        session = Session(self, inject_failures=inject_failures, reserved=reserved)
         self._sessions.add(session)
         return session
 
@@ -283,7 +335,46 @@ class Sandbox:
                 self._server = _Server(self.config, self._generation)
                 self._count("server_starts")
                 self._log_protections(self._server)
+                self._warm.begin()
             return self._server
+
+    def _new_warm_pool(self) -> WarmPool[_Live]:
+        return WarmPool(
+            self.config.warm_sessions, self.config.max_sessions, self._start_warm, self._drop_warm
+        )
+
+    def _start_warm(self) -> _Live | None:
+        """Start one session process ahead of need on the running server (never starts a server:
+        the next session does, and says so)."""
+        with self._lock:
+            server = self._server
+        if self._closed or server is None or server.dead or server.proc.poll() is not None:
+            return None
+        group = server.launch.groups.session_parents.get("memory")
+        if group is not None:
+            headroom = _cgroups.memory_headroom(group)
+            cap = self.config.resolved_total_memory_mb() * 2**20
+            if headroom is not None and headroom < WARM_HEADROOM_SHARE * cap:
+                return None  # the refiller tries again in a moment
+        live = start_process(self, server, background=True)
+        self._count("warm_started")
+        return live
+
+    def _drop_warm(self, live: _Live) -> None:
+        stop_process(live)
+        self._count("warm_discarded")
+
+    def _warm_process(self, server: _Server, reserved: _Live | None) -> _Live | None:
+        """A process started ahead of need that can serve a session on `server` now (`reserved`
+        first, then the pool's), or None; each one that died or spoke while waiting is killed."""
+        live = reserved if reserved is not None else self._warm.take()
+        while live is not None:
+            if idle_and_clean(live, server):
+                self._count("warm_taken")
+                return live
+            self._drop_warm(live)
+            live = self._warm.take()
+        return None
 
     def _log_protections(self, server: _Server) -> None:
         lines = _jail.describe_protections(server.launch, server.hello)
@@ -308,7 +399,10 @@ class Sandbox:
         self._lock = threading.Lock()
         self._stats_lock = threading.Lock()
         self._stats = SandboxStats()
-        self._slots = threading.BoundedSemaphore(self.config.max_sessions)
+        for live in self._warm.close_in_child():  # the parent's processes: drop our copies only
+            live.sock.close()
+            os.close(live.out_r)
+        self._warm = self._new_warm_pool()
         if self._server is not None:
             self._server.forget_in_child()
             _FORK_ORPHANS.append(self._server)  # never finalised here: its Popen is the parent's
@@ -329,9 +423,13 @@ class Sandbox:
             setattr(self._stats, name, getattr(self._stats, name) + n)
 
     def _release_slot(self) -> None:
-        self._slots.release()
+        self._warm.release()
 
     def _run_executor(self) -> ThreadPoolExecutor:
+        # Called on the event loop by every arun(): no lock once the pool exists, because the
+        # lock is held for a whole server (re)start (~1 s), which would stall every rollout.
+        if (executor := self._executor) is not None:
+            return executor
         with self._lock:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(

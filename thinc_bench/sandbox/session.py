@@ -12,6 +12,8 @@ socket is untrusted: each run sends a fresh nonce, and anything but one "done" f
 infrastructure failure (server gone, spawn refused) is retried once in a fresh session and
 counted; if it persists the status is `infra_error`. User-code failures are never retried.
 Output (one pipe for stdout+stderr) is read while the code runs and kept as head + tail.
+A process may come from the Sandbox's warm pool (started ahead of need, never run): it is used
+only if it is of the running server, alive and silent, so nothing tells it from a fresh one.
 """
 
 from __future__ import annotations
@@ -177,11 +179,85 @@ def _take_done(reader: _wire.FrameReader, nonce: str) -> tuple[str, int] | None:
     return done
 
 
+def start_process(sandbox: Sandbox, server: _Server, *, background: bool = False) -> _Live:
+    """Fork one session process from `server` and wait until its notebook loop is ready;
+    `background` (a start ahead of need) lets waiting sessions' requests go first.
+
+    Raises:
+        InfraFailure: the server refused or the process did not come up (it is killed).
+    """
+    sid = sandbox._next_sid()
+    harness_end, child_end = socket.socketpair()
+    out_r, out_w = os.pipe()
+    try:
+        server.request({"op": "spawn", "sid": sid}, [child_end.fileno(), out_w], background=background)
+    except InfraFailure:
+        harness_end.close()
+        os.close(out_r)
+        raise
+    finally:
+        child_end.close()
+        os.close(out_w)
+    fcntl.fcntl(out_r, fcntl.F_SETFL, fcntl.fcntl(out_r, fcntl.F_GETFL) | os.O_NONBLOCK)
+    reader = _wire.FrameReader(harness_end, max_frame_bytes=_wire.SESSION_FRAME_BYTES)
+    live = _Live(sid, server, harness_end, out_r, reader)
+    harness_end.settimeout(SESSION_START_TIMEOUT_S)
+    try:
+        frame = live.reader.read_frame()
+    except (OSError, _wire.WireError) as exc:
+        stop_process(live)
+        raise InfraFailure(f"session process did not start: {exc!r}") from exc
+    finally:
+        harness_end.settimeout(None)
+    if frame.get("op") != "ready":
+        stop_process(live)
+        raise InfraFailure(f"session setup failed: {frame.get('error', frame)}")
+    return live
+
+
+def stop_process(live: _Live) -> dict[str, Any]:
+    """Kill a session process (every process of its session) and close our ends; returns how it
+    ended, as the server saw it (empty if the server is gone)."""
+    info: dict[str, Any] = {}
+    try:
+        if not live.server.dead:
+            info = live.server.request({"op": "kill", "sid": live.sid})
+    except InfraFailure:
+        info = {}
+    finally:
+        live.sock.close()
+        os.close(live.out_r)
+    return info
+
+
+def idle_and_clean(live: _Live, server: _Server) -> bool:
+    """Whether a process started ahead of need can serve a session: forked by the running server,
+    alive (its socket open), and silent (it ran nothing, so it has nothing to say on either end)."""
+    if live.server is not server or server.dead:
+        return False
+    try:
+        live.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        return False  # end of stream (it died) or a byte nobody asked for
+    except BlockingIOError:
+        pass
+    except OSError:
+        return False
+    try:
+        os.read(live.out_r, 1)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    return False  # output, or end of stream: it wrote or died
+
+
 class Session:
     """One stateful interpreter; create with `Sandbox.session()`, use as a context manager."""
 
-    def __init__(self, sandbox: Sandbox, *, inject_failures: int = 0) -> None:
+    def __init__(self, sandbox: Sandbox, *, inject_failures: int = 0, reserved: _Live | None = None) -> None:
         self._sandbox = sandbox
+        # A process started ahead of need that came with this session's slot; checked on first use.
+        self._reserved = reserved
         self._config = sandbox.config
         self._faults_left = inject_failures
         self._live: _Live | None = None
@@ -256,6 +332,9 @@ class Session:
                 return
             self._closed = True
             self._discard()
+            if (reserved := self._reserved) is not None:
+                self._reserved = None
+                stop_process(reserved)
             if self._holds_slot:
                 self._sandbox._release_slot()
 
@@ -277,6 +356,10 @@ class Session:
             live.sock.close()
             os.close(live.out_r)
             self._notice = FORK_NOTICE
+        if (reserved := self._reserved) is not None:
+            self._reserved = None
+            reserved.sock.close()
+            os.close(reserved.out_r)
 
     # ---- internals ---------------------------------------------------------------------------
     def _start(self) -> _Live:
@@ -286,27 +369,9 @@ class Session:
             if self._sandbox._closed:
                 raise
             raise InfraFailure(str(exc)) from exc
-        sid = self._sandbox._next_sid()
-        harness_end, child_end = socket.socketpair()
-        out_r, out_w = os.pipe()
-        try:
-            server.request({"op": "spawn", "sid": sid}, [child_end.fileno(), out_w])
-        finally:
-            child_end.close()
-            os.close(out_w)
-        fcntl.fcntl(out_r, fcntl.F_SETFL, fcntl.fcntl(out_r, fcntl.F_GETFL) | os.O_NONBLOCK)
-        reader = _wire.FrameReader(harness_end, max_frame_bytes=_wire.SESSION_FRAME_BYTES)
-        live = _Live(sid, server, harness_end, out_r, reader)
+        reserved, self._reserved = self._reserved, None
+        live = self._sandbox._warm_process(server, reserved) or start_process(self._sandbox, server)
         self._live = live
-        harness_end.settimeout(SESSION_START_TIMEOUT_S)
-        try:
-            frame = live.reader.read_frame()
-        except (OSError, _wire.WireError) as exc:
-            raise InfraFailure(f"session process did not start: {exc!r}") from exc
-        finally:
-            harness_end.settimeout(None)
-        if frame.get("op") != "ready":
-            raise InfraFailure(f"session setup failed: {frame.get('error', frame)}")
         self._sandbox._count("sessions_started")
         return live
 
@@ -315,15 +380,7 @@ class Session:
         live, self._live = self._live, None
         if live is None:
             return {}
-        info: dict[str, Any] = {}
-        try:
-            if not live.server.dead:
-                info = live.server.request({"op": "kill", "sid": live.sid})
-        except InfraFailure:
-            info = {}
-        finally:
-            live.sock.close()
-            os.close(live.out_r)
+        info = stop_process(live)
         self._count_survivors(info)
         return info
 
