@@ -549,7 +549,9 @@ def test_chat_requests_are_routed_and_failed_over_too(
     assert [t.content for t in asyncio.run(go())] == ["\\boxed{7}"] * 9
     paths = {r["path"] for s in (down, a, b) for r in s.requests}
     assert paths == {"/v1/chat/completions"} and len(down.requests) == 3  # its share of the first round
-    assert len(a.requests) + len(b.requests) == 9 and abs(len(a.requests) - len(b.requests)) <= 1
+    # The first round routes 3 requests to each server; the 3 failed ones go to whichever healthy server
+    # has fewer in flight at that moment, which depends on timing.
+    assert len(a.requests) + len(b.requests) == 9 and min(len(a.requests), len(b.requests)) >= 3
 
 
 def test_start_up_check_learns_the_context_every_server_agrees_on(
