@@ -272,3 +272,78 @@ def test_a_request_that_fails_its_prefill_fails_alone(generator: HFGenerator) ->
     out, failed = asyncio.run(go())
     assert isinstance(failed, IndexError)
     assert isinstance(out, Generation) and out.token_ids == before(generator, good, params).token_ids
+
+
+def test_rows_that_join_longer_leave_or_are_dropped_match_their_own_runs_while_the_buffer_moves_and_grows(
+    generator: HFGenerator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch's buffer allocated in 8-column steps, so it fills every few steps: the window moves to
+    column 0 or the buffer grows, mid-batch. A longer row joining leaves skipped columns in the others;
+    a dropped row's slot takes another row. Every row still matches its own one-shot run, and so does
+    the next turn of each, built on the cache it left in the store (skipped columns left out)."""
+    from thinc_bench.backends import _hf_batch
+
+    monkeypatch.setattr(_hf_batch._SlotBuffer, "COLUMN_STEP", 8)
+    relocations: list[str] = []
+    relocate = _hf_batch._SlotBuffer.relocate
+
+    def spy(buffer: Any, slots: int, span: int) -> int:
+        shape = tuple(buffer._kv.shape)
+        shift = relocate(buffer, slots, span)
+        relocations.append("moved" if tuple(buffer._kv.shape) == shape else "grew")
+        return shift
+
+    monkeypatch.setattr(_hf_batch._SlotBuffer, "relocate", spy)
+    engine = _hf_batch.ContinuousBatch(
+        generator._model, generator.tokenizer, eos_ids=generator._eos_ids, store=KVStore(100_000)
+    )
+    harness = generator.tokenizer.encode(HARNESS, add_special_tokens=False)
+    calls = {
+        "a": (chat(generator, "x"), 20),
+        "b": (chat(generator, "y" * 60), 9),  # longer than every live row when it joins
+        "c": (chat(generator, "z z"), 40),  # outlives the others: the window's start moves up to it
+        "dropped": (chat(generator, "w" * 20), 40),
+        "e": (chat(generator, "v" * 30), 12),
+    }
+    joins = {0: ["a"], 3: ["dropped"], 5: ["b"], 12: ["e"], 16: ["c"]}
+    finished: dict[str, Generation] = {}
+
+    def run(schedule: dict[int, list[str]], prompts: dict[str, list[int]]) -> None:
+        step = 0
+        while step <= max(schedule) or len(engine):
+            if step in schedule:
+                rows = [
+                    (Row(list(prompts[n]), greedy(calls[n][1]), generator._rng(GREEDY)), n)
+                    for n in schedule[step]
+                ]
+                finished.update(engine.admit(rows))  # type: ignore[arg-type]
+            if step == 9 and "dropped" in engine.owners:
+                engine.drop(["dropped"])
+            if len(engine):
+                finished.update(engine.step())
+            step += 1
+
+    def greedy(max_tokens: int) -> SamplingParams:
+        return SamplingParams(temperature=0, max_tokens=max_tokens, logprobs=True)
+
+    def check(prompts: dict[str, list[int]]) -> None:
+        for name in ("a", "b", "c", "e"):
+            expected = before(generator, prompts[name], greedy(calls[name][1]))
+            out = finished[name]
+            assert out.token_ids == expected.token_ids, name
+            assert out.logprobs is not None and expected.logprobs is not None
+            assert (
+                max(abs(a - b) for a, b in zip(out.logprobs, expected.logprobs, strict=True)) < LOGPROB_ATOL
+            )
+
+    first = {name: prompt for name, (prompt, _) in calls.items()}
+    run(joins, first)
+    assert "dropped" not in finished and len(finished) == 4
+    check(first)
+    second = {name: first[name] + finished[name].token_ids + harness for name in ("a", "b", "c", "e")}
+    reused = engine.store.stats.reused_tokens
+    finished.clear()
+    run({0: ["a", "b"], 2: ["c"], 4: ["e"]}, second)
+    check(second)
+    assert {"moved", "grew"} <= set(relocations), relocations
+    assert engine.store.stats.reused_tokens - reused >= sum(len(first[n]) for n in second)

@@ -3,8 +3,9 @@
 `ContinuousBatch` decodes one token per step for every live row; rows join between steps (each after
 its own prefill of only what its retained cache lacks, see `_hf_cache.py`) and leave as soon as they
 end, handing their cache to the store, so a batch never waits for its longest row and a trajectory's
-next turn prefills only the interpreter output. The live rows' caches are kept left-padded to one
-width (a row's positions are its own, padding is masked); joining pads, leaving trims. It needs a
+next turn prefills only the interpreter output. The live rows' caches share one preallocated buffer,
+every row ending at the same column (a row's positions are its own, the columns before its start are
+masked), so a step writes one column in place and joining or leaving moves one row. It needs a
 cache of plain full-attention layers (`plain_cache`); other models (sliding windows, linear
 attention) use `decode_batch`, the one-shot left-padded batch that prefills every prompt whole.
 
@@ -16,6 +17,7 @@ first token that completes one (kept whole). This module owns no threads or queu
 
 from __future__ import annotations
 
+import functools
 import inspect
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -132,6 +134,9 @@ class _Live:
     owner: Any
     length: int
     """Ids of this row in the batch cache: its prompt and every output token but the last (not yet fed)."""
+    start: int
+    """The buffer column of the row's first id; its ids fill the columns from there to the batch's `end`,
+    except columns skipped when a longer row joined (masked)."""
 
 
 class ContinuousBatch:
@@ -140,6 +145,12 @@ class ContinuousBatch:
     `admit` prefills new rows and samples their first token; `step` decodes one token for every live
     row; both return the rows that ended, with the caller's `owner` handle. Not thread-safe: one
     worker thread drives it.
+
+    The live rows' caches sit in one preallocated buffer (`_SlotBuffer`): row i of the batch is slot i,
+    and every row's ids end at the batch's `end` column, where the next step writes. A step writes one
+    column in place; a leaving row's slot takes the last row; a joining row is written into the next
+    slot, ending at `end` (if it is longer than the others, `end` jumps ahead and the others' skipped
+    columns are masked). A concatenated cache copied the whole batch at every step, join and leave.
     """
 
     def __init__(
@@ -153,8 +164,7 @@ class ContinuousBatch:
         self._model, self._tokenizer, self._eos_ids, self.store = model, tokenizer, eos_ids, store
         self._cache_kwarg = _cache_kwarg(model)
         self._live: list[_Live] = []
-        self._cache: Any = None
-        self._width = 0
+        self._buffer: _SlotBuffer | None = None
 
     def __len__(self) -> int:
         return len(self._live)
@@ -172,7 +182,6 @@ class ContinuousBatch:
             torch.OutOfMemoryError: the caller maps it to BackendUnavailable and calls `reset`.
         """
         ended: list[tuple[Any, Generation | Exception]] = []
-        joining: list[tuple[_Live, KV]] = []
         with torch.inference_mode():
             for row, owner in rows:
                 try:
@@ -186,15 +195,13 @@ class ContinuousBatch:
                     self.store.put(list(row.prompt_ids), row_kv)
                     ended.append((owner, _result(row, self._tokenizer)))
                 else:
-                    joining.append((_Live(row, owner, len(row.prompt_ids)), row_kv))
-            if joining:
-                self._join(joining)
+                    self._join(_Live(row, owner, len(row.prompt_ids), 0), row_kv)
         return ended
 
     def _prefill(self, row: Row) -> KV:
         """Run the prompt past its retained prefix and sample the first token; the row's whole cache."""
         kv, reuse = self.store.take(row.prompt_ids)
-        cache = self._new_cache(kv)
+        cache = _row_cache(self._model, kv)
         n = len(row.prompt_ids)
         device = self._model.device
         out = self._forward(
@@ -212,47 +219,46 @@ class ContinuousBatch:
 
     def step(self) -> list[tuple[Any, Generation]]:
         """Decode one token for every live row; rows that end leave the batch and retain their cache."""
+        buffer = self._buffer
+        assert buffer is not None and self._live
         device = self._model.device
-        width = self._width
-        lengths = torch.tensor([live.length for live in self._live], device=device)
-        columns = torch.arange(width + 1, device=device)
-        mask = (columns[None, :] >= (width - lengths)[:, None]).long()
-        ids = torch.tensor([[live.row.out[-1]] for live in self._live], dtype=torch.long, device=device)
         with torch.inference_mode():
-            out = self._forward(ids, mask, lengths[:, None], self._cache)
-            self._cache = _cache_of(out)
-            self._width = width + 1
+            if not buffer.fits(len(self._live), buffer.end + 1):
+                self._relocate(len(self._live), buffer.end - buffer.begin + 1)
+            mask = buffer.open_column(len(self._live))
+            lengths = torch.tensor([live.length for live in self._live], device=device)
+            ids = torch.tensor([[live.row.out[-1]] for live in self._live], dtype=torch.long, device=device)
+            out = self._forward(ids, mask, lengths[:, None], buffer.cache(len(self._live)))
+            buffer.end += 1
             logits = out.logits[:, -1, :].float()
-            ended: list[tuple[Any, Generation]] = []
-            keep: list[int] = []
+            ended: list[int] = []
             for j, live in enumerate(self._live):
                 live.length += 1
                 token, logprob = _sample(logits[j], live.row)
                 live.row.out.append(token)
                 live.row.logprobs.append(logprob)
                 _update(live.row, token, self._tokenizer, self._eos_ids)
-                if live.row.finish is None:
-                    keep.append(j)
-                    continue
-                start = self._width - live.length
-                kv = [
-                    (layer.keys[j : j + 1, :, start:].clone(), layer.values[j : j + 1, :, start:].clone())
-                    for layer in self._cache.layers
-                ]
+                if live.row.finish is not None:
+                    ended.append(j)
+            results = []
+            for j in ended:
+                live = self._live[j]
+                kv = buffer.row_kv(j, live.start, live.length)
                 self.store.put(live.row.prompt_ids + live.row.out[:-1], kv)
-                ended.append((live.owner, _result(live.row, self._tokenizer)))
-            if len(keep) < len(self._live):
-                self._keep(keep)
-        return ended
+                results.append((live.owner, _result(live.row, self._tokenizer)))
+            self._remove(ended)
+        return results
 
     def drop(self, owners: list[Any]) -> None:
         """Remove rows whose callers are gone (cancelled), without retaining their caches."""
         gone = {id(owner) for owner in owners}
-        self._keep([j for j, live in enumerate(self._live) if id(live.owner) not in gone])
+        with torch.inference_mode():  # the buffer is made and written in inference mode
+            self._remove([j for j, live in enumerate(self._live) if id(live.owner) in gone])
 
     def reset(self) -> None:
         """Forget every live row (after an error: their callers are told by the worker)."""
-        self._live, self._cache, self._width = [], None, 0
+        self._live = []
+        self._buffer = None  # after running out of memory, the next batch allocates anew
 
     def _forward(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, cache: Any) -> Any:
         return self._model(
@@ -264,53 +270,194 @@ class ContinuousBatch:
             **{self._cache_kwarg: cache},
         )
 
-    def _new_cache(self, kv: KV | None) -> Any:
+    def _join(self, live: _Live, kv: KV) -> None:
+        """Write a prefilled row into the next slot, its ids ending at the batch's `end` column."""
+        if self._buffer is None:
+            self._buffer = _SlotBuffer(self._model, kv)
+        buffer = self._buffer
+        if not self._live:
+            buffer.clear()
+        slots = len(self._live) + 1
+        if not buffer.fits(slots, max(buffer.end, live.length) + 1):
+            self._relocate(slots, max(buffer.end - buffer.begin, live.length) + 1)
+        buffer.end = max(buffer.end, live.length)
+        live.start = buffer.end - live.length
+        buffer.begin = min(buffer.begin, live.start) if self._live else live.start
+        buffer.write_row(len(self._live), live.start, kv)
+        self._live.append(live)
+
+    def _relocate(self, slots: int, span: int) -> None:
+        assert self._buffer is not None
+        shift = self._buffer.relocate(slots, span)
+        for live in self._live:
+            live.start -= shift
+
+    def _remove(self, rows: list[int]) -> None:
+        """Remove rows by index: each slot freed takes the batch's last row (highest index first)."""
+        if not rows:
+            return
+        assert self._buffer is not None
+        for j in sorted(set(rows), reverse=True):
+            last = len(self._live) - 1
+            self._buffer.move_row(last, j)
+            self._live[j] = self._live[last]
+            self._live.pop()
+        if not self._live:
+            self._buffer.clear()
+        else:
+            self._buffer.begin = min(live.start for live in self._live)
+
+
+class _SlotBuffer:
+    """The KV of a continuous batch: one tensor [layers, 2, slots, kv heads, columns, head dim] and the
+    attention mask of its columns. Columns `begin` to `end` are the live window; `relocate` grows the
+    slots or columns (or moves the window to column 0) before anything is written past them."""
+
+    COLUMN_STEP = 256
+    """Columns are allocated in multiples of this, and a full buffer grows by half its columns."""
+
+    def __init__(self, model: PreTrainedModel, like: KV) -> None:
+        """An empty buffer for caches shaped like `like` (a row's: [1, kv heads, length, head dim] per layer)."""
+        self._model = model
+        self._layers = len(like)
+        like = like[0][0]
+        self._heads, self._dim = like.shape[1], like.shape[3]
+        self._dtype, self._device = like.dtype, like.device
+        self._kv = torch.zeros(
+            (self._layers, 2, 0, self._heads, 0, self._dim), dtype=self._dtype, device=self._device
+        )
+        self._mask = torch.zeros((0, 0), dtype=torch.long, device=self._device)
+        self.begin = self.end = 0
+
+    def clear(self) -> None:
+        """No live rows: the window starts again at column 0 (stale values stay, masked, and finite)."""
+        self._mask.zero_()
+        self.begin = self.end = 0
+
+    def fits(self, slots: int, columns: int) -> bool:
+        """Whether `slots` rows and writes below column `columns` fit the buffer as it is."""
+        return slots <= self._kv.shape[2] and columns <= self._kv.shape[4]
+
+    def relocate(self, slots: int, span: int) -> int:
+        """Make room for `slots` rows and a window of `span` columns: move the window to column 0 in
+        place when that leaves a quarter of the columns free, else allocate a larger buffer. Returns how
+        far the window moved left (callers shift the column numbers they hold by it)."""
+        have_slots, have_columns = self._kv.shape[2], self._kv.shape[4]
+        shift, used = self.begin, self.end - self.begin
+        if slots <= have_slots and span <= have_columns * 3 // 4:
+            self._kv[:, :, :, :, :used] = self._kv[:, :, :, :, self.begin : self.end].clone()
+            self._mask[:, :used] = self._mask[:, self.begin : self.end].clone()
+            self._mask[:, used:] = 0
+        else:
+            new_slots = max(slots, 2 * have_slots) if slots > have_slots else have_slots
+            new_columns = max(span, have_columns + have_columns // 2)
+            new_columns = -(-new_columns // self.COLUMN_STEP) * self.COLUMN_STEP
+            kv = torch.zeros(
+                (self._layers, 2, new_slots, self._heads, new_columns, self._dim),
+                dtype=self._dtype,
+                device=self._device,
+            )
+            mask = torch.zeros((new_slots, new_columns), dtype=torch.long, device=self._device)
+            kv[:, :, :have_slots, :, :used] = self._kv[:, :, :, :, self.begin : self.end]
+            mask[:have_slots, :used] = self._mask[:, self.begin : self.end]
+            self._kv, self._mask = kv, mask
+        self.begin, self.end = 0, used
+        return shift
+
+    def write_row(self, slot: int, start: int, kv: KV) -> None:
+        """A joining row's cache [1, heads, length, dim] per layer, into `slot` from column `start`."""
+        length = kv[0][0].shape[2]
+        self._mask[slot] = 0
+        self._mask[slot, start : start + length] = 1
+        for i, (keys, values) in enumerate(kv):
+            self._kv[i, 0, slot, :, start : start + length] = keys[0]
+            self._kv[i, 1, slot, :, start : start + length] = values[0]
+
+    def move_row(self, source: int, target: int) -> None:
+        """Slot `target` takes slot `source`'s window (the source is freed)."""
+        if source != target:
+            window = slice(self.begin, self.end)
+            self._kv[:, :, target, :, window] = self._kv[:, :, source, :, window]
+            self._mask[target] = self._mask[source]
+        self._mask[source] = 0
+
+    def open_column(self, rows: int) -> torch.Tensor:
+        """Mark column `end` valid for the live rows; the attention mask of the next step."""
+        self._mask[:rows, self.end] = 1
+        return self._mask[:rows, self.begin : self.end + 1].contiguous()
+
+    def cache(self, rows: int) -> Any:
+        """A transformers cache whose layers write the next step's column in place."""
         from transformers import DynamicCache
 
         cache = DynamicCache(config=self._model.config)
-        layers: list[Any] = list(cache.layers)  # plain DynamicLayers (`plain_cache`)
-        for layer, (keys, values) in zip(layers, kv or [], strict=False):
-            layer.lazy_initialization(keys, values)
-            layer.keys, layer.values = keys, values
+        layer = _slot_layer()
+        cache.layers = [layer(self, i, rows) for i in range(self._layers)]
         return cache
 
-    def _join(self, joining: list[tuple[_Live, KV]]) -> None:
-        """Left-pad the batch and the joining rows to one width and stack them."""
-        width = max([self._width] + [live.length for live, _ in joining])
-        layers = len(joining[0][1])
-        merged: KV = []
-        for i in range(layers):
-            keys, values = [], []
-            if self._live:
-                layer = self._cache.layers[i]
-                keys.append(_left_pad(layer.keys, width - self._width))
-                values.append(_left_pad(layer.values, width - self._width))
-            for live, kv in joining:
-                keys.append(_left_pad(kv[i][0], width - live.length))
-                values.append(_left_pad(kv[i][1], width - live.length))
-            merged.append((torch.cat(keys), torch.cat(values)))
-        self._cache = self._new_cache(merged)
-        self._width = width
-        self._live += [live for live, _ in joining]
+    def view(self, layer: int, which: int, rows: int, end: int) -> torch.Tensor:
+        return self._kv[layer, which, :rows, :, self.begin : end]
 
-    def _keep(self, keep: list[int]) -> None:
-        """Keep rows `keep` and cut the columns that are now padding in every row."""
-        if not keep:
-            self.reset()
-            return
-        if len(keep) == len(self._live):
-            return
-        self._live = [self._live[j] for j in keep]
-        trim = self._width - max(live.length for live in self._live)
-        index = torch.tensor(keep, device=self._model.device)
-        for layer in self._cache.layers:
-            layer.keys = layer.keys.index_select(0, index)[:, :, trim:]
-            layer.values = layer.values.index_select(0, index)[:, :, trim:]
-        self._width -= trim
+    def put(self, layer: int, rows: int, keys: torch.Tensor, values: torch.Tensor) -> None:
+        q = keys.shape[2]
+        self._kv[layer, 0, :rows, :, self.end : self.end + q] = keys
+        self._kv[layer, 1, :rows, :, self.end : self.end + q] = values
+
+    def row_kv(self, slot: int, start: int, length: int) -> KV:
+        """A copy of one row's cache (its valid columns, skipped ones left out), for the store."""
+        window = self._mask[slot, start : self.end]
+        if int(window.sum()) == self.end - start:
+            index: slice | torch.Tensor = slice(start, self.end)
+        else:
+            index = start + window.nonzero().flatten()
+        kv = []
+        for i in range(self._layers):
+            keys = self._kv[i, 0, slot : slot + 1, :, index].clone()
+            values = self._kv[i, 1, slot : slot + 1, :, index].clone()
+            kv.append((keys, values))
+        assert kv[0][0].shape[2] == length, (kv[0][0].shape, length)
+        return kv
 
 
-def _left_pad(tensor: torch.Tensor, n: int) -> torch.Tensor:
-    return torch.nn.functional.pad(tensor, (0, 0, n, 0)) if n else tensor
+@functools.cache
+def _slot_layer() -> type:
+    """The cache layer class of `_SlotBuffer` (made on first use: transformers loads only with a model)."""
+    from transformers.cache_utils import DynamicLayer
+
+    class SlotLayer(DynamicLayer):
+        """A layer whose keys and values are views of the batch's buffer; `update` writes the new
+        column(s) at the buffer's `end` in place and returns the window through them."""
+
+        def __init__(self, buffer: _SlotBuffer, index: int, rows: int) -> None:
+            super().__init__()
+            self._buffer, self._index, self._rows = buffer, index, rows
+            self.keys = buffer.view(index, 0, rows, buffer.end)
+            self.values = buffer.view(index, 1, rows, buffer.end)
+            self.device = self.keys.device
+            self.is_initialized = True
+
+        def update(
+            self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
+        ) -> tuple[torch.Tensor, torch.Tensor]:
+            self._buffer.put(self._index, self._rows, key_states, value_states)
+            end = self._buffer.end + key_states.shape[-2]
+            self.keys = self._buffer.view(self._index, 0, self._rows, end)
+            self.values = self._buffer.view(self._index, 1, self._rows, end)
+            return self.keys, self.values
+
+    return SlotLayer
+
+
+def _row_cache(model: PreTrainedModel, kv: KV | None) -> Any:
+    """A one-row transformers cache holding `kv` (a retained prefix), for a joining row's prefill."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=model.config)
+    layers: list[Any] = list(cache.layers)  # plain DynamicLayers (`plain_cache`)
+    for layer, (keys, values) in zip(layers, kv or [], strict=False):
+        layer.lazy_initialization(keys, values)
+        layer.keys, layer.values = keys, values
+    return cache
 
 
 def _cache_kwarg(model: PreTrainedModel) -> str:
