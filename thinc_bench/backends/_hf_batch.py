@@ -344,14 +344,17 @@ class _SlotBuffer:
         far the window moved left (callers shift the column numbers they hold by it)."""
         have_slots, have_columns = self._kv.shape[2], self._kv.shape[4]
         shift, used = self.begin, self.end - self.begin
-        if slots <= have_slots and span <= have_columns * 3 // 4:
+        more_slots, more_columns = slots > have_slots, span > have_columns * 3 // 4
+        if not more_slots and not more_columns:
             self._kv[:, :, :, :, :used] = self._kv[:, :, :, :, self.begin : self.end].clone()
             self._mask[:, :used] = self._mask[:, self.begin : self.end].clone()
             self._mask[:, used:] = 0
         else:
-            new_slots = max(slots, 2 * have_slots) if slots > have_slots else have_slots
-            new_columns = max(span, have_columns + have_columns // 2)
-            new_columns = -(-new_columns // self.COLUMN_STEP) * self.COLUMN_STEP
+            new_slots = max(slots, 2 * have_slots) if more_slots else have_slots
+            new_columns = have_columns
+            if more_columns:
+                new_columns = max(span, have_columns + have_columns // 2)
+                new_columns = -(-new_columns // self.COLUMN_STEP) * self.COLUMN_STEP
             kv = torch.zeros(
                 (self._layers, 2, new_slots, self._heads, new_columns, self._dim),
                 dtype=self._dtype,
