@@ -74,6 +74,11 @@ CODE_CLOSE = ("--exec-on=code_close", "--response-prefix=```python\n")
 block for it (SmolLM2 never opens an output block by itself, so `output_open` measures the trigger)."""
 RECOVERY_SHARE = 0.3
 """Share of the recovery twin's problems whose trajectory fails (for real, in the sandbox) and is fixed."""
+TEST_PROBLEMS = 16
+"""Problems per test part by default, one sample each: what fits the chain into about an hour on 2
+float32 cores. Evaluation is most of the chain (~2.5 s per trajectory there), and for a paired
+difference more problems tell more than more samples of the same ones; `--test-problems 48
+--samples 4` is the issue's full size (about three times the evaluation time)."""
 INJECT_SHARE = 0.5
 """Share of the injected-failure GRPO run's rollout groups whose first 1 or 2 executions (drawn per
 group) are injected failures, as eval's Recovery@1 and @2 inject them."""
@@ -92,10 +97,10 @@ class NanoArgs:
     )
     test_problems: int | None = field(
         default=None,
-        metadata={"help": "Problems of each test part evaluated; default 48 (all: 100, 64, 48)."},
+        metadata={"help": "Problems of each test part evaluated; default 16 (all: 100, 64, 48)."},
     )
     samples: int = field(
-        default=4, metadata={"help": "Clean samples per problem of every trained column (avg@n, paired)."}
+        default=1, metadata={"help": "Clean samples per problem of every trained column (avg@n, paired)."}
     )
     parts: str = field(default=TEST_PARTS, metadata={"help": "Test parts evaluated (nano benchmarks)."})
     recovery_k: str = field(
@@ -136,7 +141,7 @@ def _commands(args: NanoArgs) -> dict[str, tuple[list[list[str]], Path]]:
     """Each stage's commands and the file whose existence says the stage is complete."""
     out = Path(args.out)
     py = sys.executable
-    limit = [f"--limit={args.test_problems or 48}"]
+    limit = [f"--limit={args.test_problems or TEST_PROBLEMS}"]
     examples = [f"--limit={args.sft_examples}"] if args.sft_examples else []
     epochs = ["--num_train_epochs", str(args.sft_epochs)] if args.sft_epochs else []
     trained = [f"--samples={args.samples}", f"--recovery-k={args.recovery_k}", "--recovery-samples=1"]
