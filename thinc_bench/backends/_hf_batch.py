@@ -320,9 +320,9 @@ class _SlotBuffer:
         """An empty buffer for caches shaped like `like` (a row's: [1, kv heads, length, head dim] per layer)."""
         self._model = model
         self._layers = len(like)
-        like = like[0][0]
-        self._heads, self._dim = like.shape[1], like.shape[3]
-        self._dtype, self._device = like.dtype, like.device
+        keys = like[0][0]
+        self._heads, self._dim = keys.shape[1], keys.shape[3]
+        self._dtype, self._device = keys.dtype, keys.device
         self._kv = torch.zeros(
             (self._layers, 2, 0, self._heads, 0, self._dim), dtype=self._dtype, device=self._device
         )
@@ -427,12 +427,12 @@ def _slot_layer() -> type:
     """The cache layer class of `_SlotBuffer` (made on first use: transformers loads only with a model)."""
     from transformers.cache_utils import DynamicLayer
 
-    class SlotLayer(DynamicLayer):
+    class SlotLayer(DynamicLayer):  # type: ignore[no-untyped-call]
         """A layer whose keys and values are views of the batch's buffer; `update` writes the new
         column(s) at the buffer's `end` in place and returns the window through them."""
 
         def __init__(self, buffer: _SlotBuffer, index: int, rows: int) -> None:
-            super().__init__()
+            super().__init__()  # type: ignore[no-untyped-call]
             self._buffer, self._index, self._rows = buffer, index, rows
             self.keys = buffer.view(index, 0, rows, buffer.end)
             self.values = buffer.view(index, 1, rows, buffer.end)
