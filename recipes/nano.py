@@ -75,10 +75,10 @@ block for it (SmolLM2 never opens an output block by itself, so `output_open` me
 RECOVERY_SHARE = 0.3
 """Share of the recovery twin's problems whose trajectory fails (for real, in the sandbox) and is fixed."""
 TEST_PROBLEMS = 16
-"""Problems per test part by default, one sample each: what fits the chain into about an hour on 2
-float32 cores. Evaluation is most of the chain (~2.5 s per trajectory there), and for a paired
-difference more problems tell more than more samples of the same ones; `--test-problems 48
---samples 4` is the issue's full size (about three times the evaluation time)."""
+"""Problems per test part by default, one sample each: the smallest evaluation that still pairs every
+column on all three parts (the whole chain took ~85 min on 2 float32 cores, training 60 % of it; see
+docs/LOG.md). For a paired difference more problems tell more than more samples of the same ones;
+`--test-problems 48 --samples 4` is the issue's full size (about three times the evaluation time)."""
 INJECT_SHARE = 0.5
 """Share of the injected-failure GRPO run's rollout groups whose first 1 or 2 executions (drawn per
 group) are injected failures, as eval's Recovery@1 and @2 inject them."""
@@ -97,7 +97,9 @@ class NanoArgs:
     )
     test_problems: int | None = field(
         default=None,
-        metadata={"help": "Problems of each test part evaluated; default 16 (all: 100, 64, 48)."},
+        metadata={
+            "help": f"Problems of each test part evaluated; default {TEST_PROBLEMS} (all: 100, 64, 48)."
+        },
     )
     samples: int = field(
         default=1, metadata={"help": "Clean samples per problem of every trained column (avg@n, paired)."}

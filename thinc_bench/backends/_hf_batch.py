@@ -274,9 +274,7 @@ class ContinuousBatch:
         """Write a prefilled row into the next slot, its ids ending at the batch's `end` column."""
         if self._buffer is None:
             self._buffer = _SlotBuffer(self._model, kv)
-        buffer = self._buffer
-        if not self._live:
-            buffer.clear()
+        buffer = self._buffer  # empty (begin = end = 0, mask clear) when no row is live: `_remove` clears it
         slots = len(self._live) + 1
         if not buffer.fits(slots, max(buffer.end, live.length) + 1):
             self._relocate(slots, max(buffer.end - buffer.begin, live.length) + 1)
