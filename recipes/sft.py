@@ -71,6 +71,14 @@ class ScriptArgs:
     eval_recovery_k: str | None = field(
         default=None, metadata={"help": "Recorded in the checkpoint: eval's --recovery-k for it."}
     )
+    lm_head: str = field(
+        default="auto",
+        metadata={
+            "help": "How the loss scores tokens: 'trl' (TRL's chunked head: no full logits in memory, each "
+            "chunk recomputed in the backward pass), 'plain' (one projection of the scored tokens, about 2x "
+            "faster on CPU where memory is not short), or 'auto' (plain on CPU, trl elsewhere)."
+        },
+    )
     eval_limit: int | None = field(
         default=None,
         metadata={"help": "Recorded in the checkpoint: eval's --limit (problems per benchmark)."},
@@ -146,6 +154,7 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     from thinc_bench.cli import parse_recipe
     from thinc_bench.train.common import attn_implementation, eval_command
     from thinc_bench.train.launch import bare_argv, build_data_if_missing, resolve_auto_bf16, resolve_model
+    from thinc_bench.train.lm_head import choose_lm_head, use_plain_lm_head
 
     argv = bare_argv(sys.argv[1:] if argv is None else argv, "sft_nano.yaml", "ThinC-nano SFT on CPU")
     argv, precision = resolve_auto_bf16(argv)
@@ -201,6 +210,10 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
         processing_class=tokenizer,
         callbacks=list(callbacks),
     )
+    head = choose_lm_head(script_args.lm_head, trainer.args.device.type, trainer.model)
+    logger.info("LM head: %s", head)
+    if head.startswith("plain"):
+        use_plain_lm_head(trainer.model)
     result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     trainer.log_metrics("train", result.metrics)
     trainer.save_metrics("train", result.metrics)
@@ -217,7 +230,12 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
             system_prompt=system_prompt,
             eval_settings=eval_settings(script_args),
             trained_by="recipes/sft.py",
-            training={"bf16": training_args.bf16, "dtype": model_args.dtype, "precision": precision},
+            training={
+                "bf16": training_args.bf16,
+                "dtype": model_args.dtype,
+                "precision": precision,
+                "lm_head": head,
+            },
         )
         print(f"Checkpoint: {training_args.output_dir}")
         print(f"Evaluate this checkpoint:\n  {eval_command(training_args.output_dir)}")

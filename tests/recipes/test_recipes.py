@@ -206,6 +206,11 @@ def test_sft_smoke_trains_masks_interpreter_tokens_and_evaluates(
     assert "## Training data" in (out / "README.md").read_text()
     losses = _losses(out)
     assert len(losses) == 3 and all(math.isfinite(x) for x in losses)
+    # On CPU the plain LM head scored the loss, and TRL's metrics are still logged from it.
+    head = json.loads((out / "thinc_bench.json").read_text())["training"]["lm_head"]
+    assert head.startswith("plain (auto: on CPU")
+    logged = [e for e in json.loads((out / "trainer_state.json").read_text())["log_history"] if "loss" in e]
+    assert all(0 <= e["mean_token_accuracy"] <= 1 and 0 < e["entropy"] < math.log(49152) for e in logged)
     assert _changed(smollm2_folder, out)
     assert list(out.rglob("events.out.tfevents.*")), "report_to: tensorboard writes the training log"
     record = _eval_one(out, two_problem_benchmark, tmp_path / "eval")
