@@ -254,6 +254,8 @@ def test_grpo_smoke_runs_two_stages_and_evaluates(tmp_path, smollm2_folder, two_
     # the tiny-model runs below test learning with rewards that differ by construction.
     optimizer = torch.load(out / "stage1" / "optimizer.pt", weights_only=False)
     assert {int(s["step"]) for s in optimizer["state"].values()} == {1}
+    training = json.loads((out / "stage2" / "thinc_bench.json").read_text())["training"]
+    assert training["lm_head"].startswith("plain (auto: on CPU")  # and scored as TRL's head (test_lm_head)
     record = _eval_one(out / "stage2", two_problem_benchmark, tmp_path / "eval")
     assert record["problem_id"] == "tiny-1" and record["status"] != "infra_error"
 

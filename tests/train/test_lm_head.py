@@ -1,4 +1,5 @@
-"""The plain LM head SFT uses on CPU: what TRL's fused head returns, on the same batch, to the last gradient.
+"""The plain LM head SFT and GRPO use on CPU: what TRL's fused head returns, on the same batch, to the last
+gradient.
 
 Two oracles: TRL 1.16's own chunked head (`add_fused_lm_head`) on an identical copy of the model, and
 the definitions computed in float64 from the model's full logits (log-softmax at the label, entropy
@@ -115,6 +116,75 @@ def test_the_plain_head_matches_the_definitions_in_float64() -> None:
     )
     assert float(got.loss.detach()) == pytest.approx(mean_nll / scored, abs=1e-4)
     assert float(got.is_top1.sum()) == 3  # the check above saw both outcomes
+
+
+GRPO_OUTPUTS = ("log_probs", "entropy")
+"""What GRPOTrainer asks TRL's head for (with its sampling temperature)."""
+
+
+@pytest.mark.parametrize("entropy_bonus", [0.0, 0.05])
+def test_under_grpos_temperature_the_plain_head_returns_trls_log_probs_entropy_and_gradients(
+    entropy_bonus: float,
+) -> None:
+    model = _model(tied=True)
+    trl_model, plain = copy.deepcopy(model), copy.deepcopy(model)
+    add_fused_lm_head(trl_model, temperature=0.7, outputs=GRPO_OUTPUTS)
+    add_fused_lm_head(plain, temperature=0.7, outputs=GRPO_OUTPUTS)
+    use_plain_lm_head(plain, temperature=0.7, entropy_grad=entropy_bonus != 0.0)
+    batch = _batch()
+    advantages = torch.tensor([[1.5], [-0.5]])  # GRPO's policy term, per row, plus the optional bonus
+    losses = []
+    for m in (trl_model, plain):
+        out = m(**batch, fused_lm_head=True, use_cache=False)
+        mask = out.label_mask.float()
+        loss = -(out.log_probs * advantages * mask).sum() / mask.sum()
+        loss = loss - entropy_bonus * (out.entropy * mask).sum() / mask.sum()
+        loss.backward()
+        losses.append((out, loss))
+    (want, want_loss), (got, got_loss) = losses
+    torch.testing.assert_close(got.log_probs, want.log_probs, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got.entropy, want.entropy, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got_loss, want_loss, rtol=1e-6, atol=1e-6)
+    assert got.entropy.requires_grad == (entropy_bonus != 0.0)
+    grads = dict(trl_model.named_parameters())
+    for name, parameter in plain.named_parameters():
+        torch.testing.assert_close(parameter.grad, grads[name].grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_temperature_scales_the_distribution_the_plain_head_scores() -> None:
+    model = _model(tied=False)
+    batch = _batch()
+    with torch.no_grad():
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    add_fused_lm_head(model, temperature=2.0, outputs=GRPO_OUTPUTS)
+    use_plain_lm_head(model, temperature=2.0)
+    with torch.no_grad():
+        got = model(**batch, fused_lm_head=True, use_cache=False)
+    log_p = torch.log_softmax(logits[:, :-1].double() / 2.0, dim=-1)
+    row, t = 0, 5  # a scored position (label at index 6)
+    label = int(batch["labels"][row, t + 1])
+    assert float(got.log_probs[row, t]) == pytest.approx(float(log_p[row, t, label]), abs=1e-5)
+    entropy = float(-(log_p[row, t].exp() * log_p[row, t]).sum())
+    assert float(got.entropy[row, t]) == pytest.approx(entropy, abs=1e-5)
+    # at temperature 2 the distribution is flatter than at 1: higher entropy than the unscaled one
+    plain_log_p = torch.log_softmax(logits[row, t].double(), dim=-1)
+    assert entropy > float(-(plain_log_p.exp() * plain_log_p).sum())
+
+
+def test_the_fp32_cast_projects_in_float32_under_bf16_autocast_as_trls_head_does() -> None:
+    model = _model(tied=False)
+    trl_model, plain = copy.deepcopy(model), copy.deepcopy(model)
+    add_fused_lm_head(trl_model, cast_lm_head_to_fp32=True, outputs=GRPO_OUTPUTS)
+    add_fused_lm_head(plain, cast_lm_head_to_fp32=True, outputs=GRPO_OUTPUTS)
+    use_plain_lm_head(plain, cast_to_fp32=True)
+    batch = _batch()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        want = trl_model(**batch, fused_lm_head=True, use_cache=False)
+        got = plain(**batch, fused_lm_head=True, use_cache=False)
+    assert got.log_probs.dtype == torch.float32
+    # the same bf16 backbone on both sides; the heads differ only in float32 summation order
+    torch.testing.assert_close(got.log_probs, want.log_probs, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(got.entropy, want.entropy, rtol=1e-4, atol=1e-4)
 
 
 def test_other_calls_still_reach_the_model_unchanged() -> None:

@@ -1,4 +1,4 @@
-"""On a CPU, SFT scores its tokens through one plain LM-head projection instead of TRL's chunked head.
+"""On a CPU, SFT and GRPO score their tokens through one plain LM-head projection, not TRL's chunked head.
 
 TRL 1.16's SFTTrainer patches the model (`add_fused_lm_head`) so that its loss pass never builds
 the [batch, length, vocab] logits: on a GPU at 32K tokens and Qwen3's 151K vocabulary those would
@@ -8,12 +8,17 @@ goes the other way: a nano batch (4 x 296 tokens, SmolLM2's 49K vocabulary) took
 chunked head against 1.8 s for the plain projection and cross-entropy over every position,
 about a fifth of the whole step (docs/LOG.md).
 
+GRPOTrainer patches its policy the same way and calls it for every update and for the old policy's
+log-probabilities; there only the completion tokens are scored (about a third of the positions of
+a nano rollout), which TRL's head off Triton devices also scores every position of.
+
 `use_plain_lm_head(model)` keeps TRL's contract: called with `fused_lm_head=True`, the model
-returns the same `FusedCausalLMOutput` fields SFTTrainer reads (per-token `log_probs`, `entropy`,
-`is_top1`, zero where the label is -100, `label_mask`, and the loss TRL defines), so the trainer,
-its loss and its logged metrics are unchanged. It projects only the positions whose label is
-scored (the completion tokens of a ThinC example, about half of them), in one piece, and computes
-entropy and top-1 without gradient. Every other call goes to TRL's forward as before.
+returns the same `FusedCausalLMOutput` fields the trainers read (per-token `log_probs`, `entropy`,
+`is_top1`, zero where the label is -100, `label_mask`, and the loss TRL defines), under the same
+sampling temperature and fp32 cast GRPO gives TRL's head, so the trainer, its loss and its logged
+metrics are unchanged. It projects only the positions whose label is scored, in one piece; entropy
+carries a gradient only where the trainer adds an entropy bonus to its loss, and top-1 never does.
+Every other call goes to TRL's forward as before.
 """
 
 from __future__ import annotations
@@ -49,8 +54,19 @@ def plain_head_applies(model: Any) -> str | None:
     return None
 
 
-def use_plain_lm_head(model: Any) -> None:
-    """Answer TRL's `fused_lm_head=True` calls on `model` with one projection of the scored positions."""
+def use_plain_lm_head(
+    model: Any, *, temperature: float = 1.0, entropy_grad: bool = False, cast_to_fp32: bool = False
+) -> None:
+    """Answer TRL's `fused_lm_head=True` calls on `model` with one projection of the scored positions.
+
+    Args:
+        model: a model TRL's `add_fused_lm_head` patched (SFTTrainer and GRPOTrainer do).
+        temperature: what the logits are divided by (GRPO scores under its sampling temperature).
+        entropy_grad: give the entropy a gradient (GRPO's entropy bonus puts it in the loss).
+        cast_to_fp32: project in float32 outside autocast (GRPO's `cast_lm_head_to_fp32`).
+    """
+    import contextlib
+
     import torch
     from trl.trainer.utils import FusedCausalLMOutput
 
@@ -86,14 +102,21 @@ def use_plain_lm_head(model: Any) -> None:
         head = self.get_output_embeddings()
         labels = labels.to(head.weight.device)
         mask = labels != IGNORE_INDEX
-        logits = head(hidden.to(head.weight.device)[mask]).float()  # [scored tokens, vocab]
+        scored = hidden.to(head.weight.device)[mask]
+        if cast_to_fp32:
+            with torch.autocast(scored.device.type, enabled=False):
+                logits = torch.nn.functional.linear(scored.float(), head.weight.float(), _float(head.bias))
+        else:
+            logits = head(scored).float()  # [scored tokens, vocab]
+        if temperature != 1.0:
+            logits = logits / temperature
         targets = labels[mask]
         log_z = torch.logsumexp(logits, dim=-1)
         picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - log_z
+        with contextlib.nullcontext() if entropy_grad else torch.no_grad():
+            entropy = log_z - (torch.softmax(logits, dim=-1) * logits).sum(-1)
         with torch.no_grad():
-            detached = logits.detach()
-            entropy = log_z.detach() - (torch.softmax(detached, dim=-1) * detached).sum(-1)
-            top1 = (detached.argmax(-1) == targets).to(picked.dtype)
+            top1 = (logits.detach().argmax(-1) == targets).to(picked.dtype)
 
         def spread(values: Any) -> Any:  # zero at unscored positions, still connected to the graph
             return values.new_zeros(mask.shape).masked_scatter(mask, values)
@@ -111,12 +134,16 @@ def use_plain_lm_head(model: Any) -> None:
     model.forward = types.MethodType(forward, model)
 
 
+def _float(bias: Any) -> Any:
+    return None if bias is None else bias.float()
+
+
 LM_HEADS = ("auto", "plain", "trl")
-"""recipes/sft.py's --lm_head values."""
+"""recipes/sft.py's and recipes/grpo.py's --lm_head values."""
 
 
 def choose_lm_head(requested: str, device_type: str, model: Any) -> str:
-    """The head the SFT loss scores with, and why: 'plain ...' or 'trl ...' (the recipe logs it)."""
+    """The head the loss scores with, and why: 'plain ...' or 'trl ...' (the recipes log and record it)."""
     if requested not in LM_HEADS:
         raise SystemExit(f"--lm_head {requested!r}: choose one of {', '.join(LM_HEADS)}")
     if requested == "trl":
@@ -130,6 +157,4 @@ def choose_lm_head(requested: str, device_type: str, model: Any) -> str:
         return f"trl (auto: on {device_type} the full logits would take the memory TRL's chunked head saves)"
     if why_not is not None:
         return f"trl (auto: {why_not})"
-    return (
-        "plain (auto: on CPU one projection of the scored tokens is about 2x faster than TRL's chunked head)"
-    )
+    return "plain (auto: on CPU one projection of the scored tokens is faster than TRL's chunked head)"
