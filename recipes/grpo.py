@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     from thinc_bench.train.curriculum import ORDER_FILE, plan_stages, read_order, shuffled_order, write_order
     from thinc_bench.train.injection import FailureInjection, parse_failure_counts, parse_share
     from thinc_bench.train.launch import bare_argv, resolve_auto_bf16, resolve_model
-    from thinc_bench.train.lm_head import choose_lm_head, plain_head_applies, use_plain_lm_head
+    from thinc_bench.train.lm_head import install_lm_head
     from thinc_bench.train.policy_ratio import with_ratio_logging
     from thinc_bench.train.rewards import exact_match_reward
     from thinc_bench.train.rollout_func import ThincRollout, max_prompt_tokens
@@ -449,20 +449,8 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
             rollout_func=rollout,
             callbacks=[CurriculumCallback(plans, rollout, root, injection), *callbacks],
         )
-        head = choose_lm_head(script_args.lm_head, trainer.args.device.type, trainer.model)
+        head = install_lm_head(trainer, script_args.lm_head)
         logger.info("LM head: %s", head)
-        if head.startswith("plain"):
-            # The same temperature, fp32 cast and entropy gradient TRL gave its head (GRPOTrainer.__init__).
-            use_plain_lm_head(
-                trainer.model,
-                temperature=trainer.temperature,
-                entropy_grad=trainer._entropy_bonus_enabled,  # noqa: SLF001 - TRL's own switch for the bonus
-                cast_to_fp32=args.cast_lm_head_to_fp32,
-            )
-            if trainer.ref_model is not None and plain_head_applies(trainer.ref_model) is None:
-                use_plain_lm_head(
-                    trainer.ref_model, temperature=trainer.temperature, cast_to_fp32=args.cast_lm_head_to_fp32
-                )
         if args.use_vllm:
             use_layerwise_reload(trainer.vllm_generation)
         trainer.train(resume_from_checkpoint=None if resume_from is None else str(resume_from))

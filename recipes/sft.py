@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     from thinc_bench.cli import parse_recipe
     from thinc_bench.train.common import attn_implementation, eval_command
     from thinc_bench.train.launch import bare_argv, build_data_if_missing, resolve_auto_bf16, resolve_model
-    from thinc_bench.train.lm_head import choose_lm_head, use_plain_lm_head
+    from thinc_bench.train.lm_head import install_lm_head
 
     argv = bare_argv(sys.argv[1:] if argv is None else argv, "sft_nano.yaml", "ThinC-nano SFT on CPU")
     argv, precision = resolve_auto_bf16(argv)
@@ -210,10 +210,8 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
         processing_class=tokenizer,
         callbacks=list(callbacks),
     )
-    head = choose_lm_head(script_args.lm_head, trainer.args.device.type, trainer.model)
+    head = install_lm_head(trainer, script_args.lm_head)
     logger.info("LM head: %s", head)
-    if head.startswith("plain"):
-        use_plain_lm_head(trainer.model)
     result = trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     trainer.log_metrics("train", result.metrics)
     trainer.save_metrics("train", result.metrics)

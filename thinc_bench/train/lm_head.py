@@ -158,3 +158,26 @@ def choose_lm_head(requested: str, device_type: str, model: Any) -> str:
     if why_not is not None:
         return f"trl (auto: {why_not})"
     return "plain (auto: on CPU one projection of the scored tokens is faster than TRL's chunked head)"
+
+
+def install_lm_head(trainer: Any, requested: str) -> str:
+    """Put the head `choose_lm_head` picks on a TRL trainer's model; return the choice (recipes log and record it).
+
+    The plain head takes the settings the trainer gave TRL's: GRPOTrainer scores under its sampling
+    temperature and `cast_lm_head_to_fp32`, with an entropy in its loss when its entropy bonus is on;
+    SFTTrainer uses TRL's defaults (it has none of these attributes). A reference model that carries
+    TRL's head gets the plain one too.
+    """
+    head = choose_lm_head(requested, trainer.args.device.type, trainer.model)
+    if head.startswith("plain"):
+        temperature = float(getattr(trainer, "temperature", 1.0))
+        cast_to_fp32 = bool(getattr(trainer.args, "cast_lm_head_to_fp32", False))
+        # TRL's own switch for GRPO's entropy bonus (GRPOTrainer.__init__)
+        entropy_grad = bool(getattr(trainer, "_entropy_bonus_enabled", False))
+        use_plain_lm_head(
+            trainer.model, temperature=temperature, entropy_grad=entropy_grad, cast_to_fp32=cast_to_fp32
+        )
+        reference = getattr(trainer, "ref_model", None)
+        if reference is not None and plain_head_applies(reference) is None:
+            use_plain_lm_head(reference, temperature=temperature, cast_to_fp32=cast_to_fp32)
+    return head
