@@ -267,3 +267,173 @@ def test_retool_runs_each_block_as_a_fresh_script_answered_in_interpreter(retool
     assert outputs[0] == "81" and "NameError: name 'x' is not defined" in outputs[1] and outputs[2] == "82"
     assert record["text"].count("</code>") == 3 and record["finish_reason"] == "answer"
     assert record["correct"] and record["grounded"] and record["answer"] == "82"
+
+
+# --- rStar2-Agent and ASTER through function calling (--backend openai --api chat) ---
+
+
+class ChatStub:
+    """A chat-completions server on 127.0.0.1 answering each conversation with its next scripted turn
+    (reasoning, content, calls as (name, arguments)), as vLLM's hermes parser returns them."""
+
+    def __init__(self, problems: dict[str, tuple[str, str]], turns: dict[str, list[tuple]]) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.requests: list[dict] = []
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                stub.requests.append(request)
+                user = next(m["content"] for m in request["messages"] if m["role"] == "user")
+                problem = next(i for i, (p, _) in problems.items() if p in user)
+                turn = sum(m["role"] == "assistant" for m in request["messages"])
+                reasoning, content, calls = turns[problem][turn]
+                tool_calls = [
+                    {"id": f"call_{turn}_{i}", "type": "function",
+                     "function": {"name": name, "arguments": json.dumps(arguments)}}
+                    for i, (name, arguments) in enumerate(calls)
+                ]  # fmt: skip
+                message = {"role": "assistant", "content": content or None, "reasoning_content": reasoning}
+                body = json.dumps(
+                    {
+                        "id": "stub", "object": "chat.completion", "created": 0, "model": request["model"],
+                        "choices": [{"index": 0, "finish_reason": "tool_calls" if calls else "stop",
+                                     "message": {**message, "tool_calls": tool_calls}}],
+                    }
+                ).encode()  # fmt: skip
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+
+def run_chat(
+    tmp_path: Path, tokenizer: str | Path, preset: str, problems: dict, turns: dict
+) -> tuple[dict, ChatStub]:
+    stub = ChatStub(problems, turns)
+    out = tmp_path / "chat"
+    args = [
+        "--preset",
+        preset,
+        "--backend",
+        "openai",
+        "--api",
+        "chat",
+        "--model",
+        "stub",
+        "--base-url",
+        stub.url,
+    ]
+    args += ["--tokenizer", str(tokenizer), "--benchmarks", str(write_bench(tmp_path, problems))]
+    try:
+        assert thinc_eval.main([*args, "--out", str(out), "--samples", "1", "--recovery-k", "0"]) == 0
+    finally:
+        stub.server.shutdown()
+    records = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    return {r["problem_id"]: r for r in records}, stub
+
+
+RSTAR2_CHAT = {
+    "stdin": [
+        (None, "<reason>Read the two numbers from standard input and multiply them.</reason>",
+         [("execute_python_code_with_standard_io", {"code": "a, b = map(int, input().split())\nprint(a * b)", "input": "6 7"})]),
+        (None, "<reason>The program printed 42.</reason>\n<answer>The product is \\boxed{42}</answer>", []),
+    ],
+    "fresh": [
+        (None, "<reason>Set x, then double it.</reason>", [("python_code_with_standard_io", {"code": "x = 5\nprint(x)", "input": ""})]),
+        (None, "", [("python_code_with_standard_io", {"code": "print(x * 2)", "input": ""})]),
+        (None, "<reason>Each call runs alone: define x again.</reason>",
+         [("python_code_with_standard_io", {"code": "x = 5\nx * 2", "input": ""})]),
+        (None, "<answer>\\boxed{10}</answer>", []),
+    ],
+    "unknown": [
+        (None, "<reason>Multiply.</reason>", [("python", {"code": "6 * 7"})]),
+        (None, "", [("python_code_with_standard_io", {"code": "6 * 7", "input": ""})]),
+        (None, "<answer>\\boxed{42}</answer>", []),
+    ],
+}  # fmt: skip
+"""RSTAR2_SCRIPT as a function-calling server returns it."""
+TIME = re.compile(r"execution time: \d+\.\d\ds")
+
+
+def test_rstar2_through_function_calling_is_the_token_paths_trajectory(rstar2, tmp_path, qwen3_tokenizer_dir):
+    records, stub = run_chat(tmp_path, qwen3_tokenizer_dir, "rstar2-agent", PROBLEMS, RSTAR2_CHAT)
+    first = stub.requests[0]
+    assert first["tools"][0]["function"]["name"] == "python_code_with_standard_io"
+    assert [m["role"] for m in first["messages"]] == ["system", "user"]
+    assert first["messages"][1]["content"].startswith(
+        "You must put your answer inside <answer> </answer> tags"
+    )
+    assert first["temperature"] == 0.6 and first["max_tokens"] == 30720
+    same = (
+        "correct",
+        "grounded",
+        "answer",
+        "n_tool_calls",
+        "n_exec_errors",
+        "exec_statuses",
+        "finish_reason",
+    )
+    for problem in PROBLEMS:
+        assert {f: records[problem][f] for f in same} == {f: rstar2[problem][f] for f in same}
+        assert TIME.sub("", records[problem]["text"]) == TIME.sub("", rstar2[problem]["text"])
+    answered = next(
+        r
+        for r in stub.requests
+        if len(r["messages"]) == 4 and "standard input" in r["messages"][1]["content"]
+    )
+    tool = answered["messages"][3]
+    assert tool["role"] == "tool" and re.fullmatch(
+        r"Tool call success\nstdout: 42\n\nexecution time: \S+s", tool["content"]
+    )
+
+
+ASTER_CHAT = {
+    "state": [
+        ("Compute the power first.", "", [("code_interpreter", {"code": "n = 2**10\nn"})]),
+        ("The session keeps n.", "", [("code_interpreter", {"code": "print(n + 1)"})]),
+        (None, "So the answer is \\boxed{1025}.", []),
+    ],
+    "error": [
+        ("Try it.", "", [("code_interpreter", {"code": "print('partial')\nprint(1 / 0)"})]),
+        (None, "", [("code_interpreter", {"code": "print(6 * 7)"})]),
+        (None, "\\boxed{42}", []),
+    ],
+}
+
+
+def test_aster_through_function_calling_counts_calls_failures_and_answers(tmp_path, qwen3_tokenizer_dir):
+    records, stub = run_chat(tmp_path, qwen3_tokenizer_dir, "aster", ASTER_PROBLEMS, ASTER_CHAT)
+    first = stub.requests[0]
+    assert first["tools"][0]["function"] == {
+        "name": "code_interpreter",
+        "description": "A tool for executing code.",
+        "parameters": {
+            "type": "object",
+            "properties": {"code": {"type": "string", "description": "The code to execute."}},
+            "required": ["code"],
+        },
+    }
+    assert [m["role"] for m in first["messages"]] == ["user"]
+    assert (first["temperature"], first["top_p"]) == (1.0, 1.0)
+    state, error = records["state"], records["error"]
+    assert state["exec_statuses"] == ["ok", "ok"] and state["correct"] and state["grounded"]
+    assert error["exec_statuses"] == ["error", "ok"] and error["n_exec_errors"] == 1
+    assert error["correct"] and error["grounded"] and error["answer"] == "42"
+    sent = next(
+        r for r in stub.requests if len(r["messages"]) == 3 and "6 times 7" in r["messages"][0]["content"]
+    )
+    assert sent["messages"][2]["content"].startswith(
+        "Runtime error occurred during execution.\n\nError details:\n"
+    )
