@@ -3,6 +3,7 @@ generated outputs."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -85,3 +86,34 @@ def test_a_failed_runs_output_splits_into_what_it_printed_and_its_traceback(befo
     aster = render_result(result, "aster", 30)
     assert aster.startswith("Runtime error occurred during execution.\n\nError details:\n" + traceback)
     assert aster.endswith(f"\n\nOutput before error:\n{before}" if before else traceback)
+
+
+def test_rstar2_calls_by_either_name_with_hostile_input_arguments(session):
+    """Either name runs; `input` goes to stdin; a non-string `input` or a third name is a failed call."""
+    import asyncio
+
+    from thinc_bench.eval.rollout import RolloutResult, _execute_calls
+    from thinc_bench.trajectory import parse_call
+
+    bodies = [
+        {
+            "name": "execute_python_code_with_standard_io",
+            "arguments": {"code": "print(input()[::-1])", "input": "abc"},
+        },
+        {
+            "name": "python_code_with_standard_io",
+            "arguments": '{"code": "print(len(input()))", "input": "</tool_call>"}',
+        },
+        {"name": "python_code_with_standard_io", "arguments": {"code": "print(1)", "input": 7}},
+        {"name": "python_code_with_standard_io", "arguments": {"code": "print(2)"}},  # no input: stdin empty
+        {"name": "python_code", "arguments": {"code": "print(3)", "input": ""}},
+    ]
+    calls = [parse_call(json.dumps(body)) for body in bodies]
+    result = RolloutResult([], [], [], "", "eos")
+    outputs = asyncio.run(_execute_calls(session, calls, "python_code_with_standard_io", result))
+    assert [e.status for e in result.executions] == ["ok", "ok", "error", "ok", "error"]
+    assert outputs[0].startswith("Tool call success\nstdout: cba\n")
+    assert outputs[1].startswith("Tool call success\nstdout: 12\n")
+    assert outputs[2] == "Error: the tool call's argument 'input' is not a string."
+    assert outputs[3].startswith("Tool call success\nstdout: 2\n")
+    assert outputs[4] == "Error: unknown tool 'python_code': the only tool is 'python_code_with_standard_io'."
