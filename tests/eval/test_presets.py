@@ -437,3 +437,23 @@ def test_aster_through_function_calling_counts_calls_failures_and_answers(tmp_pa
     assert sent["messages"][2]["content"].startswith(
         "Runtime error occurred during execution.\n\nError details:\n"
     )
+
+
+@pytest.mark.parametrize("name", ["rstar2-agent", "aster", "retool"])
+def test_every_setting_of_a_baseline_preset_names_its_source_and_flags_still_win(name):
+    from thinc_bench.eval import EvalConfig
+    from thinc_bench.eval.presets import PRESETS
+    from thinc_bench.prompts import tool_spec
+
+    preset = PRESETS[name]
+    described = {"dialect", "tool_name", "system_prompt"}  # the one-line `source` states these
+    assert set(preset.settings) - described <= set(preset.sources), "a setting without its source"
+    assert preset.unknown and "answer_format" in preset.sources and "result_format" in preset.sources
+    config = EvalConfig(model="m", backend="openai", preset=name)
+    assert {k: getattr(config, k) for k in preset.settings} == preset.settings
+    if config.dialect == "tool_call":
+        assert tool_spec(config.tool_name).result_format != "plain"  # its own result format
+    flags = EvalConfig(
+        model="m", backend="openai", preset=name, top_p=0.5, exec_timeout_s=2.0, max_tokens=999
+    )
+    assert (flags.top_p, flags.exec_timeout_s, flags.max_tokens) == (0.5, 2.0, 999)  # a flag given wins
