@@ -95,7 +95,8 @@ PRESETS: dict[str, Preset] = {
             },
             unknown=(
                 "top-p (the paper states temperature only)",
-                "whether the released model's chat template writes the system turn itself (it is sent here)",
+                "whether the released model's chat template writes the system turn itself (it is sent here) or "
+                "the user prefix (the repo's training template does; its chat example adds it by hand, as here)",
             ),
         ),  # fmt: skip
         Preset(
