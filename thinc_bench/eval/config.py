@@ -388,7 +388,7 @@ class EvalConfig:
             )
         if not self.tool_name.isidentifier():
             raise ConfigError(
-                f"--tool-name {self.tool_name!r}: use a function name such as python or jupyter_code"
+                f"--tool-name {self.tool_name!r}: use a function name such as python or code_interpreter"
             )
 
     def _apply_preset(self) -> None:
