@@ -179,6 +179,14 @@ class ScriptArgs:
             "as eval's --recovery-k (1, or 1,2,3). A curriculum stage may set its own."
         },
     )
+    sandbox_sessions: int | None = field(
+        default=None,
+        metadata={
+            "help": "Sandbox sessions per process, the trajectories it runs at once (each holds one); None: "
+            "the process's rollouts of a generation batch (per_device_train_batch_size x steps_per_generation), "
+            "all at once. Fewer bounds the sandbox's processes; the rest wait their turn."
+        },
+    )
     lm_head: str = field(
         default="auto",
         metadata={
@@ -257,7 +265,7 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     from thinc_bench.errors import ConfigError
     from thinc_bench.eval.rollout import RolloutLimits
     from thinc_bench.prompts import load_system_prompt, python_tool
-    from thinc_bench.sandbox import Sandbox
+    from thinc_bench.sandbox import Sandbox, SandboxConfig
     from thinc_bench.train import Curriculum, Stage
     from thinc_bench.train.common import attn_implementation, eval_command
     from thinc_bench.train.curriculum import ORDER_FILE, plan_stages, read_order, shuffled_order, write_order
@@ -299,6 +307,11 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
         )
     except ConfigError as exc:
         raise SystemExit(str(exc)) from None
+
+    if script_args.sandbox_sessions is not None and script_args.sandbox_sessions < 1:
+        raise SystemExit(
+            f"--sandbox_sessions {script_args.sandbox_sessions}: use a positive number, or leave it unset"
+        )
 
     set_seed(training_args.seed)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
@@ -424,7 +437,14 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
             "vLLM max model length %d (longest prompt %d tokens)", args.vllm_max_model_length, longest
         )
 
-    with Sandbox() as sandbox:
+    # One session per trajectory a process rolls out at once: the pool and the rollout's gate are sized
+    # from the batch layout, so no rank ever waits on a slot (the default 128 hung larger ranks).
+    per_rank = args.per_device_train_batch_size * args.steps_per_generation
+    sessions = per_rank if script_args.sandbox_sessions is None else script_args.sandbox_sessions
+    logger.info(
+        "sandbox: %d sessions for the %d rollouts of each process per generation batch", sessions, per_rank
+    )
+    with Sandbox(SandboxConfig(max_sessions=sessions)) as sandbox:
         first = plans[start].stage if start else plans[0].stage
         rollout = ThincRollout(
             sandbox,
