@@ -179,6 +179,14 @@ class ScriptArgs:
             "as eval's --recovery-k (1, or 1,2,3). A curriculum stage may set its own."
         },
     )
+    dynamic_sampling: bool = field(
+        default=True,
+        metadata={
+            "help": "DAPO's dynamic sampling, as a filter: groups whose rewards are all equal (advantage 0) "
+            "leave the loss and its token denominator, so solved problems do not shrink every other "
+            "group's step; the share is logged per step (dynamic_sampling/*). false: TRL's DAPO loss as is."
+        },
+    )
     sandbox_sessions: int | None = field(
         default=None,
         metadata={
@@ -269,6 +277,7 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     from thinc_bench.train import Curriculum, Stage
     from thinc_bench.train.common import attn_implementation, eval_command
     from thinc_bench.train.curriculum import ORDER_FILE, plan_stages, read_order, shuffled_order, write_order
+    from thinc_bench.train.dynamic_sampling import with_zero_variance_filter
     from thinc_bench.train.injection import FailureInjection, parse_failure_counts, parse_share
     from thinc_bench.train.launch import bare_argv, resolve_auto_bf16, resolve_model
     from thinc_bench.train.lm_head import install_lm_head
@@ -460,7 +469,10 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
             drawn_log=root / f"drawn-rank{process.process_index}.jsonl",
             injection=first.injection(injection),
         )
-        trainer = with_ratio_logging(GRPOTrainer)(
+        trainer_cls = with_ratio_logging(GRPOTrainer)
+        if script_args.dynamic_sampling:
+            trainer_cls = with_zero_variance_filter(trainer_cls)
+        trainer = trainer_cls(
             model=model,
             reward_funcs=[exact_match_reward],
             args=args,
