@@ -49,10 +49,13 @@ Paper settings on 8 GPUs, vLLM colocated with training:
 
 or with a generation server on 2 of them and training on the other 6:
 
-    CUDA_VISIBLE_DEVICES=6,7 trl vllm-serve --model runs/sft-thinc-4b --data_parallel_size 2 &
+    CUDA_VISIBLE_DEVICES=6,7 trl vllm-serve --model runs/sft-thinc-4b --data_parallel_size 2 --max_model_len 34816 &
     CUDA_VISIBLE_DEVICES=0,1,2,3,4,5 accelerate launch --num_processes 6 \
         --config_file recipes/configs/accelerate_zero3.yaml recipes/grpo.py \
-        --config recipes/configs/grpo_qwen3_4b_thinking.yaml --vllm_mode server
+        --config recipes/configs/grpo_qwen3_4b_thinking.yaml --vllm_mode server --generation_batch_size 960
+
+(1,024 completions do not split over 6 ranks; 960 = 120 prompts x 8 do. The server's context must hold
+the last stage's 32,768 completion tokens and the longest prompt.)
 """
 
 from __future__ import annotations

@@ -75,7 +75,10 @@ def test_paper_configs_parse_into_the_paper_settings(size) -> None:
     assert (script.updates_per_generation, script.epochs) == (2, 4)
     assert grpo.batch_layout(args, script.updates_per_generation) == grpo.BatchLayout(128, 2)
     assert (args.steps_per_generation, args.gradient_accumulation_steps) == (1024, 512)  # 1 process here
-    assert args.lr_scheduler_type.value == "constant"  # one schedule across stages, no decay to restart
+    # one schedule across stages, no decay to restart; DAPO's 10 warm-up steps (of generation batches, as
+    # verl steps its scheduler: 2 optimizer steps each here) and weight decay 0.1
+    assert args.lr_scheduler_type.value == "constant_with_warmup"
+    assert (args.warmup_steps, args.weight_decay) == (20, 0.1)
     assert args.vllm_importance_sampling_mode == "token_truncate" and not args.mask_truncated_completions
     assert args.vllm_gpu_memory_utilization == 0.3
 
