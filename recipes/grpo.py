@@ -24,8 +24,11 @@ exactly the problems and samples the uninterrupted run would have drawn.
 
 Recovery training (`inject_failures_share`, `inject_failures_k`, per stage too; off by default): a
 seeded share of the GRPO groups, whole groups, gets its first k executions failed through the
-sandbox session as eval's Recovery@k does (`thinc_bench.train.injection`); logged per step as
-`rollout/injected_frac`, `rollout/reward_injected`, `rollout/reward_clean`.
+sandbox session as eval's Recovery@k does (`thinc_bench.train.injection`), with a training fault
+text that is not eval's; an injected rollout is rewarded only when it met its k failures and then ran
+a block clean (a rollout that avoids code never scores there); logged per step as
+`rollout/injected_frac`, `rollout/reward_injected`, `rollout/reward_clean` and tool calls and
+grounding split the same way.
 
 Generation follows GRPOConfig: `use_vllm: false` decodes on the policy itself (hf backend, batched);
 `use_vllm: true` with `vllm_mode: colocate` steps TRL's in-process vLLM engine, and with
@@ -276,12 +279,17 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     from thinc_bench.errors import ConfigError
     from thinc_bench.eval.rollout import RolloutLimits
     from thinc_bench.prompts import load_system_prompt, python_tool
-    from thinc_bench.sandbox import Sandbox, SandboxConfig
+    from thinc_bench.sandbox import Sandbox
     from thinc_bench.train import Curriculum, Stage
     from thinc_bench.train.common import attn_implementation, eval_command
     from thinc_bench.train.curriculum import ORDER_FILE, plan_stages, read_order, shuffled_order, write_order
     from thinc_bench.train.dynamic_sampling import with_zero_variance_filter
-    from thinc_bench.train.injection import FailureInjection, parse_failure_counts, parse_share
+    from thinc_bench.train.injection import (
+        FailureInjection,
+        parse_failure_counts,
+        parse_share,
+        training_sandbox_config,
+    )
     from thinc_bench.train.launch import bare_argv, resolve_auto_bf16, resolve_model
     from thinc_bench.train.lm_head import install_lm_head
     from thinc_bench.train.policy_ratio import with_ratio_logging
@@ -456,7 +464,7 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     logger.info(
         "sandbox: %d sessions for the %d rollouts of each process per generation batch", sessions, per_rank
     )
-    with Sandbox(SandboxConfig(max_sessions=sessions)) as sandbox:
+    with Sandbox(training_sandbox_config(sessions)) as sandbox:
         first = plans[start].stage if start else plans[0].stage
         rollout = ThincRollout(
             sandbox,

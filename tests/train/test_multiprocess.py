@@ -176,7 +176,7 @@ ZERO3 = [
     "--zero_stage",
     "3",
     "--zero3_init_flag",
-    "false",
+    "true",
     "--zero3_save_16bit_model",
     "true",
 ]
