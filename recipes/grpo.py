@@ -292,6 +292,7 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     )
     from thinc_bench.train.launch import bare_argv, resolve_auto_bf16, resolve_model
     from thinc_bench.train.lm_head import install_lm_head
+    from thinc_bench.train.micro_batch import with_trimmed_padding
     from thinc_bench.train.policy_ratio import with_ratio_logging
     from thinc_bench.train.rewards import exact_match_reward
     from thinc_bench.train.rollout_func import ThincRollout, max_prompt_tokens
@@ -480,7 +481,9 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
             drawn_log=root / f"drawn-rank{process.process_index}.jsonl",
             injection=first.injection(injection),
         )
-        trainer_cls = with_ratio_logging(GRPOTrainer)
+        trainer_cls = with_trimmed_padding(
+            with_ratio_logging(GRPOTrainer)
+        )  # each micro-batch at its own width
         if script_args.dynamic_sampling:
             trainer_cls = with_zero_variance_filter(trainer_cls)
         trainer = trainer_cls(

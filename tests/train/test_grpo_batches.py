@@ -1,5 +1,6 @@
-"""Dynamic sampling: a group whose rewards are all equal leaves the loss and its denominator, so the
-step is the one the batch without that group takes."""
+"""What a GRPO step trains on: a group whose rewards are all equal leaves the loss and its denominator
+(dynamic sampling), so the step is the one the batch without that group takes; and a micro-batch is
+trained at its own width, not the generation batch's, with the same result."""
 
 from __future__ import annotations
 
@@ -58,7 +59,9 @@ TURNS = {
 PROBLEMS = {"a": ("What is 2 + 2?", "4"), "b": ("What is 3 + 3?", "6")}
 
 
-def _train(tmp_path, model: str, problems: list[str], drop: bool, tag: str) -> dict:
+def _train(tmp_path, model: str, problems: list[str], wrap, tag: str, per_device: int | None = None) -> dict:
+    """One optimizer step of TRL's GRPOTrainer (wrapped by `wrap`) on the scripted groups of `problems`;
+    the final weights, the step's log and the completion width of every loss pass."""
     from datasets import Dataset
     from transformers import AutoTokenizer, set_seed
     from trl import GRPOConfig, GRPOTrainer
@@ -66,7 +69,6 @@ def _train(tmp_path, model: str, problems: list[str], drop: bool, tag: str) -> d
     from thinc_bench.backends.scripted import ScriptedGenerator
     from thinc_bench.eval.rollout import RolloutLimits
     from thinc_bench.sandbox import Sandbox
-    from thinc_bench.train.dynamic_sampling import with_zero_variance_filter
     from thinc_bench.train.rewards import exact_match_reward
     from thinc_bench.train.rollout_func import ThincRollout
 
@@ -85,27 +87,36 @@ def _train(tmp_path, model: str, problems: list[str], drop: bool, tag: str) -> d
 
     generator = CopyScript(str(script), tokenizer=model)
     set_seed(0)
+    rows = 2 * len(problems)
     args = GRPOConfig(
-        output_dir=str(tmp_path / tag), use_cpu=True, bf16=False, per_device_train_batch_size=2 * len(problems),
+        output_dir=str(tmp_path / tag), use_cpu=True, bf16=False, per_device_train_batch_size=per_device or rows,
+        generation_batch_size=rows, gradient_accumulation_steps=rows // (per_device or rows),
         num_generations=2, max_steps=1, optim="sgd", learning_rate=1.0, lr_scheduler_type="constant",
         shuffle_dataset=False, loss_type="dapo", beta=0.0, logging_steps=1, save_strategy="no",
         report_to="none", seed=0,
     )  # fmt: skip
     rows = [PROBLEMS[p] for p in problems]
     dataset = Dataset.from_dict({"prompt": [q for q, _ in rows], "answer": [a for _, a in rows]})
-    trainer_cls = with_zero_variance_filter(GRPOTrainer) if drop else GRPOTrainer
+    widths: list[int] = []
+
+    class Spy(wrap(GRPOTrainer)):
+        def _compute_loss(self, model, inputs):  # noqa: ANN001, ANN202
+            widths.append(int(inputs["completion_ids"].shape[1]))
+            return super()._compute_loss(model, inputs)
+
     with Sandbox() as sandbox:
         rollout = ThincRollout(
             sandbox, RolloutLimits(max_tokens=64, max_tool_calls=1), "Answer in \\boxed{}.", generator=generator,
             problem_ids={q: p for p, (q, _) in PROBLEMS.items()}, answers={q: a for q, a in PROBLEMS.values()},
         )  # fmt: skip
-        trainer = trainer_cls(
+        trainer = Spy(
             model=model, reward_funcs=[exact_match_reward], args=args, train_dataset=dataset,
             processing_class=AutoTokenizer.from_pretrained(model), rollout_func=rollout,
         )  # fmt: skip
         trainer.train()
     logged = next(h for h in trainer.state.log_history if "loss" in h)
-    return {"weights": {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}, "log": logged}
+    weights = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
+    return {"weights": weights, "log": logged, "widths": widths}
 
 
 @pytest.mark.slow
@@ -113,9 +124,11 @@ def test_a_batch_with_a_zero_variance_group_steps_as_the_batch_without_it(
     tmp_path, tiny_llama_folder
 ) -> None:
     os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
-    alone = _train(tmp_path, tiny_llama_folder, ["a"], drop=True, tag="alone")
-    dropped = _train(tmp_path, tiny_llama_folder, ["a", "b"], drop=True, tag="dropped")
-    kept = _train(tmp_path, tiny_llama_folder, ["a", "b"], drop=False, tag="kept")
+    from thinc_bench.train.dynamic_sampling import with_zero_variance_filter
+
+    alone = _train(tmp_path, tiny_llama_folder, ["a"], with_zero_variance_filter, tag="alone")
+    dropped = _train(tmp_path, tiny_llama_folder, ["a", "b"], with_zero_variance_filter, tag="dropped")
+    kept = _train(tmp_path, tiny_llama_folder, ["a", "b"], lambda cls: cls, tag="kept")
     assert dropped["log"]["frac_reward_zero_std"] == 0.5 and kept["log"]["frac_reward_zero_std"] == 0.5
     assert dropped["log"]["dynamic_sampling/zero_variance_groups"] == 0.5
     assert 0.5 < dropped["log"]["dynamic_sampling/dropped_tokens"] < 1  # B's completions are the longer
@@ -124,3 +137,65 @@ def test_a_batch_with_a_zero_variance_group_steps_as_the_batch_without_it(
     assert moved  # B's tokens in the denominator shrink A's step
     for name, weight in alone["weights"].items():
         torch.testing.assert_close(dropped["weights"][name], weight, rtol=1e-5, atol=1e-6, msg=name)
+
+
+@pytest.mark.slow
+def test_one_row_micro_batches_train_at_their_own_width_to_the_same_weights(
+    tmp_path, tiny_llama_folder
+) -> None:
+    from transformers import AutoTokenizer
+
+    from thinc_bench.train.micro_batch import with_trimmed_padding
+
+    os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
+    padded = _train(tmp_path, tiny_llama_folder, ["a", "b"], lambda cls: cls, tag="padded", per_device=1)
+    trimmed = _train(
+        tmp_path, tiny_llama_folder, ["a", "b"], with_trimmed_padding, tag="trimmed", per_device=1
+    )
+    # each completion's own tokens (the scripted answer and EOS), against the batch's longest for all
+    tokenizer = AutoTokenizer.from_pretrained(tiny_llama_folder)
+    lengths = sorted(len(tokenizer(t, add_special_tokens=False)["input_ids"]) + 1 for t in TURNS.values())
+    assert sorted(trimmed["widths"]) == lengths and padded["widths"] == [lengths[-1]] * 4
+    assert trimmed["log"]["loss"] == pytest.approx(padded["log"]["loss"], rel=1e-5, abs=1e-7)
+    from safetensors.torch import load_file
+
+    start = load_file(f"{tiny_llama_folder}/model.safetensors")
+    assert any(not torch.equal(padded["weights"][k], start[k]) for k in start)  # the step moved the weights
+    for name, weight in padded["weights"].items():
+        torch.testing.assert_close(trimmed["weights"][name], weight, rtol=1e-5, atol=1e-6, msg=name)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 12), min_size=1, max_size=4), st.integers(0, 5), st.booleans())
+def test_a_micro_batch_is_cut_after_its_last_real_token_and_nothing_else_moves(
+    lengths, pad, per_token
+) -> None:
+    from thinc_bench.train.micro_batch import trim_completion_padding
+
+    width = max(lengths) + pad
+    mask = torch.tensor([[1] * n + [0] * (width - n) for n in lengths])
+    ids = torch.arange(len(lengths) * width).view(len(lengths), width) if width else mask.clone()
+    batch = {
+        "prompt_ids": torch.ones(len(lengths), 7, dtype=torch.long),
+        "prompt_mask": torch.ones(len(lengths), 7, dtype=torch.long),
+        "completion_ids": ids,
+        "completion_mask": mask,
+        "tool_mask": mask.clone(),
+        "old_per_token_logps": ids.float() / 10,
+        "importance_sampling_ratio": ids.float() if per_token else torch.ones(len(lengths), 1),
+        "advantages": torch.ones(len(lengths)),
+        "num_items_in_batch": torch.tensor(sum(lengths)),
+    }
+    cut = trim_completion_padding(batch)
+    keep = max(1, max(lengths)) if width else width
+    for key in ("completion_ids", "completion_mask", "tool_mask", "old_per_token_logps"):
+        assert torch.equal(cut[key], batch[key][:, :keep]), key
+    assert cut["importance_sampling_ratio"].shape[1] == (
+        keep if per_token and width != 1 else batch["importance_sampling_ratio"].shape[1]
+    )
+    for key in ("prompt_ids", "prompt_mask", "advantages", "num_items_in_batch"):
+        assert cut[key] is batch[key]
+    assert batch["completion_ids"].shape[1] == width  # the buffered batch is reused: never changed
+    assert (
+        trim_completion_padding({**batch, "token_type_ids": ids})["completion_ids"] is ids
+    )  # unknown: whole
