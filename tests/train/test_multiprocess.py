@@ -9,7 +9,8 @@ advantage), once as one process with 4 completions per step and once as two proc
 (`accelerate launch`, gloo on CPU), each process with a sandbox of one session (fewer than the
 rollouts it holds: the rollout's gate runs them in turn), and the final weights must agree to float tolerance (1e-5 on
 weights that move by up to 0.4; measured differences ~1e-6, summation order); then as two
-DeepSpeed ZeRO-3 processes on CPU (parameters and optimizer state sharded), saving a sharded
+DeepSpeed ZeRO-3 processes on CPU with the settings of accelerate_zero3.yaml (zero3_init_flag true:
+parameters partitioned as they load; parameters and optimizer state sharded), saving a sharded
 checkpoint after step 1 and resuming from it in a new launch. Plain SGD:
 Adam's first steps are about lr x sign(gradient), so float noise in a near-zero gradient element
 (summation order differs between the layouts) would flip whole steps and hide what is compared.
@@ -188,6 +189,20 @@ ZERO3 += [
     "--gradient_accumulation_steps",
     "1",
 ]
+
+"""The DeepSpeed settings of recipes/configs/accelerate_zero3.yaml, as launch flags (what the paper runs
+use; the process count and precision are the CPU run's own)."""
+
+
+def test_the_zero3_test_launches_the_recipes_deepspeed_settings() -> None:
+    import yaml
+
+    config = yaml.safe_load((REPO / "recipes" / "configs" / "accelerate_zero3.yaml").read_text())
+    flags = dict(zip(ZERO3[1::2], ZERO3[2::2], strict=True))
+    expected = {f"--{k}": str(v).lower() for k, v in config["deepspeed_config"].items()}
+    expected.pop("--deepspeed_multinode_launcher")  # one machine here
+    assert {k: v for k, v in flags.items() if k in expected} == expected
+    assert ZERO3[0] == "--use_deepspeed" and config["distributed_type"] == "DEEPSPEED"
 
 
 @pytest.mark.slow
