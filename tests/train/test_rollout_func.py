@@ -208,6 +208,42 @@ def test_a_row_that_failed_mid_way_leaves_the_loss_and_its_denominator(rows, scr
     assert logged["unscored_frac"] == 0.25 and logged["rollout/tool_calls"] == pytest.approx(4 / 3)
 
 
+def test_more_trajectories_than_sessions_and_worker_threads_all_finish_right(
+    rows, scripted_turns, monkeypatch
+) -> None:
+    """A rank's rollouts outnumber the pool's sessions and the loop's default worker threads: every
+    trajectory still runs in its own session (tiny-2's second block reads the first block's `x`) and
+    ends right. Before the gate, opens waiting for a slot filled the default executor and the closes
+    that would free a slot queued behind them until the pool's wait ran out."""
+    import os
+
+    import thinc_bench.sandbox.pool as pool
+    from thinc_bench.sandbox import SandboxConfig
+
+    monkeypatch.setattr(pool, "POOL_WAIT_S", 10.0)  # a hang fails in seconds, not the pool's 600 s
+    threads = min(32, (os.cpu_count() or 1) + 4)  # asyncio's default executor
+    n = threads + 5
+    prompts = [rows[i % 2]["problem"] for i in range(n)]
+    with Sandbox(SandboxConfig(max_sessions=2, warm_sessions=1)) as sandbox:
+        rollout = ThincRollout(
+            sandbox,
+            RolloutLimits(max_tokens=2048, max_tool_calls=4),
+            load_system_prompt("thinc"),
+            generator=load_generator("scripted", str(scripted_turns)),
+            problem_ids={r["problem"]: r["id"] for r in rows},
+            answers={r["problem"]: r["answer"] for r in rows},
+            concurrency=64,  # asks for more than the pool holds: capped at its 2 sessions
+        )
+        assert rollout.in_flight() == 2
+        out = rollout(prompts, None)
+        assert sandbox.stats.runs == sum(1 if i % 2 == 0 else 2 for i in range(n))
+    assert out["grade_status"] == ["correct"] * n and out["stop_reason"] == ["answer"] * n
+    assert out["n_exec_errors"] == [0] * n
+    for i, text in enumerate(out["thinc_text"]):
+        outputs = re.findall(r"```output\n(.*?)\n```", text, re.DOTALL)
+        assert outputs == (["5"] if i % 2 == 0 else ["5/6", "0.8333333333333334"]), (i, text)
+
+
 def test_without_gold_answers_the_rollout_grades_nothing(rows, scripted_turns) -> None:
     generator = load_generator("scripted", str(scripted_turns))
     with Sandbox() as sandbox:

@@ -10,14 +10,16 @@ EOS, and 0 on the prompt and on every interpreter-output token. An output block'
 (```` ```output ````, the dialect's stop string) is the model's own (docs/DESIGN.md: the model opens the
 block, the harness writes the rest), so its tokens are 1; in the tool_call dialect the model's own
 part of a tool turn is the end-of-turn token that asked for it, and the template's markup and the
-responses are 0. Pure: no IO; the tokenizer is passed in.
+responses are 0. In a recovered trajectory, a failed execution's block (code and output) is 0 as
+well (`without_failed_blocks`): the slip is context, only the recovery is trained. Pure: no IO; the
+tokenizer is passed in.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from thinc_bench.prompts.chat import PLAN_OPEN, opened_plan, render_prompt_ids
@@ -171,6 +173,41 @@ def tokenize_example(
         model_tokens=sum(mask) - opener_tokens,
         trajectory=spanned,
     )
+
+
+def without_failed_blocks(example: Tokenized, exec_statuses: Sequence[str]) -> Tokenized:
+    """The example with every failed execution's block out of the loss: context, not a target.
+
+    A recovered trajectory (`build_sft --recovery-share`) holds a block whose run failed (a teacher's
+    slip, a timeout), its output, then the recovery. Trained as written, the student would learn to
+    write the slip too. So from the failed block's code (its opening fence, or the tool call) to the
+    end of its output block, the model's own opener and the template's markup included, the mask is
+    0; the recovery after it stays trained. `model_tokens` drops by the tokens cleared (the plan share
+    counts what is trained). Executions pair with output blocks in order; a trajectory whose
+    outputs and executions do not pair up is returned as is (the recovery filter rejects it: its
+    answer cannot be vouched for), as is one whose executions all ran clean.
+
+    Args:
+        example: a `tokenize_example` result.
+        exec_statuses: the trajectory's execution statuses in order (`SampleRecord.exec_statuses`).
+    """
+    segments = example.trajectory.segments
+    outputs = [i for i, s in enumerate(segments) if s.kind == "output"]
+    if all(s == "ok" for s in exec_statuses) or len(outputs) != len(exec_statuses):
+        return example
+    mask = list(example.assistant_masks)
+    for n, (at, status) in enumerate(zip(outputs, exec_statuses, strict=True)):
+        if status == "ok":
+            continue
+        since = outputs[n - 1] + 1 if n else 0  # the block's code lies after the previous output
+        code = [j for j in range(since, at) if segments[j].kind == "code"]
+        first, last = segments[code[-1] if code else at].token_span, segments[at].token_span
+        if first is None or last is None:
+            raise ValueError("without_failed_blocks needs a tokenize_example result (token spans)")
+        start, end = example.prompt_tokens + first.start, example.prompt_tokens + last.end
+        mask[start:end] = [0] * (end - start)
+    cleared = sum(example.assistant_masks) - sum(mask)
+    return replace(example, assistant_masks=mask, model_tokens=example.model_tokens - cleared)
 
 
 def _chunks(trajectory: Trajectory, opener_end: int) -> list[tuple[int, int]]:
