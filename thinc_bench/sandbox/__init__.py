@@ -21,6 +21,7 @@ when the jail is unavailable, reads of any file the session's uid can read.
 """
 
 from thinc_bench.sandbox.config import ExecResult, Isolation, SandboxConfig, StateMode, Status
+from thinc_bench.sandbox.faults import render_fault
 from thinc_bench.sandbox.pool import Sandbox, SandboxStats
 from thinc_bench.sandbox.session import Session
 
@@ -33,4 +34,5 @@ __all__ = [
     "Session",
     "StateMode",
     "Status",
+    "render_fault",
 ]

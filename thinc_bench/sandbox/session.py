@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import os
+import random
 import re
 import selectors
 import signal
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from thinc_bench.errors import SandboxUnavailable
 from thinc_bench.sandbox import _wire
 from thinc_bench.sandbox.config import ExecResult, SandboxConfig, Status
+from thinc_bench.sandbox.faults import render_fault
 
 if TYPE_CHECKING:
     from thinc_bench.sandbox.pool import Sandbox, _Server
@@ -47,6 +49,10 @@ DEATH_POLL_S = 0.002
 # After a kill or a death, output still in the pipe is collected for at most this long.
 DRAIN_S = 0.2
 READ_CHUNK_BYTES = 65536
+# One drain reads at most this many chunks (4 MiB) whatever the writer does: a writer that never
+# stops (a splice flood) cannot hold the harness past the run's deadline; what it still writes is
+# either cut from this run (counted in the marker) or seen as the next run's `between_runs`.
+DRAIN_MAX_CHUNKS = 64
 # What the notebook loop reports for a cell; the harness accepts nothing else in a "done" frame.
 CELL_STATUSES = frozenset({"ok", "error", "memory"})
 # A SIGKILLed session that used this share of cpu_time_s met RLIMIT_CPU: the kernel checks the limit
@@ -127,6 +133,12 @@ def _death_message(info: dict[str, Any], config: SandboxConfig) -> tuple[Status,
     (signal or exit code, B's CPU seconds, OOM kills its memory group counted): evidence the
     session's code cannot write. Its output is never read for this (a cell can print anything)."""
     how, code = info.get("how"), int(info.get("code", 0))
+    if how == "exit" and code == _wire.CHANNEL_LOST_EXIT:
+        return "killed", (
+            "its code closed or replaced fd 1, 2 or 3 (the sandbox's output pipe and control "
+            "socket), so the interpreter ended itself: what it reported after that could come from "
+            "another process"
+        )
     if how == "signal":
         name = _signal_name(code)
         if code == signal.SIGKILL and int(info.get("oom_kills", 0)) > 0:
@@ -270,6 +282,9 @@ class Session:
         # killed each of them before the session (or its slot) went on.
         self.survivors = 0
         self._threads_left = 0  # other threads the last run's process reported at its "done"
+        # The last cell number the model saw in the current interpreter (`<cell-N>`): real runs and
+        # injected failures both take the next one; a restart starts again at 1, as a kernel does.
+        self._cell = 0
         self._between = ""  # output that arrived before the current run began
 
     # ---- public ------------------------------------------------------------------------------
@@ -289,10 +304,13 @@ class Session:
                     "this sandbox session is closed; open a new one with Sandbox.session()"
                 )
             self._sandbox._count("runs")
+            if self._config.state == "fresh":
+                self._cell = 0  # every run is the first cell of its own interpreter
             if self._faults_left > 0:
                 self._faults_left -= 1
                 self._sandbox._count("injected_failures")
-                return ExecResult("error", self._config.fault_output, 0.0, injected=True)
+                self._cell += 1
+                return ExecResult("error", self._fault(code, self._cell), 0.0, injected=True)
             if self._config.state == "fresh" and self._runs > 0:
                 self._discard()
                 self._notice = None
@@ -315,6 +333,13 @@ class Session:
                     self._sandbox._count("infra_retries")
                     self._notice = f"[sandbox] session restarted after a sandbox infrastructure error ({exc}); earlier state is gone.\n"
             raise AssertionError("unreachable")
+
+    def _fault(self, code: str, cell: int) -> str:
+        """The injected failure's text: the configured one, else a traceback of this cell drawn
+        with a seed of the code and cell number (the same block fails the same way on a rerun)."""
+        if self._config.fault_output:
+            return self._config.fault_output
+        return render_fault(code, cell, random.Random(f"{cell}\0{code}"))
 
     async def arun(self, code: str, timeout: float | None = None) -> ExecResult:
         """Same as `run`, for asyncio: runs in the Sandbox's bounded worker pool.
@@ -351,6 +376,7 @@ class Session:
         closing them here leaves the parent's session untouched) and start afresh on next use."""
         self._lock = threading.Lock()
         self._holds_slot = False
+        self._cell = 0
         live, self._live = self._live, None
         if live is not None:
             live.sock.close()
@@ -378,6 +404,7 @@ class Session:
     def _discard(self) -> dict[str, Any]:
         """Kill and forget the current process; returns how it ended (empty if unknown)."""
         live, self._live = self._live, None
+        self._cell = 0  # the interpreter and its cell count are gone
         if live is None:
             return {}
         info = stop_process(live)
@@ -401,6 +428,7 @@ class Session:
             reply = live.server.request({"op": "poll", "sid": live.sid})
             if reply.get("exited"):
                 self._live = None
+                self._cell = 0
                 live.sock.close()
                 os.close(live.out_r)
                 self._count_survivors(reply)
@@ -409,8 +437,11 @@ class Session:
         return self._discard()
 
     def _drain(self, out_r: int, output: _Output, seconds: float) -> None:
+        """Read what the pipe holds, waiting up to `seconds` for more; bounded in time and bytes
+        (DRAIN_MAX_CHUNKS) whatever the writer does, so a writer that never stops cannot hold it."""
         deadline = time.monotonic() + seconds
-        while True:
+        chunks = 0
+        while chunks < DRAIN_MAX_CHUNKS:
             try:
                 data = os.read(out_r, READ_CHUNK_BYTES)
             except BlockingIOError:
@@ -421,6 +452,9 @@ class Session:
             if not data:
                 return
             output.add(data)
+            chunks += 1
+            if seconds and time.monotonic() >= deadline:
+                return
 
     def _run_once(self, code: str, limit: float, start: float) -> ExecResult:
         notice, self._notice = self._notice, None
@@ -485,10 +519,38 @@ class Session:
                         status, self._threads_left = done
                         if surplus := self._surplus(live):  # a frame behind the result: forged
                             return self._violated(live, output, notice, start, surplus)
+                        tail = self._clean(live)
+                        if surplus := self._surplus(live):  # one a process wrote before it was killed
+                            return self._violated(live, output, notice, start, surplus)
                         self._drain(live.out_r, output, 0)
-                        return self._result(status, output, notice, start)  # type: ignore[arg-type]
+                        return self._result(status, output, notice, start, tail)  # type: ignore[arg-type]
                     if live.reader.eof:
                         return self._died(live, output, notice, start)
+
+    def _clean(self, live: _Live) -> str:
+        """Before a run's result is reported: the server kills every process of the session but
+        its parent and interpreter (the run's code could have left one to write into a later run's
+        output or relay its channels), out of the session's reach through its pids cgroup. Returns
+        the notice of what was killed ('' for nothing, or without cgroups, where what a run left
+        is killed with the session).
+
+        Raises:
+            InfraFailure: the server is gone.
+        """
+        if "pids" not in live.server.hello.get("cgroups", ()):
+            return ""
+        reply = live.server.request({"op": "clean", "sid": live.sid})
+        killed, left = int(reply.get("killed") or 0), int(reply.get("left") or 0)
+        if left:
+            self._sandbox._count("survivors_left", left)
+        if not killed:
+            return ""
+        self.survivors += killed
+        self._sandbox._count("survivors", killed)
+        return (
+            f"\n[sandbox] the run left {killed} process(es) running (started by its code and not "
+            "waited for); they were killed when it ended, so nothing it started acts in a later run.\n"
+        )
 
     def _surplus(self, live: _Live) -> str:
         """Bytes already behind the run's "done" (one non-blocking look): the loop sends nothing
@@ -509,8 +571,9 @@ class Session:
             OSError: the process is gone.
         """
         live.sock.settimeout(max(deadline - time.perf_counter(), 0.001))
+        self._cell += 1  # the loop names the cell `<cell-N>` with this number
         try:
-            _wire.send_frame(live.sock, {"op": "run", "code": code, "nonce": nonce})
+            _wire.send_frame(live.sock, {"op": "run", "code": code, "nonce": nonce, "cell": self._cell})
         finally:
             live.sock.settimeout(None)
 
