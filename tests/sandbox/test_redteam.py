@@ -172,7 +172,10 @@ def test_sessions_run_as_their_own_unprivileged_host_uid(
     # Each cell waits for its child, which the test kills once it has read the uids from the host.
     wait = "import subprocess\nsubprocess.Popen({argv}).wait()"
     with sandbox.session() as a, sandbox.session() as b, ThreadPoolExecutor(2) as pool:
-        runs = [pool.submit(s.run, wait.format(argv=f"{sleeper[:-1]}, '{tag}']")) for s, tag in ((a, "a"), (b, "b"))]
+        runs = [
+            pool.submit(s.run, wait.format(argv=f"{sleeper[:-1]}, '{tag}']"))
+            for s, tag in ((a, "a"), (b, "b"))
+        ]
         assert _wait_for(lambda: len(host_processes(token)) == 2)
         uids = {p.cmdline()[-1]: p.uids().real for p in host_processes(token)}
         for p in host_processes(token):

@@ -22,9 +22,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from thinc_bench.sandbox import Sandbox, SandboxConfig, Session, _seccomp, render_fault
+from thinc_bench.sandbox import Sandbox, Session, _seccomp, render_fault
+from thinc_bench.sandbox._outcome import _Output
 from thinc_bench.sandbox.faults import FAULT_TYPES
-from thinc_bench.sandbox.session import DRAIN_MAX_CHUNKS, READ_CHUNK_BYTES, _Output
+from thinc_bench.sandbox.session import DRAIN_MAX_CHUNKS, READ_CHUNK_BYTES
 
 CLEAR_PDEATHSIG = "import ctypes\nctypes.CDLL(None).prctl(1, 0, 0, 0, 0)\n"
 
@@ -94,7 +95,7 @@ def test_a_forked_writer_without_a_new_session_is_killed_too(sandbox: Sandbox, s
         "if os.fork() == 0:\n"
         "    time.sleep(0.3)\n"
         "    os.write(1, b'late\\n')\n"
-        "    body = b'{\"op\": \"done\", \"status\": \"ok\", \"nonce\": \"\", \"threads\": 0}'\n"
+        '    body = b\'{"op": "done", "status": "ok", "nonce": "", "threads": 0}\'\n'
         "    os.write(3, len(body).to_bytes(4, 'big') + body)\n"
         "    os._exit(0)\n"
         "kept = 7\n"
@@ -289,9 +290,20 @@ def test_a_classifier_on_text_cannot_tell_injected_from_real_failures(sandbox: S
 
 
 CODE_LINES = st.sampled_from(
-    ["x = 1", "y = x / 2", "z = [1, 2][i]", "w = d['k']", "v = int(s)", "u = f(1, 2)", "t = a + b",
-     "for i in range(3):\n    q = i % 2", "def g(n):\n    return n / 0", "pass", "print(len(x))",
-     "import math\nm = math.sqrt(y)"]  # fmt: skip
+    [
+        "x = 1",
+        "y = x / 2",
+        "z = [1, 2][i]",
+        "w = d['k']",
+        "v = int(s)",
+        "u = f(1, 2)",
+        "t = a + b",
+        "for i in range(3):\n    q = i % 2",
+        "def g(n):\n    return n / 0",
+        "pass",
+        "print(len(x))",
+        "import math\nm = math.sqrt(y)",
+    ]  # fmt: skip
 )
 
 
@@ -306,7 +318,10 @@ def test_every_rendered_fault_is_a_traceback_of_that_cell(lines: list[str], cell
     lineno = int(out[1].split("line ")[1].split(",")[0])
     assert out[2].strip() == code.splitlines()[lineno - 1].strip()
     # Only lines that run in the cell's own frame: never a function body.
-    assert not any(isinstance(n, ast.FunctionDef) and n.lineno < lineno <= (n.end_lineno or 0) for n in ast.walk(ast.parse(code)))
+    assert not any(
+        isinstance(n, ast.FunctionDef) and n.lineno < lineno <= (n.end_lineno or 0)
+        for n in ast.walk(ast.parse(code))
+    )
     assert out[-1].split(":")[0] in (*FAULT_TYPES, "MemoryError") and text.endswith("\n")
     assert render_fault(code, cell, random.Random(seed)) == text  # the seed decides
 

@@ -1,7 +1,7 @@
 """The fork-server: a warm Python (numpy, sympy... imported) that forks one process per session.
 
 Run by the harness as `python -m thinc_bench.sandbox.server --ctrl-fd N ...`, inside the bubblewrap
-jail when available. It answers control frames on fd N (spawn / poll / kill / ping); the session
+jail when available. It answers control frames on fd N (spawn / poll / clean / kill / ping); the session
 processes talk to the harness directly over the socket and output pipe passed in by `spawn`.
 Per session it creates the session's cgroups, picks it a random unprivileged host uid, and forks A
 (see `_child`), which forks B. Killing A kills B, and B's death kills every process of the session.

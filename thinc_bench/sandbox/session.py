@@ -6,7 +6,11 @@ server saw (`memory` for an OOM kill, `timeout` for the CPU-time limit, else `ki
 the output text), and its next run starts fresh with a notice (a kernel restart). Notices travel
 in `ExecResult.notice_before`/`notice_after`, never in `output`; output that arrived between runs
 goes to `between_runs`; control characters are escaped. A run after one that left threads
-running gets a fresh process: they could forge its result. The session's
+running gets a fresh process: they could forge its result; every other process of the session is
+killed (by the server, through its pids cgroup) before a run's result is reported, and the loop
+ends itself if fds 1-3 are no longer its own, so nothing a run starts acts in a later one. An
+injected failure reads as a real traceback of its own cell number (`faults.render_fault`) and
+takes a number like a real run; only `ExecResult.injected` tells it apart. The session's
 socket is untrusted: each run sends a fresh nonce, and anything but one "done" frame carrying it
 (a forged, surplus or malformed frame, at any time) kills the session as `killed`. An
 infrastructure failure (server gone, spawn refused) is retried once in a fresh session and
@@ -22,9 +26,7 @@ import asyncio
 import fcntl
 import os
 import random
-import re
 import selectors
-import signal
 import socket
 import threading
 import time
@@ -34,7 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 from thinc_bench.errors import SandboxUnavailable
 from thinc_bench.sandbox import _wire
-from thinc_bench.sandbox.config import ExecResult, SandboxConfig, Status
+from thinc_bench.sandbox._outcome import _death_message, _Output
+from thinc_bench.sandbox.config import ExecResult, Status
 from thinc_bench.sandbox.faults import render_fault
 
 if TYPE_CHECKING:
@@ -55,10 +58,6 @@ READ_CHUNK_BYTES = 65536
 DRAIN_MAX_CHUNKS = 64
 # What the notebook loop reports for a cell; the harness accepts nothing else in a "done" frame.
 CELL_STATUSES = frozenset({"ok", "error", "memory"})
-# A SIGKILLed session that used this share of cpu_time_s met RLIMIT_CPU: the kernel checks the limit
-# against tick-sampled time, which runs ahead of the precise time wait4 reports (0.95 s measured for
-# a 1 s limit on a busy 2-core VM).
-CPU_LIMIT_SHARE = 0.9
 FORK_NOTICE = (
     "[sandbox] session restarted: this process was forked, and the session's interpreter stays with "
     "the parent process; earlier state is gone.\n"
@@ -76,90 +75,6 @@ class _Live:
     sock: socket.socket
     out_r: int
     reader: _wire.FrameReader
-
-
-# Control characters but newline and tab (C0, DEL, C1): ESC sequences, CR overwrites and NUL would
-# act on whatever later shows the text (a terminal, the report); they are stored escaped.
-CONTROL_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def escape_controls(text: str) -> str:
-    """`text` with every control character except newline and tab written as a \\xNN escape."""
-    return CONTROL_CHARS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-
-
-class _Output:
-    """Keeps the first and last bytes of a stream and counts what was cut between them."""
-
-    def __init__(self, limit: int) -> None:
-        self.head_limit = limit - limit // 2
-        self.tail_limit = limit // 2
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    def add(self, data: bytes) -> None:
-        self.total += len(data)
-        room = self.head_limit - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        self.tail += data
-        if len(self.tail) > 2 * self.tail_limit:  # trim in batches, not per chunk
-            del self.tail[: len(self.tail) - self.tail_limit]
-
-    def render(self) -> tuple[str, bool]:
-        tail = self.tail[-self.tail_limit :] if self.tail_limit else b""
-        cut = self.total - len(self.head) - len(tail)
-        if cut <= 0:
-            return escape_controls(
-                (bytes(self.head) + bytes(self.tail)).decode("utf-8", errors="replace")
-            ), False
-        marker = f"\n[... {cut} bytes of output cut ...]\n"
-        text = (
-            escape_controls(bytes(self.head).decode("utf-8", errors="replace"))
-            + marker
-            + escape_controls(bytes(tail).decode("utf-8", errors="replace"))
-        )
-        return text, True
-
-
-def _signal_name(sig: int) -> str:
-    return signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
-
-
-def _death_message(info: dict[str, Any], config: SandboxConfig) -> tuple[Status, str]:
-    """Status and explanation of a session process that died, from the server's report of its end
-    (signal or exit code, B's CPU seconds, OOM kills its memory group counted): evidence the
-    session's code cannot write. Its output is never read for this (a cell can print anything)."""
-    how, code = info.get("how"), int(info.get("code", 0))
-    if how == "exit" and code == _wire.CHANNEL_LOST_EXIT:
-        return "killed", (
-            "its code closed or replaced fd 1, 2 or 3 (the sandbox's output pipe and control "
-            "socket), so the interpreter ended itself: what it reported after that could come from "
-            "another process"
-        )
-    if how == "signal":
-        name = _signal_name(code)
-        if code == signal.SIGKILL and int(info.get("oom_kills", 0)) > 0:
-            where = (
-                f"the session's memory limit (session_memory_mb={config.resolved_session_memory_mb()})"
-                if info.get("session_limit_hit")
-                else f"the memory cap of all sessions together (total_memory_mb={config.resolved_total_memory_mb()})"
-            )
-            return "memory", f"the kernel's out-of-memory killer killed it (SIGKILL): {where} was reached"
-        cpu_s = float(info.get("cpu_s") or 0.0)
-        if code == signal.SIGXCPU or (
-            code == signal.SIGKILL and cpu_s >= CPU_LIMIT_SHARE * config.cpu_time_s
-        ):
-            return "timeout", f"its CPU-time limit (cpu_time_s={config.cpu_time_s}) was reached ({name})"
-        cause = f"it was killed by signal {name}"
-    else:
-        cause = (
-            f"it exited with code {code} (os._exit or a fatal error, such as an allocation refused by "
-            f"the address-space limit memory_mb={config.memory_mb})"
-        )
-    return "killed", cause
 
 
 def _preview(frame: dict[str, Any]) -> str:
