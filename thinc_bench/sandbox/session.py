@@ -35,7 +35,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from thinc_bench.errors import SandboxUnavailable
-from thinc_bench.sandbox import _wire
+from thinc_bench.sandbox import _cgroups, _wire
 from thinc_bench.sandbox._outcome import _death_message, _Output
 from thinc_bench.sandbox.config import ExecResult, Status
 from thinc_bench.sandbox.faults import render_fault
@@ -56,6 +56,8 @@ READ_CHUNK_BYTES = 65536
 # stops (a splice flood) cannot hold the harness past the run's deadline; what it still writes is
 # either cut from this run (counted in the marker) or seen as the next run's `between_runs`.
 DRAIN_MAX_CHUNKS = 64
+# A session's own processes: its parent A and its interpreter B (PID 1 of its namespace).
+SESSION_PROCESSES = 2
 # What the notebook loop reports for a cell; the harness accepts nothing else in a "done" frame.
 CELL_STATUSES = frozenset({"ok", "error", "memory"})
 FORK_NOTICE = (
@@ -452,7 +454,13 @@ class Session:
         Raises:
             InfraFailure: the server is gone.
         """
-        if "pids" not in live.server.hello.get("cgroups", ()):
+        parent = live.server.launch.groups.session_parents.get("pids")
+        if parent is None or "pids" not in live.server.hello.get("cgroups", ()):
+            return ""
+        # The common case costs one read, not a server round trip: the group holds only A and B.
+        # (No process can appear after the read: B's code is not running, and threads it left
+        # get the next run a fresh process.)
+        if len(_cgroups.procs(os.path.join(parent, f"s{live.sid}"))) == SESSION_PROCESSES:
             return ""
         reply = live.server.request({"op": "clean", "sid": live.sid})
         killed, left = int(reply.get("killed") or 0), int(reply.get("left") or 0)
