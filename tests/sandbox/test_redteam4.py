@@ -23,9 +23,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from thinc_bench.sandbox import Sandbox, Session, _seccomp, render_fault
-from thinc_bench.sandbox._outcome import _Output
+from thinc_bench.sandbox._outcome import DRAIN_MAX_CHUNKS, READ_CHUNK_BYTES, _Output, drain
 from thinc_bench.sandbox.faults import FAULT_TYPES
-from thinc_bench.sandbox.session import DRAIN_MAX_CHUNKS, READ_CHUNK_BYTES
 
 CLEAR_PDEATHSIG = "import ctypes\nctypes.CDLL(None).prctl(1, 0, 0, 0, 0)\n"
 
@@ -327,13 +326,13 @@ def test_every_rendered_fault_is_a_traceback_of_that_cell(lines: list[str], cell
 
 
 # 4 ---------------------------------------------------------------------------------------------
-def test_the_drain_ends_whatever_the_writer_does(session: Session) -> None:
+def test_the_drain_ends_whatever_the_writer_does() -> None:
     """/dev/zero is a writer that never stops and never blocks: one drain still ends, bounded."""
     output = _Output(1000)
     fd = os.open("/dev/zero", os.O_RDONLY | os.O_NONBLOCK)
     try:
-        session._drain(fd, output, 0)
-        session._drain(fd, output, 0.05)
+        drain(fd, output, 0)
+        drain(fd, output, 0.05)
     finally:
         os.close(fd)
     assert 0 < output.total <= 2 * DRAIN_MAX_CHUNKS * READ_CHUNK_BYTES

@@ -1,18 +1,29 @@
-"""How a session's run is told: its output kept as head + tail with control characters escaped, and
-the status and cause of a session process's death from evidence its code cannot write.
+"""How a session's run is told: its output read (bounded) and kept as head + tail with control
+characters escaped, and the status and cause of a session process's death from evidence its code
+cannot write.
 
-Contract: pure functions of what the harness collected (output bytes, the server's report of how a
-process ended); nothing here reads a pipe or talks to the server (that is `session`'s job).
+Contract: `drain` reads an output pipe within a time and byte bound; the rest are pure functions of
+what the harness collected (output bytes, the server's report of how a process ended). Nothing here
+talks to the server (that is `session`'s job).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import signal
+import time
 from typing import Any
 
 from thinc_bench.sandbox import _wire
 from thinc_bench.sandbox.config import SandboxConfig, Status
+
+READ_CHUNK_BYTES = 65536
+# One drain reads at most this many chunks (4 MiB) whatever the writer does: a writer that never
+# stops (a splice flood) cannot hold the harness past the run's deadline; what it still writes is
+# either cut from this run (counted in the marker) or seen as the next run's `between_runs`.
+DRAIN_MAX_CHUNKS = 64
+DRAIN_POLL_S = 0.002
 
 # A SIGKILLed session that used this share of cpu_time_s met RLIMIT_CPU: the kernel checks the limit
 # against tick-sampled time, which runs ahead of the precise time wait4 reports (0.95 s measured for
@@ -102,3 +113,24 @@ def _death_message(info: dict[str, Any], config: SandboxConfig) -> tuple[Status,
             f"the address-space limit memory_mb={config.memory_mb})"
         )
     return "killed", cause
+
+
+def drain(out_r: int, output: _Output, seconds: float) -> None:
+    """Read what the non-blocking pipe `out_r` holds into `output`, waiting up to `seconds` for
+    more; bounded in time and bytes (DRAIN_MAX_CHUNKS) whatever the writer does."""
+    deadline = time.monotonic() + seconds
+    chunks = 0
+    while chunks < DRAIN_MAX_CHUNKS:
+        try:
+            data = os.read(out_r, READ_CHUNK_BYTES)
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(DRAIN_POLL_S)
+            continue
+        if not data:
+            return
+        output.add(data)
+        chunks += 1
+        if seconds and time.monotonic() >= deadline:
+            return

@@ -93,9 +93,12 @@ def _sites(node: ast.expr, rng: random.Random, bound: set[str]) -> list[_Site]:
         elif (symbol := OPERATOR_SYMBOLS.get(type(node.op))) is not None:
             left, right = rng.choice(TYPE_PAIRS)
             known = [type(_literal(side)).__name__ for side in (node.left, node.right)]
-            if known[0] in ("int", "float", "str"):  # a literal operand keeps its own type
+            literal = ("int", "float", "str")
+            if known[0] in literal and known[1] in literal:
+                left, right = known[0], known[1] if known[1] != known[0] else "NoneType"
+            elif known[0] in literal:  # a literal operand keeps its own type
                 left, right = known[0], rng.choice(("NoneType", "str" if known[0] != "str" else "int"))
-            elif known[1] in ("int", "float", "str"):
+            elif known[1] in literal:
                 left, right = rng.choice(("NoneType", "str" if known[1] != "str" else "int")), known[1]
             if symbol == "+" and left in ("str", "list") and right != left:
                 msg = f'can only concatenate {left} (not "{right}") to {left}'

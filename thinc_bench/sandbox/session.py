@@ -23,6 +23,7 @@ only if it is of the running server, alive and silent, so nothing tells it from 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import os
 import random
@@ -35,8 +36,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from thinc_bench.errors import SandboxUnavailable
-from thinc_bench.sandbox import _cgroups, _wire
-from thinc_bench.sandbox._outcome import _death_message, _Output
+from thinc_bench.sandbox import _wire
+from thinc_bench.sandbox._outcome import READ_CHUNK_BYTES, _death_message, _Output, drain
 from thinc_bench.sandbox.config import ExecResult, Status
 from thinc_bench.sandbox.faults import render_fault
 
@@ -51,11 +52,6 @@ DEATH_GRACE_S = 1.0
 DEATH_POLL_S = 0.002
 # After a kill or a death, output still in the pipe is collected for at most this long.
 DRAIN_S = 0.2
-READ_CHUNK_BYTES = 65536
-# One drain reads at most this many chunks (4 MiB) whatever the writer does: a writer that never
-# stops (a splice flood) cannot hold the harness past the run's deadline; what it still writes is
-# either cut from this run (counted in the marker) or seen as the next run's `between_runs`.
-DRAIN_MAX_CHUNKS = 64
 # A session's own processes: its parent A and its interpreter B (PID 1 of its namespace).
 SESSION_PROCESSES = 2
 # What the notebook loop reports for a cell; the harness accepts nothing else in a "done" frame.
@@ -203,6 +199,7 @@ class Session:
         # injected failures both take the next one; a restart starts again at 1, as a kernel does.
         self._cell = 0
         self._between = ""  # output that arrived before the current run began
+        self._procs: tuple[int, int] | None = None  # (sid, fd of its cgroup.procs), see _clean
 
     # ---- public ------------------------------------------------------------------------------
     def run(self, code: str, timeout: float | None = None) -> ExecResult:
@@ -294,6 +291,7 @@ class Session:
         self._lock = threading.Lock()
         self._holds_slot = False
         self._cell = 0
+        self._close_procs()  # a copy of the parent's: closing it leaves the parent's open
         live, self._live = self._live, None
         if live is not None:
             live.sock.close()
@@ -322,6 +320,7 @@ class Session:
         """Kill and forget the current process; returns how it ended (empty if unknown)."""
         live, self._live = self._live, None
         self._cell = 0  # the interpreter and its cell count are gone
+        self._close_procs()
         if live is None:
             return {}
         info = stop_process(live)
@@ -346,6 +345,7 @@ class Session:
             if reply.get("exited"):
                 self._live = None
                 self._cell = 0
+                self._close_procs()
                 live.sock.close()
                 os.close(live.out_r)
                 self._count_survivors(reply)
@@ -353,32 +353,12 @@ class Session:
             time.sleep(DEATH_POLL_S)
         return self._discard()
 
-    def _drain(self, out_r: int, output: _Output, seconds: float) -> None:
-        """Read what the pipe holds, waiting up to `seconds` for more; bounded in time and bytes
-        (DRAIN_MAX_CHUNKS) whatever the writer does, so a writer that never stops cannot hold it."""
-        deadline = time.monotonic() + seconds
-        chunks = 0
-        while chunks < DRAIN_MAX_CHUNKS:
-            try:
-                data = os.read(out_r, READ_CHUNK_BYTES)
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    return
-                time.sleep(DEATH_POLL_S)
-                continue
-            if not data:
-                return
-            output.add(data)
-            chunks += 1
-            if seconds and time.monotonic() >= deadline:
-                return
-
     def _run_once(self, code: str, limit: float, start: float) -> ExecResult:
         notice, self._notice = self._notice, None
         self._between = ""
         if self._live is not None:  # what a leftover thread or process wrote since the last run
             early = _Output(self._config.max_output_bytes)
-            self._drain(self._live.out_r, early, 0)
+            drain(self._live.out_r, early, 0)
             self._between = early.render()[0]
         if self._live is not None and self._live.server.dead:
             self._discard()
@@ -425,7 +405,7 @@ class Session:
                     return self._timed_out(live, output, notice, limit, start)
                 for key, _mask in sel.select(remaining):
                     if key.data == "out":
-                        self._drain(live.out_r, output, 0)
+                        drain(live.out_r, output, 0)
                         continue
                     try:
                         live.reader.feed_from_socket()
@@ -439,7 +419,7 @@ class Session:
                         tail = self._clean(live)
                         if surplus := self._surplus(live):  # one a process wrote before it was killed
                             return self._violated(live, output, notice, start, surplus)
-                        self._drain(live.out_r, output, 0)
+                        drain(live.out_r, output, 0)
                         return self._result(status, output, notice, start, tail)  # type: ignore[arg-type]
                     if live.reader.eof:
                         return self._died(live, output, notice, start)
@@ -454,14 +434,15 @@ class Session:
         Raises:
             InfraFailure: the server is gone.
         """
-        parent = live.server.launch.groups.session_parents.get("pids")
-        if parent is None or "pids" not in live.server.hello.get("cgroups", ()):
+        if "pids" not in live.server.hello.get("cgroups", ()):
             return ""
-        # The common case costs one read, not a server round trip: the group holds only A and B.
-        # (No process can appear after the read: B's code is not running, and threads it left
-        # get the next run a fresh process.)
-        if len(_cgroups.procs(os.path.join(parent, f"s{live.sid}"))) == SESSION_PROCESSES:
-            return ""
+        # The common case costs one read (4 us), not a server round trip: the group holds only A
+        # and B. (No process can appear after the read: B's code is not running, and threads it
+        # left get the next run a fresh process.)
+        if (fd := self._procs_fd(live)) is not None:
+            with contextlib.suppress(OSError):
+                if os.pread(fd, READ_CHUNK_BYTES, 0).count(b"\n") == SESSION_PROCESSES:
+                    return ""
         reply = live.server.request({"op": "clean", "sid": live.sid})
         killed, left = int(reply.get("killed") or 0), int(reply.get("left") or 0)
         if left:
@@ -474,6 +455,27 @@ class Session:
             f"\n[sandbox] the run left {killed} process(es) running (started by its code and not "
             "waited for); they were killed when it ended, so nothing it started acts in a later run.\n"
         )
+
+    def _procs_fd(self, live: _Live) -> int | None:
+        """An open descriptor of the session's cgroup.procs (kept for the process's life: one
+        pread per run), or None when its group cannot be opened from here."""
+        if self._procs is not None and self._procs[0] == live.sid:
+            return self._procs[1]
+        self._close_procs()
+        parent = live.server.launch.groups.session_parents.get("pids")
+        if parent is None:
+            return None
+        try:
+            fd = os.open(os.path.join(parent, f"s{live.sid}", "cgroup.procs"), os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        self._procs = (live.sid, fd)
+        return fd
+
+    def _close_procs(self) -> None:
+        procs, self._procs = self._procs, None
+        if procs is not None:
+            os.close(procs[1])
 
     def _surplus(self, live: _Live) -> str:
         """Bytes already behind the run's "done" (one non-blocking look): the loop sends nothing
@@ -576,7 +578,7 @@ class Session:
         return self._result(status, output, notice, start, tail)
 
     def _died(self, live: _Live, output: _Output, notice: str | None, start: float) -> ExecResult:
-        self._drain(live.out_r, output, DRAIN_S)
+        drain(live.out_r, output, DRAIN_S)
         info = self._reap_dead(live)
         self._sandbox._count("sessions_died")
         status, why = _death_message(info, self._config)
@@ -590,6 +592,6 @@ class Session:
         out_r = os.dup(live.out_r)
         try:
             self._discard()
-            self._drain(out_r, output, DRAIN_S)
+            drain(out_r, output, DRAIN_S)
         finally:
             os.close(out_r)
