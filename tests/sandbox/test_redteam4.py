@@ -237,7 +237,8 @@ def test_a_rendered_fault_reads_exactly_as_the_real_failure(session: Session, co
 
 def _features(text: str, code: str, cell: int) -> tuple[object, ...]:
     """What a text classifier could look at: exception type, whether the line shown is one of the
-    code's, whether carets point into it, whether the cell number is the expected one."""
+    code's, whether carets point into it, whether the cell number is the expected one, whether
+    anything was printed before the traceback."""
     lines = text.splitlines()
     shown = lines[2].strip() if len(lines) > 2 else ""
     numbers = re.findall(r'File "<cell-(\d+)>"', text)
@@ -247,6 +248,7 @@ def _features(text: str, code: str, cell: int) -> tuple[object, ...]:
         any(set(line.strip()) <= set("^~") and line.strip() for line in lines),
         numbers == [str(cell)],
         len(numbers),
+        text.startswith("Traceback"),
     )
 
 

@@ -8,7 +8,8 @@ there (ZeroDivisionError at a division, KeyError at a string subscript, NameErro
 fixed text (`<cell-1>`, no source line, one exception type) told a model which failures were
 injected; the record (`ExecResult.injected`) says so instead, never the text. Code that does not
 parse gets the SyntaxError a real run prints. Only module-level lines are chosen (not function,
-class or comprehension bodies, whose failures show two frames). Pure: runs nothing, reads only
+class or comprehension bodies, whose failures show two frames), and none after the first print
+when there is a choice (a real failure there would show that print's output first). Pure: runs nothing, reads only
 its arguments; eval's sessions and GRPO's rollouts both get their faults from here.
 """
 
@@ -180,12 +181,22 @@ def render_fault(code: str, cell: int, rng: random.Random) -> str:
     if (syntax := _syntax_error(code, filename)) is not None:
         return syntax
     lines = code.splitlines()
-    by_kind: dict[str, list[_Site]] = {}
     tree = ast.parse(code)
     bound = _bound_names(tree)
-    for node in _top_level_nodes(tree):
-        for site in _sites(node, rng, bound):
-            by_kind.setdefault(site.kind, []).append(site)
+    nodes = _top_level_nodes(tree)
+    # A real failure after a print would show that print's output first; the block was not run,
+    # so the failure is placed where nothing has been printed yet (when the code allows).
+    prints = [
+        n.lineno
+        for n in nodes
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "print"
+    ]
+    first_print = min(prints, default=len(lines))
+    sites = [site for node in nodes for site in _sites(node, rng, bound)]
+    sites = [site for site in sites if site.node.lineno <= first_print] or sites
+    by_kind: dict[str, list[_Site]] = {}
+    for site in sites:
+        by_kind.setdefault(site.kind, []).append(site)
     if not by_kind:  # nothing on any line could raise one of these (pass, comments, a def)
         lineno = next((i for i, text in enumerate(lines, 1) if text.strip()), 1)
         frame = traceback.FrameSummary(
