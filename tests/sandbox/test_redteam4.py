@@ -16,17 +16,28 @@ import re
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 
 import psutil
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from thinc_bench.sandbox import Sandbox, Session, _seccomp, render_fault
+from thinc_bench.sandbox import Sandbox, SandboxConfig, Session, _jail, _seccomp, render_fault
 from thinc_bench.sandbox._outcome import DRAIN_MAX_CHUNKS, READ_CHUNK_BYTES, _Output, drain
 from thinc_bench.sandbox.faults import FAULT_TYPES
 
 CLEAR_PDEATHSIG = "import ctypes\nctypes.CDLL(None).prctl(1, 0, 0, 0, 0)\n"
+
+
+@pytest.fixture(scope="module", params=["namespaces", "no-namespaces"])
+def any_sandbox(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
+    """A sandbox with per-session namespaces, and one without (the degraded path keeps the rule)."""
+    with pytest.MonkeyPatch.context() as mp:
+        if request.param == "no-namespaces":
+            mp.setenv(_jail.NO_NAMESPACES_ENV, "1")
+        with Sandbox(SandboxConfig(timeout_s=5.0)) as sb:
+            yield sb
 
 
 @pytest.fixture
@@ -71,40 +82,40 @@ LATE_CHILD = (
 )
 
 
-def test_a_child_left_by_one_run_writes_nothing_into_the_next(
-    sandbox: Sandbox, session: Session, tag: str
-) -> None:
-    _needs_pids_group(sandbox)
-    before = sandbox.stats.survivors
-    first = session.run(LATE_WRITER.format(child=LATE_CHILD.format(tag=tag.encode())))
-    assert first.status == "ok", first
-    assert not _named(tag)  # gone when run() returns
-    assert "left 1 process(es) running" in first.notice_after and first.output == ""
-    assert sandbox.stats.survivors == before + 1 and session.survivors == 1
-    time.sleep(0.5)  # the child would have written by now
-    second = session.run("print('mine')")
-    assert second.output == "mine\n" and second.between_runs == "" and second.notice == ""
-    assert session.run("kept").output == "1\n"  # the interpreter and its state are kept
+def test_a_child_left_by_one_run_writes_nothing_into_the_next(any_sandbox: Sandbox, tag: str) -> None:
+    _needs_pids_group(any_sandbox)
+    before = any_sandbox.stats.survivors
+    with any_sandbox.session() as session:
+        first = session.run(LATE_WRITER.format(child=LATE_CHILD.format(tag=tag.encode())))
+        assert first.status == "ok", first
+        assert not _named(tag)  # gone when run() returns
+        assert "left 1 process(es) running" in first.notice_after and first.output == ""
+        assert any_sandbox.stats.survivors == before + 1 and session.survivors == 1
+        time.sleep(0.5)  # the child would have written by now
+        second = session.run("print('mine')")
+        assert second.output == "mine\n" and second.between_runs == "" and second.notice == ""
+        assert session.run("kept").output == "1\n"  # the interpreter and its state are kept
 
 
-def test_a_forked_writer_without_a_new_session_is_killed_too(sandbox: Sandbox, session: Session) -> None:
-    _needs_pids_group(sandbox)
-    code = (
-        "import os, time\n"
-        "if os.fork() == 0:\n"
-        "    time.sleep(0.3)\n"
-        "    os.write(1, b'late\\n')\n"
-        '    body = b\'{"op": "done", "status": "ok", "nonce": "", "threads": 0}\'\n'
-        "    os.write(3, len(body).to_bytes(4, 'big') + body)\n"
-        "    os._exit(0)\n"
-        "kept = 7\n"
-    )
-    first = session.run(code)
-    assert first.status == "ok" and "left 1 process(es) running" in first.notice_after
-    time.sleep(0.5)
-    second = session.run("print(kept)\n1/0")
-    assert second.status == "error" and second.output.startswith("7\n") and "late" not in second.output
-    assert "ZeroDivisionError" in second.output and second.notice == ""
+def test_a_forked_writer_without_a_new_session_is_killed_too(any_sandbox: Sandbox) -> None:
+    _needs_pids_group(any_sandbox)
+    with any_sandbox.session() as session:
+        code = (
+            "import os, time\n"
+            "if os.fork() == 0:\n"
+            "    time.sleep(0.3)\n"
+            "    os.write(1, b'late\\n')\n"
+            '    body = b\'{"op": "done", "status": "ok", "nonce": "", "threads": 0}\'\n'
+            "    os.write(3, len(body).to_bytes(4, 'big') + body)\n"
+            "    os._exit(0)\n"
+            "kept = 7\n"
+        )
+        first = session.run(code)
+        assert first.status == "ok" and "left 1 process(es) running" in first.notice_after
+        time.sleep(0.5)
+        second = session.run("print(kept)\n1/0")
+        assert second.status == "error" and second.output.startswith("7\n") and "late" not in second.output
+        assert "ZeroDivisionError" in second.output and second.notice == ""
 
 
 RELAY = """import json, os, select, socket
@@ -137,19 +148,20 @@ os.dup2(w, 2)
 
 
 @pytest.mark.parametrize("channels", ["control and output", "output only"])
-def test_a_relay_on_the_channels_cannot_forge_later_runs(session: Session, channels: str) -> None:
-    invented = "invented" + uuid.uuid4().hex[:8]
-    code = RELAY.replace("{invented}", invented)
-    if channels == "output only":
-        code = code.replace("os.dup2(b.fileno(), 3)\n", "")
-    session.run("kept = 1")
-    session.run(code)
-    later = [session.run("1/0"), session.run("print('x' + 1)")]
-    for r in later:
-        assert r.status == "error" and invented not in r.output, r
-    assert "session restarted" in later[0].notice_before  # the state loss is reported
-    assert later[1].notice == ""
-    assert session.run("'kept' in globals()").output == "False\n"
+def test_a_relay_on_the_channels_cannot_forge_later_runs(any_sandbox: Sandbox, channels: str) -> None:
+    with any_sandbox.session() as session:
+        invented = "invented" + uuid.uuid4().hex[:8]
+        code = RELAY.replace("{invented}", invented)
+        if channels == "output only":
+            code = code.replace("os.dup2(b.fileno(), 3)\n", "")
+        session.run("kept = 1")
+        session.run(code)
+        later = [session.run("1/0"), session.run("print('x' + 1)")]
+        for r in later:
+            assert r.status == "error" and invented not in r.output, r
+        assert "session restarted" in later[0].notice_before  # the state loss is reported
+        assert later[1].notice == ""
+        assert session.run("'kept' in globals()").output == "False\n"
 
 
 def test_closing_the_output_pipe_ends_the_interpreter_with_a_reason(session: Session) -> None:
