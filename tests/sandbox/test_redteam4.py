@@ -36,8 +36,9 @@ def any_sandbox(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
     with pytest.MonkeyPatch.context() as mp:
         if request.param == "no-namespaces":
             mp.setenv(_jail.NO_NAMESPACES_ENV, "1")
-        with Sandbox(SandboxConfig(timeout_s=5.0)) as sb:
-            yield sb
+        sb = Sandbox(SandboxConfig(timeout_s=5.0)).start()  # reads the variable once, here
+    with sb:
+        yield sb
 
 
 @pytest.fixture
