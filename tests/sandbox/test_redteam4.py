@@ -111,7 +111,8 @@ def test_a_forked_writer_without_a_new_session_is_killed_too(any_sandbox: Sandbo
             "    os._exit(0)\n"
             "kept = 7\n"
         )
-        first = session.run(code)
+        assert session.run("warm = 1").notice == ""  # a run just before, within the second
+        first = session.run(code)  # that cgroup v1 may cache a process list for
         assert first.status == "ok" and "left 1 process(es) running" in first.notice_after
         time.sleep(0.5)
         second = session.run("print(kept)\n1/0")
@@ -163,6 +164,45 @@ def test_a_relay_on_the_channels_cannot_forge_later_runs(any_sandbox: Sandbox, c
         assert "session restarted" in later[0].notice_before  # the state loss is reported
         assert later[1].notice == ""
         assert session.run("'kept' in globals()").output == "False\n"
+
+
+FAKE_LOOP = r"""import json, os, sys
+body = json.dumps({"op": "done", "status": "ok", "nonce": sys.argv[1], "threads": 0}).encode()
+os.write(3, len(body).to_bytes(4, "big") + body)
+buf = b""
+while True:
+    while len(buf) < 4 or len(buf) < 4 + int.from_bytes(buf[:4], "big"):
+        data = os.read(3, 65536)
+        if not data:
+            os._exit(0)
+        buf += data
+    n = int.from_bytes(buf[:4], "big")
+    request, buf = json.loads(buf[4 : 4 + n]), buf[4 + n :]
+    os.write(1, b"INVENTED\n")
+    body = json.dumps({"op": "done", "status": "ok", "nonce": request["nonce"], "threads": 0}).encode()
+    os.write(3, len(body).to_bytes(4, "big") + body)
+"""
+
+
+def test_an_interpreter_that_execs_a_fake_loop_cannot_forge_later_runs(any_sandbox: Sandbox) -> None:
+    """The interpreter replaces itself (same pid, same channels) with a program that answers every
+    later run "ok" with invented output, starting with the nonce of the run that exec'd it."""
+    _needs_pids_group(any_sandbox)
+    invented = "invented" + uuid.uuid4().hex[:8]
+    fake = FAKE_LOOP.replace("INVENTED", invented)
+    code = (
+        "import os, sys\nf = sys._getframe()\nwhile 'nonce' not in f.f_locals:\n    f = f.f_back\n"
+        f"os.execv(sys.executable, [sys.executable, '-c', {fake!r}, f.f_locals['nonce']])"
+    )
+    with any_sandbox.session() as session:
+        session.run("kept = 1")
+        r = session.run(code)
+        assert r.status == "killed" and "replaced itself with another program (exec)" in r.notice_after
+        later = session.run("1/0")
+        assert (
+            later.status == "error" and invented not in later.output and "ZeroDivisionError" in later.output
+        )
+        assert "session restarted" in later.notice_before
 
 
 def test_closing_the_output_pipe_ends_the_interpreter_with_a_reason(session: Session) -> None:

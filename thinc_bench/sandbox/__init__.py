@@ -12,7 +12,7 @@ accepted and any frame but its run's one "done" kills the session. A seccomp fil
 sockets to AF_UNIX/AF_INET/AF_INET6 and refuses keyrings, ptrace, bpf, nested user namespaces and
 the like; every process of a session is killed before its slot is reused, and every one but its
 interpreter before a run's result is reported; the loop ends itself if fds 1-3 are no longer its
-own pipe and socket; injected failures read as real tracebacks (`render_fault`); statuses never come from output text, and
+own pipe and socket, and one that exec'd another program is killed; injected failures read as real tracebacks (`render_fault`); statuses never come from output text, and
 harness notices never ride in it. `Sandbox.protection_summary()` says which protections are
 active and why any is not. A cell may lie about its own result; it cannot forge another run's.
 NOT protected against: kernel exploits through the system calls the filter allows (sessions

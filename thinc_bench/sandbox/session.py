@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING, Any
 
 from thinc_bench.errors import SandboxUnavailable
 from thinc_bench.sandbox import _wire
-from thinc_bench.sandbox._outcome import READ_CHUNK_BYTES, _death_message, _Output, drain
+from thinc_bench.sandbox._outcome import _death_message, _Output, drain
+from thinc_bench.sandbox._watch import SESSION_PROCESSES, SessionWatch
 from thinc_bench.sandbox.config import ExecResult, Status
 from thinc_bench.sandbox.faults import render_fault
 
@@ -52,8 +53,6 @@ DEATH_GRACE_S = 1.0
 DEATH_POLL_S = 0.002
 # After a kill or a death, output still in the pipe is collected for at most this long.
 DRAIN_S = 0.2
-# A session's own processes: its parent A and its interpreter B (PID 1 of its namespace).
-SESSION_PROCESSES = 2
 # What the notebook loop reports for a cell; the harness accepts nothing else in a "done" frame.
 CELL_STATUSES = frozenset({"ok", "error", "memory"})
 FORK_NOTICE = (
@@ -199,7 +198,7 @@ class Session:
         # injected failures both take the next one; a restart starts again at 1, as a kernel does.
         self._cell = 0
         self._between = ""  # output that arrived before the current run began
-        self._procs: tuple[int, int] | None = None  # (sid, fd of its cgroup.procs), see _clean
+        self._watch: tuple[int, SessionWatch] | None = None  # (sid, its watch), see _clean
 
     # ---- public ------------------------------------------------------------------------------
     def run(self, code: str, timeout: float | None = None) -> ExecResult:
@@ -291,7 +290,7 @@ class Session:
         self._lock = threading.Lock()
         self._holds_slot = False
         self._cell = 0
-        self._close_procs()  # a copy of the parent's: closing it leaves the parent's open
+        self._close_watch()  # a copy of the parent's: closing it leaves the parent's open
         live, self._live = self._live, None
         if live is not None:
             live.sock.close()
@@ -320,7 +319,7 @@ class Session:
         """Kill and forget the current process; returns how it ended (empty if unknown)."""
         live, self._live = self._live, None
         self._cell = 0  # the interpreter and its cell count are gone
-        self._close_procs()
+        self._close_watch()
         if live is None:
             return {}
         info = stop_process(live)
@@ -345,7 +344,7 @@ class Session:
             if reply.get("exited"):
                 self._live = None
                 self._cell = 0
-                self._close_procs()
+                self._close_watch()
                 live.sock.close()
                 os.close(live.out_r)
                 self._count_survivors(reply)
@@ -416,66 +415,64 @@ class Session:
                         status, self._threads_left = done
                         if surplus := self._surplus(live):  # a frame behind the result: forged
                             return self._violated(live, output, notice, start, surplus)
-                        tail = self._clean(live)
+                        tail, replaced = self._clean(live)
                         if surplus := self._surplus(live):  # one a process wrote before it was killed
                             return self._violated(live, output, notice, start, surplus)
+                        if replaced:
+                            return self._replaced(live, output, notice, start)
                         drain(live.out_r, output, 0)
                         return self._result(status, output, notice, start, tail)  # type: ignore[arg-type]
                     if live.reader.eof:
                         return self._died(live, output, notice, start)
 
-    def _clean(self, live: _Live) -> str:
-        """Before a run's result is reported: the server kills every process of the session but
-        its parent and interpreter (the run's code could have left one to write into a later run's
-        output or relay its channels), out of the session's reach through its pids cgroup. Returns
-        the notice of what was killed ('' for nothing, or without cgroups, where what a run left
-        is killed with the session).
+    def _clean(self, live: _Live) -> tuple[str, bool]:
+        """Before a run's result: the server kills every process of the session but A and B (one
+        left could write into a later run or relay its channels), through its pids cgroup; and
+        whether A or B exec'd another program (it could answer for later runs). Returns (notice of
+        what was killed, exec'd); ('', False) without cgroups (what a run left dies with the session).
 
         Raises:
             InfraFailure: the server is gone.
         """
         if "pids" not in live.server.hello.get("cgroups", ()):
-            return ""
-        # The common case costs one read (4 us), not a server round trip: the group holds only A
-        # and B. (No process can appear after the read: B's code is not running, and threads it
-        # left get the next run a fresh process.)
-        if (fd := self._procs_fd(live)) is not None:
+            return "", False
+        # The common case costs a few preads, not a server round trip: the group holds only A and
+        # B. (No process can appear after the read: B's code is not running, and threads it left
+        # get the next run a fresh process.)
+        watch = self._watch_for(live)
+        tail = ""
+        if watch is None or not watch.only_own():  # one pread: only A and B, no thread, no zombie
+            if watch is None or len(watch.pids()) != SESSION_PROCESSES:
+                reply = live.server.request({"op": "clean", "sid": live.sid})
+                killed, left = int(reply.get("killed") or 0), int(reply.get("left") or 0)
+                if left:
+                    self._sandbox._count("survivors_left", left)
+                if killed:
+                    self.survivors += killed
+                    self._sandbox._count("survivors", killed)
+                    tail = (
+                        f"\n[sandbox] the run left {killed} process(es) running (started by its code "
+                        "and not waited for); they were killed when it ended, so nothing it started "
+                        "acts in a later run.\n"
+                    )
+            if watch is not None:
+                watch.only_own()  # learns A and B once they are alone
+        return tail, watch is not None and watch.exec_replaced()
+
+    def _watch_for(self, live: _Live) -> SessionWatch | None:
+        """The process's watch (opened once), or None if its group cannot be opened (ask the server)."""
+        if self._watch is None or self._watch[0] != live.sid:
+            self._close_watch()
+            parent = live.server.launch.groups.session_parents.get("pids")
             with contextlib.suppress(OSError):
-                if os.pread(fd, READ_CHUNK_BYTES, 0).count(b"\n") == SESSION_PROCESSES:
-                    return ""
-        reply = live.server.request({"op": "clean", "sid": live.sid})
-        killed, left = int(reply.get("killed") or 0), int(reply.get("left") or 0)
-        if left:
-            self._sandbox._count("survivors_left", left)
-        if not killed:
-            return ""
-        self.survivors += killed
-        self._sandbox._count("survivors", killed)
-        return (
-            f"\n[sandbox] the run left {killed} process(es) running (started by its code and not "
-            "waited for); they were killed when it ended, so nothing it started acts in a later run.\n"
-        )
+                if parent is not None:
+                    self._watch = (live.sid, SessionWatch(os.path.join(parent, f"s{live.sid}")))
+        return self._watch[1] if self._watch is not None else None
 
-    def _procs_fd(self, live: _Live) -> int | None:
-        """An open descriptor of the session's cgroup.procs (kept for the process's life: one
-        pread per run), or None when its group cannot be opened from here."""
-        if self._procs is not None and self._procs[0] == live.sid:
-            return self._procs[1]
-        self._close_procs()
-        parent = live.server.launch.groups.session_parents.get("pids")
-        if parent is None:
-            return None
-        try:
-            fd = os.open(os.path.join(parent, f"s{live.sid}", "cgroup.procs"), os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            return None
-        self._procs = (live.sid, fd)
-        return fd
-
-    def _close_procs(self) -> None:
-        procs, self._procs = self._procs, None
-        if procs is not None:
-            os.close(procs[1])
+    def _close_watch(self) -> None:
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            watch[1].close()
 
     def _surplus(self, live: _Live) -> str:
         """Bytes already behind the run's "done" (one non-blocking look): the loop sends nothing
@@ -558,6 +555,16 @@ class Session:
             "the session was killed and the next run starts a fresh one.\n"
         )
         restart = "the previous run's code wrote on the sandbox's control channel and its process was killed"
+        return self._end_session(
+            live, output, notice, start, ("killed", "protocol_violations", restart, tail)
+        )
+
+    def _replaced(self, live: _Live, output: _Output, notice: str | None, start: float) -> ExecResult:
+        tail = (
+            "\n[sandbox] killed: the interpreter replaced itself with another program (exec), which "
+            "could answer for later runs; the session was killed and the next run starts a fresh one.\n"
+        )
+        restart = "the previous run's code replaced the interpreter (exec) and its process was killed"
         return self._end_session(
             live, output, notice, start, ("killed", "protocol_violations", restart, tail)
         )
