@@ -394,14 +394,16 @@ def test_injected_groups_fail_their_first_executions_unrun_masked_and_are_reward
             injection=FailureInjection(0.5, (1,), seed=seed),
         )
         out = rollout([right, right, wrong, wrong], None)  # two groups of num_generations=2
-        fault = sandbox.config.fault_output
     # Whole groups: both copies of the faulted prompt, neither copy of the other.
     assert out["inject_k"] == [1, 1, 0, 0] and out["n_injected"] == [1, 1, 0, 0]
     assert json.loads(log.read_text())["injected"] == [1, 1, 0, 0]
     outputs = [INTERPRETER.findall(text) for text in out["thinc_text"]]
-    # The faulted copies' first block did not run (no file), its output is the injected failure;
-    # their second block ran for real. The clean copies ran both.
-    assert outputs[0] == outputs[1] == [f"\n{fault}\n```\n", "\nFalse\n```\n"]
+    # The faulted copies' first block did not run (no file), its output is the injected failure (a
+    # traceback of cell 1, the same for the same block); their second block ran for real. The
+    # clean copies ran both.
+    assert outputs[0] == outputs[1] and outputs[0][1] == "\nFalse\n```\n"
+    assert outputs[0][0].startswith('\nTraceback (most recent call last):\n  File "<cell-1>", line ')
+    fault = outputs[0][0].strip("\n`")
     assert outputs[2] == outputs[3] == ["\n6\n```\n", "\nTrue\n```\n"]
     assert out["n_tool_calls"] == [2, 2, 2, 2] and out["n_exec_errors"] == [1, 1, 0, 0]
     for ids, mask in zip(out["completion_ids"], out["env_mask"], strict=True):
@@ -442,11 +444,14 @@ def test_k_failures_fail_the_first_k_executions_and_injection_off_adds_no_column
             injection=FailureInjection(1.0, (3,)),
         )
         out = rollout(["Answer 6."], None)
-        fault = sandbox.config.fault_output
         rollout.injection = FailureInjection()  # what the curriculum callback sets for a stage without
         clean = rollout(["Answer 6."], None)
     # k = 3 on a trajectory of two executions: both fail unrun, the third is never asked for.
-    assert INTERPRETER.findall(out["thinc_text"][0]) == [f"\n{fault}\n```\n"] * 2
+    faults = INTERPRETER.findall(out["thinc_text"][0])
+    assert [
+        f.startswith(f'\nTraceback (most recent call last):\n  File "<cell-{i}>"')
+        for i, f in enumerate(faults, 1)
+    ] == [True] * 2
     assert out["inject_k"] == [3] and out["n_injected"] == [2]
     assert INTERPRETER.findall(clean["thinc_text"][0]) == ["\n6\n```\n", "\nTrue\n```\n"]
     assert "inject_k" not in clean and "n_injected" not in clean
