@@ -410,15 +410,17 @@ class Scanner:
 
     def _call(self, opener: re.Match[str]) -> Piece:
         """A tool call: its JSON between `<tool_call>` and `</tool_call>` (a closer inside a JSON string
-        is part of the string); a new call opened on its own line abandons an unclosed one."""
+        is part of the string); a new call opened on its own line abandons an unclosed one. A call the
+        turn ended in without its closer is closed by the tool turn after it (the rollout ran it, as
+        vLLM's parser reads one)."""
         text, body = self.text, opener.end()
         end = code_terminator(text, body, TOOL_CALL_CLOSE, TOOL_TURN_OPEN, TOOL_CALL_OPEN_LINE)
         stop = len(text) if end is None else end.start
         inner = text[body:stop]
         start = body + len(inner) - len(inner.lstrip())
         content = (start, start + len(inner.strip()))
-        closed = end is not None and end.kind == "close"
-        span_end = len(text) if end is None else end.end if closed else end.start
+        closed = end is not None and end.kind in ("close", "output")  # a tool turn after it: it ran
+        span_end = len(text) if end is None else end.end if end.kind == "close" else end.start
         return self._block("code", (opener.start(), span_end), content, closed=closed)
 
     def _output(self, opener: re.Match[str]) -> Piece:

@@ -289,13 +289,15 @@ def pending_calls(text: str) -> list[ToolCall]:
 
 
 def _calls(text: str, pieces: list[_scan.Piece], since: int | None = None) -> list[ToolCall]:
-    """Closed calls after the last output piece, or, given `since`, every closed call that starts
-    at or after it (output pieces or not)."""
+    """Closed calls after the last output piece, or, given `since` (a turn the model ended), every
+    call that starts at or after it, output pieces or not, and an unclosed call the text ends in
+    (vLLM's hermes parser reads `<tool_call>(.*)` at the end of a turn too)."""
     calls: list[ToolCall] = []
     for p in reversed(pieces):
         if (p.kind == "output" and since is None) or (since is not None and p.span[1] <= since):
             break
-        if p.kind == "code" and p.closed and (since is None or p.span[0] >= since):
+        last_open = since is not None and p is pieces[-1] and p.span[1] == len(text)
+        if p.kind == "code" and (p.closed or last_open) and (since is None or p.span[0] >= since):
             calls.append(parse_call(text[p.content[0] : p.content[1]]))
     return calls[::-1]
 

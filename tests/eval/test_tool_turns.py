@@ -173,3 +173,19 @@ def test_the_rollout_takes_calls_from_its_own_turn_not_from_what_the_text_looks_
     text = first + call("print(2)") + "\n</think>\n\nDone."
     assert [c.code for c in triggers.calls(text, len(first))] == ["print(2)"]
     assert trajectory.pending_calls(text) == [c for c in triggers.calls(text)] and triggers.calls(text)
+
+
+def test_a_turn_that_ends_in_an_unclosed_call_runs_it_as_vllms_parser_reads_it():
+    """docs/tool_calls.md: `<tool_call>{...}` then the end of the turn is a call (vLLM's hermes parser
+    reads `<tool_call>(.*)`); once the tool turn follows, the parse shows it closed, with its response."""
+    from thinc_bench.trajectory import TurnTrigger
+
+    unclosed = '<tool_call>\n{"name": "python", "arguments": {"code": "print(6 * 7)"}}'
+    assert [c.code for c in TurnTrigger("tool_call").calls(unclosed, 0)] == ["print(6 * 7)"]
+    assert trajectory.pending_calls(unclosed) == []  # not a finished turn: nothing to run yet
+    bad = TurnTrigger("tool_call").calls('<tool_call>\n{"name": ', 0)
+    assert len(bad) == 1 and "not valid JSON" in str(bad[0].error)  # a failed call, as on the chat path
+    turn = "<|im_end|>\n<|im_start|>user\n<tool_response>\n42\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+    traj = trajectory.parse(unclosed + turn + "\\boxed{42}", "tool_call")
+    assert [s.kind for s in traj.segments] == ["code", "output", "answer"]
+    assert traj.code_blocks == ["print(6 * 7)"] and traj.outputs == ["42"]
