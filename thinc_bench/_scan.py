@@ -217,6 +217,9 @@ TOOL_TURN_OPEN = re.compile(rf"\s*(?:{SPECIAL_TOKEN}[a-z_]{{0,20}}\s*)+<tool_res
 (one special token at least: a model cannot write one without ending its turn), then a response."""
 TOOL_RESPONSE_OPEN = re.compile(r"\s*<tool_response>")
 _TURN_MARKUP = re.compile(rf"(?:{SPECIAL_TOKEN}[a-z_]{{0,20}}\s*)+")
+_GENERATION_PROMPT = re.compile(r"assistant\s*\Z")
+"""Markup that ends in an assistant header opens the model's turn: a `<tool_response>` after it is the
+model's text, never a tool turn."""
 TURN_MARKUP_WINDOW = 200
 """Most characters of chat markup between a turn's end and its first `<tool_response>` (Qwen3 writes
 `<|im_end|>\n<|im_start|>user\n`: 27); a longer run of special tokens there is not a tool turn."""
@@ -237,7 +240,7 @@ def next_tool_turn(text: str, pos: int) -> int | None:
         while candidate >= low and _TURN_MARKUP.fullmatch(text, candidate, at) is not None:
             start = candidate
             candidate = text.rfind("<|", low, candidate)
-        if start is not None:
+        if start is not None and _GENERATION_PROMPT.search(text, start, at) is None:
             while start > pos and text[start - 1].isspace():
                 start -= 1
             return start
@@ -376,7 +379,8 @@ class Scanner:
         after_code = previous is not None and previous.kind == "code" and previous.closed
         if self.d.name == "tool_call":
             after_output = previous is not None and previous.kind == "output" and previous.closed
-            if after_output and (response := TOOL_RESPONSE_OPEN.match(text, pos)) is not None:
+            same_turn = after_output and text.endswith("</tool_response>", 0, pos)  # no tail taken yet
+            if same_turn and (response := TOOL_RESPONSE_OPEN.match(text, pos)) is not None:
                 return response  # the next response of the same tool turn
             start = next_tool_turn(text, pos)
             return None if start is None else TOOL_TURN_OPEN.match(text, start)

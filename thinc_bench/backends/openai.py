@@ -10,6 +10,9 @@ A server that cuts stop strings and names none cannot tell a stop from the model
 refused (`ConfigError`). Logprobs are what the server returns: start `vllm serve` with
 `--logprobs-mode processed_logprobs` for RL.
 
+The sampling fields OpenAI lacks and vLLM's own are extensions: `api_extensions` (`_extensions`) sends them to
+servers that take them and drops them for an API that refuses them by name (HTTP 400).
+
 Requests go through the `openai` SDK with its own retries off: this module retries 429, 408, 5xx,
 timeouts and connection errors with capped exponential backoff and jitter, then raises
 `BackendUnavailable`, so an outage is never a wrong answer. A 4xx naming the context limit is

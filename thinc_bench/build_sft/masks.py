@@ -10,7 +10,8 @@ EOS, and 0 on the prompt and on every interpreter-output token. An output block'
 (```` ```output ````, the dialect's stop string) is the model's own (docs/DESIGN.md: the model opens the
 block, the harness writes the rest), so its tokens are 1; in the tool_call dialect the model's own
 part of a tool turn is the end-of-turn token that asked for it, and the template's markup and the
-responses are 0. Pure: no IO; the tokenizer is passed in.
+responses are 0; there each tool turn is rendered again with the student's template, so an example is
+the student's own rollout (`_tool_call_example`). Pure: no IO; the tokenizer is passed in.
 """
 
 from __future__ import annotations
