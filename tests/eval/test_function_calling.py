@@ -219,3 +219,15 @@ def test_reasoning_goes_back_to_vllm_and_not_to_a_strict_api(chat_path):
         assert later[-1]["messages"][4]["reasoning"] == "Fix the JSON."
     else:
         assert "reasoning" not in first_turn and "reasoning_content" not in first_turn
+
+
+def test_the_extensions_flag_is_recorded_and_a_wrong_value_is_one_clear_line():
+    from thinc_bench.errors import ConfigError
+
+    config = thinc_eval.parse_config(["--model", "m", "--backend", "openai", "--api-extensions", "none"])
+    assert (
+        config.backend_options()["api_extensions"] == "none" and config.settings()["api_extensions"] == "none"
+    )
+    assert "api_extensions" not in thinc_eval.parse_config(["--model", "m"]).settings()  # old hashes hold
+    with pytest.raises(ConfigError, match="--api-extensions 'openai': use auto, vllm or none"):
+        thinc_eval.parse_config(["--model", "m", "--backend", "openai", "--api-extensions", "openai"])
