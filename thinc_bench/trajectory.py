@@ -17,9 +17,9 @@ from __future__ import annotations
 import json
 import re
 from bisect import bisect_left
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal, NamedTuple, get_args
+from typing import Any, Literal, NamedTuple, get_args
 
 from thinc_bench import _scan
 from thinc_bench.errors import ConfigError
@@ -246,13 +246,17 @@ class ToolCall(NamedTuple):
     name: str | None
     code: str | None
     error: str | None
+    arguments: Mapping[str, Any] | None = None
+    """Every argument of a well-formed call, decoded (`code` included): a tool may take more (stdin)."""
 
-    def problem(self, tool_name: str) -> str | None:
-        """Why this call cannot run as a call of `tool_name`, or None when it can."""
+    def problem(self, tool_name: str | Sequence[str]) -> str | None:
+        """Why this call cannot run as a call of `tool_name` (the declared name, or every name the
+        tool answers to, declared one first), or None when it can."""
         if self.error is not None:
             return self.error
-        if self.name != tool_name:
-            return f"unknown tool {self.name!r}: the only tool is {tool_name!r}"
+        names = (tool_name,) if isinstance(tool_name, str) else tuple(tool_name)
+        if self.name not in names:
+            return f"unknown tool {self.name!r}: the only tool is {names[0]!r}"
         return None
 
 
@@ -279,7 +283,7 @@ def parse_call(body: str) -> ToolCall:
     code = arguments.get("code") if isinstance(arguments, dict) else None
     if not isinstance(code, str):
         return ToolCall(name, None, "the tool call has no string argument 'code'")
-    return ToolCall(name, code, None)
+    return ToolCall(name, code, None, arguments)
 
 
 def pending_calls(text: str) -> list[ToolCall]:

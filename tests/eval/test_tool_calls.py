@@ -469,9 +469,9 @@ def test_function_calling_gives_the_scripted_trajectories_and_metrics(
 @pytest.mark.parametrize(
     ("preset", "dialect", "tool_name", "system_prompt", "exec_on"),
     [
-        ("rstar2-agent", "tool_call", "jupyter_code", "none", "output_open"),
-        ("aster", "tool_call", "python", "none", "output_open"),
-        ("retool", "xml", "python", "interleaved", "code_close"),
+        ("rstar2-agent", "tool_call", "python_code_with_standard_io", "rstar2-agent", "output_open"),
+        ("aster", "tool_call", "code_interpreter", "none", "output_open"),
+        ("retool", "xml", "python", "none", "code_close"),
         ("thinc", "markdown", "python", "thinc", "output_open"),
     ],
 )

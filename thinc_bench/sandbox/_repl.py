@@ -112,6 +112,7 @@ def serve(
     _frames: Any = sys._current_frames,
     _settrace: Any = sys.settrace,
     _setprofile: Any = sys.setprofile,
+    _stdin: Any = io.StringIO,
 ) -> NoReturn:
     """Answer run requests on `sock` until the harness closes it, then exit the process.
 
@@ -134,8 +135,10 @@ def serve(
         number += 1
         nonce = request.get("nonce")  # echoed in "done": the harness accepts no other
         code = str(request.get("code", ""))
+        stdin = request.get("stdin")  # a tool's stdin argument (rStar2-Agent's `input`), else none
         del request
-        sys.stdout, sys.stderr, sys.stdin = out, err, sys.__stdin__
+        sys.stdout, sys.stderr = out, err
+        sys.stdin = _stdin(stdin) if type(stdin) is str else sys.__stdin__
         _settrace(None)  # an earlier cell's tracer could jump over this cell's failing lines
         _setprofile(None)
         status = _run(code, namespace, number)

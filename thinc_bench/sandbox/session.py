@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import functools
 import os
 import re
 import selectors
@@ -271,14 +272,22 @@ class Session:
         self.survivors = 0
         self._threads_left = 0  # other threads the last run's process reported at its "done"
         self._between = ""  # output that arrived before the current run began
+        self._stdin: str | None = None  # the current run's standard input (run() sets it)
 
     # ---- public ------------------------------------------------------------------------------
-    def run(self, code: str, timeout: float | None = None) -> ExecResult:
+    @property
+    def timeout_s(self) -> float:
+        """A run's default wall-clock limit (`SandboxConfig.timeout_s`): a tool's timeout message names it."""
+        return self._config.timeout_s
+
+    def run(self, code: str, timeout: float | None = None, *, stdin: str | None = None) -> ExecResult:
         """Execute `code` in this session and return its result (never raises for user code).
 
         Args:
             code: Python source; a bare last expression's value is printed.
             timeout: wall-clock seconds for this run; default `SandboxConfig.timeout_s`.
+            stdin: what the run reads as standard input (`input()`, `sys.stdin`), for tools that take
+                it as an argument (rStar2-Agent's `input`); None leaves stdin at end of file.
 
         Raises:
             SandboxUnavailable: the session or its Sandbox is closed.
@@ -297,6 +306,7 @@ class Session:
                 self._discard()
                 self._notice = None
             self._runs += 1
+            self._stdin = stdin
             limit = self._config.timeout_s if timeout is None else timeout
             start = time.perf_counter()
             for attempt in (1, 2):
@@ -316,14 +326,15 @@ class Session:
                     self._notice = f"[sandbox] session restarted after a sandbox infrastructure error ({exc}); earlier state is gone.\n"
             raise AssertionError("unreachable")
 
-    async def arun(self, code: str, timeout: float | None = None) -> ExecResult:
+    async def arun(self, code: str, timeout: float | None = None, *, stdin: str | None = None) -> ExecResult:
         """Same as `run`, for asyncio: runs in the Sandbox's bounded worker pool.
 
         Raises:
             SandboxUnavailable: the session or its Sandbox is closed.
         """
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._sandbox._run_executor(), self.run, code, timeout)
+        run = functools.partial(self.run, code, timeout, stdin=stdin)
+        return await loop.run_in_executor(self._sandbox._run_executor(), run)
 
     def close(self) -> None:
         """Kill the session's processes (its scratch folder goes with them) and free its pool slot."""
@@ -510,7 +521,10 @@ class Session:
         """
         live.sock.settimeout(max(deadline - time.perf_counter(), 0.001))
         try:
-            _wire.send_frame(live.sock, {"op": "run", "code": code, "nonce": nonce})
+            request = {"op": "run", "code": code, "nonce": nonce}
+            if self._stdin is not None:
+                request["stdin"] = self._stdin
+            _wire.send_frame(live.sock, request)
         finally:
             live.sock.settimeout(None)
 
