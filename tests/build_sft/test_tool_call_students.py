@@ -41,13 +41,20 @@ def student_turns(student: str, later: str) -> list[str]:
     return ["Count in code.\n</think>\n\n" + FIRST, second, "</think>\n\n" + ANSWER]
 
 
-def rollout(tmp_path: Path, tokenizer: str | None, turns: list[str], kwargs: dict | None = None):
+@pytest.fixture(scope="module")
+def sandbox():
+    from thinc_bench.sandbox import Sandbox, SandboxConfig
+
+    with Sandbox(SandboxConfig()) as box:  # one for the module: each rollout gets its own session
+        yield box
+
+
+def rollout(sandbox, tmp_path: Path, tokenizer: str | None, turns: list[str], kwargs: dict | None = None):
     from thinc_bench.backends import SamplingParams
     from thinc_bench.backends.scripted import ScriptedGenerator
     from thinc_bench.eval.rollout import RolloutLimits
     from thinc_bench.eval.rollout import rollout as run
     from thinc_bench.prompts import build_messages, load_system_prompt, python_tool, render_prompt_ids
-    from thinc_bench.sandbox import Sandbox, SandboxConfig
 
     script = tmp_path / f"turns-{len(list(tmp_path.iterdir()))}.jsonl"
     script.write_text(json.dumps({"problem_id": "p", "turns": turns}) + "\n")
@@ -56,7 +63,7 @@ def rollout(tmp_path: Path, tokenizer: str | None, turns: list[str], kwargs: dic
     prompt = render_prompt_ids(generator.tokenizer, messages, kwargs, [python_tool()])
 
     async def go():
-        with Sandbox(SandboxConfig()) as sandbox, sandbox.session() as session:
+        with sandbox.session() as session:
             return await run(
                 generator,
                 session,
@@ -80,12 +87,14 @@ def students(qwen3_tokenizer_folders) -> dict[str, str | None]:
 
 @pytest.mark.parametrize("later", ["thinking", "empty"])
 @pytest.mark.parametrize("student", ["hybrid", "thinking", "smollm2"])
-def test_the_example_is_the_students_own_rollout(tmp_path, students, qwen3_tokenizer_dir, student, later):
+def test_the_example_is_the_students_own_rollout(
+    sandbox, tmp_path, students, qwen3_tokenizer_dir, student, later
+):
     from thinc_bench.build_sft.masks import tokenize_example
     from thinc_bench.prompts import python_tool
 
-    _, _, taught = rollout(tmp_path, str(qwen3_tokenizer_dir), teacher_turns(later))
-    tokenizer, messages, own = rollout(tmp_path, students[student], student_turns(student, later))
+    _, _, taught = rollout(sandbox, tmp_path, str(qwen3_tokenizer_dir), teacher_turns(later))
+    tokenizer, messages, own = rollout(sandbox, tmp_path, students[student], student_turns(student, later))
     teacher = trajectory.parse(taught.text, "tool_call")
     example = tokenize_example(tokenizer, messages, teacher, tools=[python_tool()])
     assert example.input_ids == own.prompt_ids + own.completion_ids
@@ -98,20 +107,20 @@ def test_the_example_is_the_students_own_rollout(tmp_path, students, qwen3_token
         assert all(mask[i + len(opener) - 1] == 0 and mask[i + len(opener)] == 1 for i in starts)
 
 
-def test_a_teachers_empty_plan_prompts_are_not_the_students(tmp_path, students, qwen3_tokenizer_dir):
+def test_a_teachers_empty_plan_prompts_are_not_the_students(sandbox, tmp_path, students, qwen3_tokenizer_dir):
     """A teacher run with enable_thinking=False: its generation prompts wrote an empty plan before
     each turn; the student's example has the student's own prompts and tool turns."""
     from thinc_bench.build_sft.masks import tokenize_example
     from thinc_bench.prompts import python_tool
 
     kwargs = {"enable_thinking": False}
-    _, _, taught = rollout(tmp_path, str(qwen3_tokenizer_dir), [FIRST, SECOND, ANSWER], kwargs)
+    _, _, taught = rollout(sandbox, tmp_path, str(qwen3_tokenizer_dir), [FIRST, SECOND, ANSWER], kwargs)
     assert taught.text.count(EMPTY) == 2  # the tool turns' generation prompts (the prompt's is apart)
     for student, turns in (
         ("hybrid", [FIRST, EMPTY + SECOND, EMPTY + ANSWER]),
         ("thinking", ["</think>\n\n" + FIRST, "</think>\n\n" + SECOND, "</think>\n\n" + ANSWER]),
     ):
-        tokenizer, messages, own = rollout(tmp_path, students[student], turns)
+        tokenizer, messages, own = rollout(sandbox, tmp_path, students[student], turns)
         example = tokenize_example(
             tokenizer, messages, trajectory.parse(taught.text, "tool_call"), tools=[python_tool()]
         )

@@ -84,12 +84,19 @@ def test_the_parse_pairs_each_call_with_its_own_response(records, problem):
     assert trajectory.unexecuted_code(traj) == [] and trajectory.pending_calls(traj.render()) == []
 
 
-def _rollout(tokenizer_dir: Path, tmp_path: Path, problem: str, template_kwargs: dict | None = None):
+@pytest.fixture(scope="module")
+def sandbox():
+    from thinc_bench.sandbox import Sandbox, SandboxConfig
+
+    with Sandbox(SandboxConfig()) as box:  # one for the module: each rollout gets its own session
+        yield box
+
+
+def _rollout(sandbox, tokenizer_dir: Path, tmp_path: Path, problem: str, template_kwargs: dict | None = None):
     from thinc_bench.backends import SamplingParams
     from thinc_bench.backends.scripted import ScriptedGenerator
     from thinc_bench.eval.rollout import RolloutLimits, rollout
     from thinc_bench.prompts import build_messages, load_system_prompt, python_tool, render_prompt_ids
-    from thinc_bench.sandbox import Sandbox, SandboxConfig
 
     script = tmp_path / f"{problem}.jsonl"
     script.write_text(json.dumps({"problem_id": problem, "turns": TRAILING[problem]}) + "\n")
@@ -98,7 +105,7 @@ def _rollout(tokenizer_dir: Path, tmp_path: Path, problem: str, template_kwargs:
     prompt = render_prompt_ids(generator.tokenizer, messages, template_kwargs, [python_tool()])
 
     async def go():
-        with Sandbox(SandboxConfig()) as sandbox, sandbox.session() as session:
+        with sandbox.session() as session:
             return await rollout(
                 generator,
                 session,
@@ -115,12 +122,12 @@ def _rollout(tokenizer_dir: Path, tmp_path: Path, problem: str, template_kwargs:
 
 @pytest.mark.parametrize("problem", sorted(TRAILING))
 def test_sft_examples_of_such_trajectories_are_the_rollouts_ids_and_masks(
-    tmp_path, qwen3_tokenizer_dir, problem
+    sandbox, tmp_path, qwen3_tokenizer_dir, problem
 ):
     from thinc_bench.build_sft.masks import tokenize_example
     from thinc_bench.prompts import python_tool
 
-    tokenizer, messages, result = _rollout(qwen3_tokenizer_dir, tmp_path, problem)
+    tokenizer, messages, result = _rollout(sandbox, qwen3_tokenizer_dir, tmp_path, problem)
     assert [e.code for e in result.executions] == [COUNT, "print(n * 10)"]
     assert result.stop_reason == "answer"
     example = tokenize_example(
