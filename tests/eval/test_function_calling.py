@@ -26,6 +26,7 @@ PROBLEMS = {
     "malformed": ("Compute 3 + 4.", "7"),
     "unclosed": ("Compute 6 times 7.", "42"),
     "unicode": ("How many letters are in the word ππ?", "2"),
+    "in-reasoning": ("Compute 5 times 5.", "25"),
 }
 TURNS = {
     # a call whose JSON misses a brace: vLLM returns the whole text as content and no tool_calls
@@ -40,6 +41,8 @@ TURNS = {
         '<think>\nMultiply.\n</think>\n\n<tool_call>\n{"name": "python", "arguments": {"code": "print(6 * 7)"}}',
         "\\boxed{42}",
     ],
+    # a call made while thinking: vLLM parses calls in the content only, so it stays in the reasoning
+    "in-reasoning": ["<think>\nCompute it first " + call("print(5 * 5)") + "\n</think>\n\n", "\\boxed{25}"],
     "unicode": [
         "<think>\nCount them.\n</think>\n\n" + call('s = "ππ"  # π twice\nprint(len(s))'),
         "\\boxed{2}",
@@ -161,7 +164,12 @@ SAME = ("n_tool_calls", "n_exec_errors", "exec_statuses", "finish_reason", "answ
 def test_both_paths_give_the_same_calls_failed_calls_and_answer(token_path, chat_path, problem):
     _, records, _, _ = chat_path
     assert {f: records[problem][f] for f in SAME} == {f: token_path[problem][f] for f in SAME}
-    expected = {"malformed": (2, 1, "7"), "unclosed": (1, 0, "42"), "unicode": (1, 0, "2")}[problem]
+    expected = {
+        "malformed": (2, 1, "7"),
+        "unclosed": (1, 0, "42"),
+        "unicode": (1, 0, "2"),
+        "in-reasoning": (1, 0, "25"),
+    }[problem]
     assert (
         records[problem]["n_tool_calls"],
         records[problem]["n_exec_errors"],

@@ -14,7 +14,7 @@ and `reasoning_content`: Qwen3's template keeps the reasoning of the turns after
 a turn whose `<tool_call>` text the server's parser could not read comes back as content with no
 `tool_calls` (vLLM's hermes parser then returns the whole text), and its calls are read here as the
 token path reads them (each malformed one a failed call, answered), so a malformed call never ends the
-trajectory; arguments are written as the model wrote them (`ensure_ascii=False`, as vLLM does).
+trajectory, and so are calls the model made inside its reasoning (vLLM parses the content only); arguments are written as the model wrote them (`ensure_ascii=False`, as vLLM does).
 """
 
 from __future__ import annotations
@@ -66,13 +66,14 @@ def _call_json(call: FunctionCall) -> str:
     return json.dumps({"name": call.name, "arguments": arguments}, ensure_ascii=False)
 
 
-def calls_in_content(content: str) -> list[ToolCall]:
-    """The calls of a turn the server returned as content (its parser failed on one of them): every
-    `<tool_call>` as the token path reads it, an unclosed last one included (as vLLM's hermes parser
-    reads it), malformed ones with their `error`."""
-    if "<tool_call>" not in content:
+def calls_in_text(written: str) -> list[ToolCall]:
+    """The calls of a turn the server returned no `tool_calls` for, read from the turn as written
+    (`turn_text`) as the token path reads them: in the content when the server's parser failed on one
+    (vLLM's hermes parser then returns the whole text as content), or in the reasoning (vLLM parses
+    calls in the content only); an unclosed last one included, malformed ones with their `error`."""
+    if "<tool_call>" not in written:
         return []
-    return TurnTrigger("tool_call").calls(content, 0)
+    return TurnTrigger("tool_call").calls(written, 0)
 
 
 async def rollout(
@@ -136,7 +137,7 @@ async def rollout(
         if turn.finish_reason == "length" or len(result.completion_ids) >= limits.max_tokens:
             result.stop_reason = "max_tokens"
             break
-        in_content = [] if turn.calls else calls_in_content(turn.content)
+        in_content = [] if turn.calls else calls_in_text(written)
         if not turn.calls and not in_content:
             result.stop_reason = "answer" if has_final_answer(parse(text, "tool_call")) else "eos"
             break
