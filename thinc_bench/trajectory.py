@@ -292,12 +292,16 @@ def pending_calls(text: str) -> list[ToolCall]:
     return _calls(text, _scan.scan(text, TOOL_CALL))
 
 
-def _calls(text: str, pieces: list[_scan.Piece]) -> list[ToolCall]:
+def _calls(text: str, pieces: list[_scan.Piece], since: int | None = None) -> list[ToolCall]:
+    """Closed calls after the last output piece, or, given `since` (a turn the model ended), every
+    call that starts at or after it, output pieces or not, and an unclosed call the text ends in
+    (vLLM's hermes parser reads `<tool_call>(.*)` at the end of a turn too)."""
     calls: list[ToolCall] = []
     for p in reversed(pieces):
-        if p.kind == "output":
+        if (p.kind == "output" and since is None) or (since is not None and p.span[1] <= since):
             break
-        if p.kind == "code" and p.closed:
+        last_open = since is not None and p is pieces[-1] and p.span[1] == len(text)
+        if p.kind == "code" and (p.closed or last_open) and (since is None or p.span[0] >= since):
             calls.append(parse_call(text[p.content[0] : p.content[1]]))
     return calls[::-1]
 
@@ -532,9 +536,11 @@ class TurnTrigger:
         """`exec_trigger(text, stop, dialect, plan_open=plan_open)`."""
         return _decide(text, stop, self.d, self.plan_open, self._pieces)
 
-    def calls(self, text: str) -> list[ToolCall]:
-        """`pending_calls(text)` (tool_call dialect)."""
-        return _calls(text, self._pieces(text))
+    def calls(self, text: str, since: int | None = None) -> list[ToolCall]:
+        """`pending_calls(text)` (tool_call dialect); given `since`, the closed calls that start at or
+        after it instead: the rollout passes where the model's current turn began, so a call is one
+        turn's and runs once, whatever the scan makes of the text around the tool turns."""
+        return _calls(text, self._pieces(text), since)
 
     def parse(self, text: str) -> Trajectory:
         """`parse(text, dialect)`, resumed like the triggers when `text` extends what they saw."""

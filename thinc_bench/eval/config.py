@@ -62,7 +62,7 @@ _BACKEND_OPTIONS: dict[str, tuple[str, ...]] = {
         "max_model_len",
         "gpu_memory_utilization",
     ),
-    "openai": ("base_url", "tokenizer", "api_key_env", "max_retries", "context_length"),
+    "openai": ("base_url", "tokenizer", "api_key_env", "max_retries", "context_length", "api_extensions"),
     "scripted": ("tokenizer", "context_length"),
 }
 SAMPLING_FIELDS = (
@@ -320,6 +320,15 @@ class EvalConfig:
         default=None,
         metadata={"help": "openai: retries (exponential backoff) before a request is an infra error."},
     )
+    api_extensions: str = field(
+        default="auto",
+        metadata={
+            "help": "openai: auto | vllm | none. vllm sends the fields OpenAI lacks (top_k, min_p, "
+            "repetition_penalty; vLLM's token ids and kept stop strings), none only OpenAI's own (for APIs "
+            "that refuse unknown fields with HTTP 400), auto sends them until a server refuses one. "
+            "config.json's resolved.generator says what was sent."
+        },
+    )
     context_length: int | None = field(
         default=None,
         metadata={
@@ -374,6 +383,8 @@ class EvalConfig:
         _parse_shard(self.shard)
         _parse_ks(str(self.recovery_k))
         parse_template_kwargs(self.chat_template_kwargs)
+        if self.api_extensions not in ("auto", "vllm", "none"):
+            raise ConfigError(f"--api-extensions {self.api_extensions!r}: use auto, vllm or none")
         if self.sandbox_state not in ("persistent", "fresh"):
             raise ConfigError(f"--sandbox-state {self.sandbox_state!r}: use persistent or fresh")
         from thinc_bench.prompts import load_user_template
@@ -441,6 +452,8 @@ class EvalConfig:
             del settings["tool_name"]  # no tool is declared: the hash of earlier runs stays the same
         if self.api == "completions":
             del settings["api"]
+        if self.api_extensions == "auto":
+            del settings["api_extensions"]  # the default: the hash of earlier runs stays the same
         if self.preset is None:
             del settings["preset"]  # the settings it made are recorded one by one
         if self.recovery_samples is None:

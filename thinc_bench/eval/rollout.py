@@ -241,12 +241,13 @@ async def rollout(
                 result.logprobs = None  # a turn without them: none for the trajectory, not a ragged list
             else:
                 result.logprobs += generation.logprobs
+        turn_start = len(text)  # the rollout's own turn boundary: this turn's calls start here
         text += generation.text
         if calling:
             calls = (
                 []
                 if generation.finish_reason == "length"
-                else await _off_loop(triggers, triggers.calls, text)
+                else await _off_loop(triggers, triggers.calls, text, turn_start)
             )
             trigger = Trigger(bool(calls), tuple(c.code or "" for c in calls), False)
         else:

@@ -336,6 +336,9 @@ async def run_eval(
             completed = await _until_stopped([asyncio.ensure_future(one(*item)) for item in todo], stop)
             # Processes that trajectories' code left running (each killed when its session ended).
             resolved["sandbox"]["survivors"] = sandbox.stats.survivors
+            resolved["generator"] = (
+                generator.describe()
+            )  # what requests sent in the end (api_extensions auto)
             run.annotate("resolved", resolved)
             return completed
     finally:
