@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import need_shared
 
 from thinc_bench import trajectory
 from thinc_bench.backends import smollm2_gguf
@@ -64,7 +65,11 @@ def _args(source: Path, out: Path, teacher: Path, *extra: str) -> list[str]:
         "--student-tokenizer",
         str(smollm2_gguf()),
         "--decontam-data-dir",
-        str(Path(__file__).resolve().parents[3] / "shared" / "data" / "benchmarks"),
+        str(
+            need_shared(
+                Path(__file__).resolve().parents[3] / "shared" / "data" / "benchmarks", "benchmark copies"
+            )
+        ),
         "--out",
         str(out),
         *extra,

@@ -60,7 +60,9 @@ def test_sft_with_any_flag_is_the_nano_cpu_run_with_that_flag(flags, capsys) -> 
 
 
 def test_grpo_with_a_flag_is_the_nano_cpu_curriculum_with_that_flag() -> None:
-    _, (script, args, model, curriculum, _) = _parse_command("python recipes/grpo.py --model_name_or_path runs/m")
+    _, (script, args, model, curriculum, _) = _parse_command(
+        "python recipes/grpo.py --model_name_or_path runs/m"
+    )
     assert _cpu_runnable(args) and model.model_name_or_path == "runs/m"
     assert curriculum is not None and [s.name for s in curriculum.stages] == ["stage1", "stage2"]
 

@@ -2,12 +2,14 @@
 request, the viewer's filters change what is visible, and a screenshot is kept as a test artifact.
 
 Driven by Playwright (PyPI) on Debian's `chromium` (`executable_path`), since Playwright's own browser
-download cannot be reached here; .ci/run installs chromium, and without it the test fails and says so.
+download cannot be reached here; .ci/run installs chromium (without it the test fails there, and skips
+elsewhere, saying so).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -68,7 +70,10 @@ class Events:
 def chromium():
     executable = chromium_path()
     if executable is None:
-        pytest.fail("chromium not found: install it with `apt-get install -y chromium` (.ci/run does)")
+        message = "chromium not found: install it with `apt-get install -y chromium` (Debian; .ci/run does)"
+        if os.environ.get("THINC_CI"):  # CI must run it; a newcomer's `make test` says why it skipped
+            pytest.fail(message)
+        pytest.skip(message)
     with sync_playwright() as p:
         b = p.chromium.launch(
             executable_path=executable,

@@ -108,7 +108,7 @@ class EvalConfig:
         default=None,
         metadata={
             "help": "Folder with <benchmark>.jsonl copies; omitted: the Hugging Face Hub "
-            "(the demo looks for ../shared/data/benchmarks)."
+            "(the demo looks for ../shared/data/benchmarks first)."
         },
     )
     samples: int | None = field(
@@ -430,13 +430,21 @@ class EvalConfig:
         return settings
 
 
-def _find_demo_data() -> str:
+def _find_demo_data() -> str | None:
+    """The local benchmark copies beside the checkout, else None (the Hub's copy) when the Hub can be
+    reached; else one line naming both ways out: a folder of copies, or the generated nano task."""
     for candidate in DATA_DIR_CANDIDATES:
         if Path(candidate, f"{DEMO_BENCHMARKS}.jsonl").is_file():
             return candidate
+    from thinc_bench import hub
+
+    reason = hub.probe_failure()
+    if reason is None:
+        return None
     raise ConfigError(
-        f"the demo run needs local benchmark copies ({DEMO_BENCHMARKS}.jsonl) and found none in "
-        f"{' or '.join(DATA_DIR_CANDIDATES)}; pass --data-dir FOLDER (or --model M to read the Hub)"
+        f"the demo run reads {DEMO_BENCHMARKS} from the Hugging Face Hub, which cannot be reached ({reason}), "
+        f"and found no local copy in {' or '.join(DATA_DIR_CANDIDATES)}; pass --data-dir FOLDER holding "
+        f"{DEMO_BENCHMARKS}.jsonl (README: Benchmark data), or --benchmarks nano (generated here, no data needed)"
     )
 
 
