@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import socket
@@ -505,11 +506,37 @@ def test_sigint_saves_what_finished_says_how_to_resume_and_the_rerun_completes(
     assert resume == shlex.join(["python", "-m", "thinc_bench.eval", *args])
     summary = json.loads((out / "summary.json").read_text())
     assert summary["partial"] == {"saved": saved, "planned": 16}
-    assert "Incomplete run" in (out / "report.html").read_text()
+    report = (out / "report.html").read_text()
+    assert "Incomplete run" in report and re.search(r"\d of 2 problems · run interrupted", report)
     assert subprocess.run(cmd, capture_output=True, timeout=300).returncode == 0
     keys = Counter((r["problem_id"], r["sample_idx"], r["k"]) for r in _records(out))
     assert len(keys) == 16 and set(keys.values()) == {1}
     assert "partial" not in json.loads((out / "summary.json").read_text())
+
+
+def test_ctrl_c_while_the_report_is_written_says_every_trajectory_was_saved(
+    two_problem_benchmark, scripted_turns, tmp_path, capsys, monkeypatch
+):
+    import thinc_bench.report
+
+    real = thinc_bench.report.write_report
+
+    def interrupted(run_dir):  # the user's Ctrl-C lands while the report is being rendered
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(thinc_bench.report, "write_report", interrupted)
+    out = tmp_path / "run"
+    args = _scripted_args(two_problem_benchmark, scripted_turns, out, "--samples", "1")
+    assert thinc_eval.main(args) == 130
+    err = capsys.readouterr().err
+    assert "nothing was saved" not in err
+    (line,) = [x for x in err.splitlines() if x.startswith("interrupted")]
+    assert f"2 of 2 trajectories saved in {out}" in line and line.endswith(
+        shlex.join(["python", "-m", "thinc_bench.eval", *args])
+    )
+    assert len(_records(out)) == 2 and not (out / "report.html").exists()
+    monkeypatch.setattr(thinc_bench.report, "write_report", real)
+    assert thinc_eval.main(args) == 0 and (out / "report.html").is_file()
 
 
 def test_raising_limit_extends_the_run_and_lowering_it_is_refused(

@@ -106,7 +106,8 @@ def execute(prepared: Prepared, *, stop_on_signals: bool = False) -> tuple[dict[
         and report then cover what is saved and say `partial`).
     """
     complete = asyncio.run(_run(prepared, stop_on_signals))
-    summary = finish(prepared.config, prepared.run, planned=prepared.planned)
+    problems = Counter(p.benchmark for p in prepared.problems)
+    summary = finish(prepared.config, prepared.run, planned=prepared.planned, problems=problems)
     if complete and prepared.config.push_to_hub:
         from thinc_bench.eval.publish import push_run
 
