@@ -505,7 +505,7 @@ def test_sigint_saves_what_finished_says_how_to_resume_and_the_rerun_completes(
     resume = line.split("resume with: ", 1)[1]
     assert resume == shlex.join(["python", "-m", "thinc_bench.eval", *args])
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["partial"] == {"saved": saved, "planned": 16}
+    assert summary["partial"] == {"saved": saved, "planned": 16, "problems": {"tiny": 2}}
     report = (out / "report.html").read_text()
     assert "Incomplete run" in report and re.search(r"\d of 2 problems · run interrupted", report)
     assert subprocess.run(cmd, capture_output=True, timeout=300).returncode == 0
