@@ -147,7 +147,7 @@ def evaluate(model: str | None = None, benchmarks: str | list[str] | None = None
 
     Example:
         >>> run = evaluate("runs/nano/sft", benchmarks="nano", limit=10)  # doctest: +SKIP
-        >>> run.samples.groupby("benchmark")["correct"].mean()  # doctest: +SKIP
+        >>> run.problems().groupby("benchmark")["accuracy"].mean()  # avg@n, as summary.json  # doctest: +SKIP
     """
     from thinc_bench import checkpoint
 
