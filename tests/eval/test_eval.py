@@ -581,3 +581,35 @@ def test_several_servers_by_comma_list_or_repeated_flag_and_replicas_not_hashed(
     dp = thinc_eval.parse_config(["--model", "m", "--backend", "vllm", "--data-parallel-size", "8"])
     assert dp.backend_options() == {"data_parallel_size": 8}
     assert dp.settings() == thinc_eval.parse_config(["--model", "m", "--backend", "vllm"]).settings()
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--limit", "-3"], "--limit -3: use a positive number"),
+        (["--limit", "0"], "--limit 0: use a positive number"),
+        (["--benchmarks", "nano,nano_unseen,nano"], "names nano more than once"),
+    ],
+)
+def test_bad_limits_and_repeated_benchmarks_are_one_line_before_anything_runs(
+    flags, says, tmp_path, capsys
+) -> None:
+    out = tmp_path / "run"
+    args = ["--model", str(tmp_path / "no-such-model"), "--benchmarks", "nano", *flags, "--out", str(out)]
+    assert thinc_eval.main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and says in err, err
+    assert not out.exists()
+
+
+def test_a_benchmark_file_with_other_columns_says_to_rename_them_not_to_pass_a_flag(tmp_path) -> None:
+    from thinc_bench import benchmarks
+    from thinc_bench.errors import DatasetError
+
+    path = tmp_path / "mine.jsonl"
+    path.write_text(json.dumps({"id": "a", "question": "1+1?", "answer": "2"}) + "\n")
+    with pytest.raises(DatasetError) as caught:
+        benchmarks.load(str(path))
+    message = str(caught.value)
+    assert "no column 'problem'" in message and "question" in message
+    assert "rename the file's column to 'problem'" in message and "pass the right" not in message

@@ -343,6 +343,17 @@ class EvalConfig:
         for name in ("samples", "max_tokens", "max_tool_calls", "concurrency", "recovery_samples"):
             if getattr(self, name) is not None and int(getattr(self, name)) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)}: use a positive integer")
+        if self.limit is not None and int(self.limit) < 1:
+            raise ConfigError(
+                f"--limit {self.limit}: use a positive number of problems per benchmark (omit it for all of them)"
+            )
+        keys = [Path(b).stem if b.endswith((".jsonl", ".parquet")) else b for b in self.benchmark_names]
+        twice = sorted({k for k in keys if keys.count(k) > 1})
+        if twice:
+            raise ConfigError(
+                f"--benchmarks {self.benchmarks} names {', '.join(twice)} more than once; name each benchmark "
+                "once (--samples sets how often each problem is asked)"
+            )
         if self.exec_on not in ("output_open", "code_close"):
             raise ConfigError(f"--exec-on {self.exec_on!r}: use output_open or code_close")
         self.sampling_params()  # a bad sampling flag fails here, before anything loads
