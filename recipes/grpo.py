@@ -248,9 +248,10 @@ def parse(argv: Sequence[str]) -> tuple[Any, Any, Any, object, str]:
     is loaded; TRL's own checks (bf16 on a machine without it) run here."""
     from trl import GRPOConfig, ModelConfig, TrlParser
 
-    from thinc_bench.cli import parse_recipe
+    from thinc_bench.cli import parse_recipe, quiet_libraries
     from thinc_bench.train.launch import resolve_auto_bf16
 
+    quiet_libraries()  # before TRL's own defaults warn while parsing
     args, precision = resolve_auto_bf16(argv)
     args, curriculum = split_config(args)
     parser = TrlParser((ScriptArgs, GRPOConfig, ModelConfig))

@@ -151,9 +151,10 @@ def parse(argv: Sequence[str]) -> tuple[Any, Any, Any, str]:
     Nothing is loaded; TRL's own checks (bf16 on a machine without it) run here."""
     from trl import ModelConfig, SFTConfig, TrlParser
 
-    from thinc_bench.cli import parse_recipe
+    from thinc_bench.cli import parse_recipe, quiet_libraries
     from thinc_bench.train.launch import resolve_auto_bf16
 
+    quiet_libraries()  # before TRL's own defaults warn while parsing
     args, precision = resolve_auto_bf16(argv)
     parser = TrlParser((ScriptArgs, SFTConfig, ModelConfig))
     own = [f.name for f in fields(ScriptArgs)]

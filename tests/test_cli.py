@@ -102,3 +102,30 @@ def test_recipe_help_is_short_and_help_all_lists_every_trl_flag(
     assert "--config" in short and "--dataset_name" in short and "--help-all" in short
     assert "--adam_beta1" not in short and "--adam_beta1" in full
     assert len(short.splitlines()) < 150 and 5 * len(short.splitlines()) < len(full.splitlines())
+
+
+def test_quiet_libraries_drops_only_the_lines_nobody_can_act_on(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+    import warnings
+
+    from thinc_bench.cli import quiet_libraries
+
+    quiet_libraries()
+    deepspeed = logging.getLogger("DeepSpeed")
+    with caplog.at_level(logging.INFO, logger="DeepSpeed"):
+        deepspeed.warning(
+            "Setting accelerator to CPU. If you have GPU or other accelerator, we were unable to detect it."
+        )
+        deepspeed.warning("ZeRO-3 partition failed")  # a real one stays
+    assert [r.getMessage() for r in caplog.records if r.name == "DeepSpeed"] == ["ZeRO-3 partition failed"]
+    with warnings.catch_warnings(record=True) as seen:
+        quiet_libraries()  # its filters go in front of the "always" below
+        warnings.warn(
+            "`gradient_checkpointing` is deprecated and will be removed in v6.", FutureWarning, stacklevel=1
+        )
+        warnings.warn("something the user should see", UserWarning, stacklevel=1)
+    assert [str(w.message) for w in seen] == ["something the user should see"]
+    from transformers.utils import logging as hf_logging
+
+    assert not hf_logging.is_progress_bar_enabled()
+    hf_logging.enable_progress_bar()

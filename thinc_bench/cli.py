@@ -21,6 +21,7 @@ __all__ = [
     "one_line_errors",
     "parse_dataclasses",
     "parse_recipe",
+    "quiet_libraries",
     "reject_unknown",
 ]
 
@@ -136,3 +137,41 @@ def parse_recipe(parser: Any, argv: Sequence[str], description: str, own: Iterab
         _fail(str(exc))
     reject_unknown(parser, rest, what="flag or config key")
     return tuple(configs)
+
+
+_UNACTIONABLE_LOGS = {
+    # deepspeed, imported by accelerate/transformers on a CPU machine, though nothing here uses it
+    "DeepSpeed": ("Setting accelerator to CPU",),
+}
+"""Library log lines a user can do nothing about, by logger name and message start."""
+_UNACTIONABLE_WARNINGS = (
+    # TRL defaults the field under its old name; renaming it in our configs would break the vLLM
+    # CPU venv's older transformers, which lacks the new one
+    r"`gradient_checkpointing` is deprecated",
+)
+"""Library warnings (message regexes) a user can do nothing about."""
+
+
+class _DropLines:
+    def __init__(self, starts: tuple[str, ...]) -> None:
+        self.starts = starts
+
+    def filter(self, record: Any) -> bool:
+        return not str(record.getMessage()).startswith(self.starts)
+
+
+def quiet_libraries(verbose: bool = False) -> None:
+    """A clean run prints its own lines only: libraries' loading bars off (kept with `verbose`, the
+    debug or info log level) and the few library messages nobody can act on dropped, by exact
+    text, so every other warning still shows. What a run depends on is in config.json either way."""
+    import logging
+    import warnings
+
+    for name, starts in _UNACTIONABLE_LOGS.items():
+        logging.getLogger(name).addFilter(_DropLines(starts))  # survives the library's own setup
+    for pattern in _UNACTIONABLE_WARNINGS:
+        warnings.filterwarnings("ignore", message=pattern)
+    if not verbose:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()

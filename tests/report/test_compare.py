@@ -385,3 +385,26 @@ def test_the_average_says_when_a_run_covers_fewer_benchmarks_than_the_table(tmp_
     average = build_data([both, one])["headline"]["rows"][-1]
     assert average["groups"][0][0].get("note") is None
     assert average["groups"][1][0]["note"] == "1/2 benchmarks"
+
+
+def test_heat_maps_draw_a_panel_only_for_runs_with_samples_of_that_benchmark(tmp_path) -> None:
+    both = synthetic_run(
+        tmp_path / "both", model="org/both", sizes={"aime2025": 2, "hmmt_feb2025": 2}, samples=1
+    )
+    one = synthetic_run(tmp_path / "one", model="org/one", sizes={"hmmt_feb2025": 2}, samples=1)
+    figures = {f["key"]: str(f["svg"]) for f in build_data([both, one])["figures"] if f.get("svg")}
+
+    def titles(key: str) -> set[str]:
+        return set(re.findall(r">([a-z]+)</text>", figures[key])) & {"both", "one"}
+
+    assert titles("heatmap-hmmt_feb2025") == {"both", "one"}
+    assert titles("heatmap-aime2025") == {"both"}  # no empty frame for the run that never saw it
+
+
+def test_a_run_without_a_scored_sample_renders_without_a_warning(tmp_path) -> None:
+    import warnings
+
+    run = synthetic_run(tmp_path / "run", model="org/m", sizes={"aime2025": 1}, samples=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib's "constrained_layout not applied" among them
+        write_comparison([run], tmp_path / "page.html")

@@ -146,7 +146,7 @@ def _grouped_bars(
     centres = list(range(len(names)))
     for r, run in enumerate(runs):
         xs = [c - 0.4 + width * (r + 0.5) for c in centres]
-        ys = [100 * v if v is not None else float("nan") for v in values[r]]
+        ys = [100 * v if v is not None else 0.0 for v in values[r]]  # n/a: no bar (NaN upsets the layout)
         err = [100 * e if e is not None else 0.0 for e in errors[r]] if errors else None
         for x, v in zip(xs, values[r], strict=True):
             if v is None:  # no value is not zero: a mark where the bar would stand, explained in the caption
