@@ -105,8 +105,13 @@ def panels(n: int, row_height_in: float, max_cols: int = MAX_PANELS_PER_ROW) -> 
     return fig, axes[:n]
 
 
-def _short(label: str, limit: int = 28) -> str:
-    return label if len(label) <= limit else label[: limit - 1] + "…"
+def _short(label: str, limit: int = 36) -> str:
+    """The label, or its start and end around "…": runs' labels often differ only at the end
+    ("ThinC SFT + GRPO" and "ThinC SFT + GRPO, injected failures")."""
+    if len(label) <= limit:
+        return label
+    head = (limit - 1) // 2
+    return label[:head] + "…" + label[-(limit - 1 - head) :]
 
 
 def svg_figure(fig: Figure) -> Markup:
