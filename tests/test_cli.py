@@ -129,3 +129,28 @@ def test_quiet_libraries_drops_only_the_lines_nobody_can_act_on(caplog: pytest.L
 
     assert not hf_logging.is_progress_bar_enabled()
     hf_logging.enable_progress_bar()
+
+
+def test_eval_help_is_one_usage_line_and_each_flag_once_in_the_docs_spelling(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from thinc_bench.eval import __main__ as thinc_eval
+
+    with pytest.raises(SystemExit) as stop:
+        thinc_eval.main(["--help"])
+    assert stop.value.code == 0
+    text = capsys.readouterr().out
+    lines = text.splitlines()
+    assert lines[0] == "usage: python -m thinc_bench.eval [--flag VALUE ...]" and lines[1] == ""
+    flags = [w for line in lines for w in line.split() if w.startswith("--")]
+    assert "--max-tokens" in flags and "--data-dir" in flags and "--max_tokens" not in flags
+    assert not [f for f in flags if "_" in f.split("=")[0] and f.replace("_", "-") in flags]
+    assert "bundled-smollm2" in text and len(lines) < 160
+    assert thinc_eval.parse_config(["--max_tokens", "64", "--model", "m"]).max_tokens == 64  # still parses
+
+
+def test_recipe_help_keeps_trls_underscore_spelling(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        _recipe("sft").main(["--help"])
+    text = capsys.readouterr().out
+    assert "--max_steps" in text and "--max-steps" not in text and "--learning_rate" in text

@@ -35,13 +35,48 @@ def _fail(message: str) -> NoReturn:
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """HfArgumentParser's formatter, without "(default: None)": a None default means "see the help",
-    which already says what it resolves to ("default 16, demo 2")."""
+    """HfArgumentParser's formatter for a reader: each flag once, in the spelling the docs use (dashes,
+    `--max-tokens`; both spellings still parse), a one-line usage instead of every flag twice, and
+    no "(default: None)": a None default means "see the help", which says what it resolves to."""
+
+    spelling = "-"
+    """The separator the docs write flags with: "-" for eval, build_sft and report, "_" for the
+    recipes (TRL's own spelling)."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         if action.default is None:
             return action.help
         return super()._get_help_string(action)
+
+    def add_usage(self, usage: Any, actions: Any, groups: Any, prefix: Any = None) -> None:
+        if usage is not argparse.SUPPRESS:
+            super().add_usage(usage or "%(prog)s [--flag VALUE ...]", [], groups, prefix)
+
+    def _get_default_metavar_for_optional(self, action: argparse.Action) -> str:
+        """N for a number, the flag's name when short, else VALUE: `--max-tokens N`, not `--max-tokens
+        MAX_TOKENS`, so a flag and its help share a line."""
+        if action.type in (int, float):
+            return "N"
+        return action.dest.upper() if len(action.dest) <= 8 else "VALUE"
+
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        long = [o for o in action.option_strings if o.startswith("--")]
+        other = "_" if self.spelling == "-" else "-"
+        shown = [o for o in long if other not in o[2:]] or long
+        if len(shown) == len(action.option_strings) or not shown:
+            return super()._format_action_invocation(action)
+        short = [o for o in action.option_strings if not o.startswith("--")]
+        options = [*short, shown[0]]
+        if action.nargs == 0:
+            return ", ".join(options)
+        metavar = self._format_args(action, self._get_default_metavar_for_optional(action))
+        return ", ".join(f"{o} {metavar}" for o in options)
+
+
+class RecipeHelpFormatter(HelpFormatter):
+    """The recipes' `--help`: TRL's underscore spelling (`--max_steps`), as their docs write it."""
+
+    spelling = "_"
 
 
 def one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -131,6 +166,7 @@ def parse_recipe(parser: Any, argv: Sequence[str], description: str, own: Iterab
     if "--help-all" not in args:
         short_help(parser, own)
     one_line_errors(parser)
+    parser.formatter_class = RecipeHelpFormatter
     try:
         *configs, rest = parser.parse_args_and_config(args, return_remaining_strings=True)
     except ValueError as exc:  # TrlParser's own checks of the YAML (not a mapping, a bad `env`)

