@@ -210,4 +210,4 @@ def quiet_libraries(verbose: bool = False) -> None:
     if not verbose:
         from transformers.utils import logging as hf_logging
 
-        hf_logging.disable_progress_bar()
+        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
