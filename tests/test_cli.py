@@ -127,8 +127,11 @@ def test_quiet_libraries_drops_only_the_lines_nobody_can_act_on(caplog: pytest.L
     assert [str(w.message) for w in seen] == ["something the user should see"]
     from transformers.utils import logging as hf_logging
 
-    assert not hf_logging.is_progress_bar_enabled()
+    import datasets
+
+    assert not hf_logging.is_progress_bar_enabled() and not datasets.is_progress_bar_enabled()
     hf_logging.enable_progress_bar()
+    datasets.enable_progress_bars()
 
 
 def test_eval_help_is_one_usage_line_and_each_flag_once_in_the_docs_spelling(

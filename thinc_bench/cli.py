@@ -197,8 +197,8 @@ class _DropLines:
 
 
 def quiet_libraries(verbose: bool = False) -> None:
-    """A clean run prints its own lines only: libraries' loading bars off (kept with `verbose`, the
-    debug or info log level) and the few library messages nobody can act on dropped, by exact
+    """A clean run prints its own lines only: libraries' loading bars off (transformers' and
+    datasets'; kept with `verbose`, the debug or info log level; a trainer's own progress bar stays) and the few library messages nobody can act on dropped, by exact
     text, so every other warning still shows. What a run depends on is in config.json either way."""
     import logging
     import warnings
@@ -208,6 +208,8 @@ def quiet_libraries(verbose: bool = False) -> None:
     for pattern in _UNACTIONABLE_WARNINGS:
         warnings.filterwarnings("ignore", message=pattern)
     if not verbose:
+        import datasets
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+        datasets.disable_progress_bars()  # TRL's per-step dataset passes ("Truncating train dataset")
