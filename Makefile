@@ -35,6 +35,6 @@ nano:
 # of an unchanged run only re-renders); tests/report/test_committed.py fails while one is older than
 # the renderer. reports/nano.html is `make nano`'s.
 reports:
-	$(if $(findstring .venv,$(PY)),PATH="$(CURDIR)/.venv/bin:$$PATH" )bash reports/tir-baselines/run.sh
+	$(if $(findstring /,$(PY)),PATH="$(abspath $(dir $(PY))):$$PATH" )bash reports/tir-baselines/run.sh
 	$(PY) -m thinc_bench.eval --recovery-k 0,1,2,3 --out runs/smollm2-recovery
 	$(PY) -m thinc_bench.report runs/smollm2-recovery --out reports/smollm2-recovery.html --no-problem-text
