@@ -429,7 +429,7 @@ def test_bad_thresholds_are_config_errors() -> None:
         BuildSFTConfig(teacher="t", samples_per_problem=0)
 
 
-def test_demo_preset_applies_only_without_a_teacher() -> None:
+def test_demo_preset_applies_only_without_a_teacher(shared_data) -> None:  # the demo reads ../shared/data
     demo = BuildSFTConfig()
     assert (demo.limit, demo.samples_per_problem, demo.exec_on, demo.student_tokenizer) == (
         3,
