@@ -125,9 +125,8 @@ def test_quiet_libraries_drops_only_the_lines_nobody_can_act_on(caplog: pytest.L
         )
         warnings.warn("something the user should see", UserWarning, stacklevel=1)
     assert [str(w.message) for w in seen] == ["something the user should see"]
-    from transformers.utils import logging as hf_logging
-
     import datasets
+    from transformers.utils import logging as hf_logging
 
     assert not hf_logging.is_progress_bar_enabled() and not datasets.is_progress_bar_enabled()
     hf_logging.enable_progress_bar()
