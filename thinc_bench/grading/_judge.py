@@ -209,15 +209,15 @@ class Grader:
         answer = final_answer(pred)
         if answer is None:
             return _done(Grade("no_answer", None))
-        if len(answer) > MAX_ANSWER_CHARS:
-            return _done(Grade("unparseable_answer", answer, f"answer longer than {MAX_ANSWER_CHARS} chars"))
         g = normalize_answer(gold)
         a = align_to_gold(normalize_answer(answer), g)
         if canonical_surface(g) == canonical_surface(a):  # the same text: right even if it never parses
             return _done(Grade("correct", answer))
         gi, ai = as_integer(g), as_integer(a)
-        if gi is not None and ai is not None:  # exact: both sides are plain integers
+        if gi is not None and ai is not None:  # exact at any length: both sides are plain integers
             return _done(Grade("correct" if gi == ai else "incorrect", answer))
+        if len(answer) > MAX_ANSWER_CHARS:
+            return _done(Grade("unparseable_answer", answer, f"answer longer than {MAX_ANSWER_CHARS} chars"))
         return _then(self._run([Task("verify", g, a)])[0], lambda r: Grade(r.outcome, answer, r.detail))
 
     def grade(self, *, gold: str, pred: "str | Trajectory") -> Grade:
@@ -268,6 +268,8 @@ class Grader:
         ia, ib = as_integer(na), as_integer(nb)
         if ia is not None and ib is not None:
             return ia == ib
+        if max(len(na), len(nb)) > MAX_ANSWER_CHARS:  # too long to parse: only the same text is equal
+            return False
         return self._run([Task("verify", na, nb)])[0].result().outcome == "correct"
 
     def check_golds(self, golds: Sequence[str]) -> list[bool]:
