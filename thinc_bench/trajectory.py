@@ -750,7 +750,7 @@ def unexecuted_code(traj: Trajectory) -> list[Segment]:
         return missing + calls
     return [
         s
-        for s, after in zip(segments, [*segments[1:], None], strict=True)
+        for s, after in zip(segments, [*segments[1:], None][: len(segments)], strict=True)
         if s.kind == "code" and s.closed and (after is None or after.kind != "output")
     ]
 
