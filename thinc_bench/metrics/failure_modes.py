@@ -35,9 +35,10 @@ their canonical digit string (`Number`) rather than as exact fractions: Python r
 conversions past 4,300 digits, and a literal `1e999999` would build a million-digit integer."""
 
 Number = Fraction | str
-"""A number's exact value: a Fraction, or past MAX_EXACT_DIGITS its canonical string `DIGITSeEXP`
-(significant digits without leading or trailing zeros, times ten to EXP). A value has one canonical
-form, so two numbers are equal exactly when their `Number`s are, on either side of the limit."""
+"""A number's exact value: a Fraction, or past MAX_EXACT_DIGITS its canonical decimal string (no
+leading or trailing zeros: `777...7`, `0.000123...`), or `DIGITSeEXP` when the exponent is past the
+limit too (`1e999999999`, never written out). A value has one canonical form, so two numbers are
+equal exactly when their `Number`s are, on either side of the limit."""
 
 _NUMBER = re.compile(r"(?<![\w.])((?=(\d{1,3}(?:,\d{3})+))\2(?![\d,])|\d+(?:\.\d+)?)(?![\w])")
 """A decimal number in prose or output; "1,234,567" is one number, "1,2,3" three. The groups are
@@ -60,9 +61,14 @@ def number_value(whole: str, frac: str = "", exp: int = 0) -> Number:
     scale = exp - len(frac) + len(digits) - len(significant)  # value = int(significant) * 10**scale
     if not significant:
         return Fraction(0)
-    if len(significant) > MAX_EXACT_DIGITS or abs(scale) > MAX_EXACT_DIGITS:
+    if abs(scale) > MAX_EXACT_DIGITS:
         return f"{significant}e{scale}"
-    return Fraction(int(significant)) * Fraction(10) ** scale
+    if len(significant) <= MAX_EXACT_DIGITS:
+        return Fraction(int(significant)) * Fraction(10) ** scale
+    if scale >= 0:
+        return significant + "0" * scale
+    point = len(significant) + scale  # digits before the dot
+    return f"{significant[:point]}.{significant[point:]}" if point > 0 else f"0.{'0' * -point}{significant}"
 
 
 def _numbers(text: str) -> set[Number]:
