@@ -227,6 +227,8 @@ class Grader:
             gold: the reference answer in its source form ("025", "33,124,147", LaTeX).
             pred: the whole response (text or parsed trajectory); its answer is `final_answer(pred)`,
                 the last box of the final text, or a final run of boxes graded together as a list.
+                Plain integers are compared exactly at any length; any other answer longer than
+                MAX_ANSWER_CHARS is unparseable_answer without a parse.
 
         Returns:
             The Grade; infrastructure trouble shows as status grader_timeout / grader_error.
@@ -296,7 +298,8 @@ class Grader:
 
         Only what the code printed counts (`_printed.code_printed`: no tracebacks, warnings or
         harness notices). Integer answers need a standalone printed number of the same value (1 is
-        not in "10", 20 not in "1e+20", 234 not in "1,234,567"; `Fraction(1, 2)` reads as 1/2).
+        not in "10", 20 not in "1e+20", 234 not in "1,234,567"; `Fraction(1, 2)` reads as 1/2),
+        compared as digit strings at any length (a printed `2**20000` grounds its own 6,021 digits).
         Other answers are compared by math-verify with up to MAX_GROUNDING_CANDIDATES printed
         values (numbers, fractions, sympy prints, list elements). A decimal grounds an irrational
         answer when they agree to math-verify's 6-decimal float rounding (0.7071067811865476
