@@ -384,11 +384,11 @@ class Scanner:
         """`pattern.search(self.text, pos)`, remembered: a search from an earlier position whose match
         starts at or after `pos` (or that found none) is the answer, so a pattern that does not occur
         again is searched to the end once per text, not once per piece (that was quadratic)."""
-        if self._memo_text is not self.text:
-            self._memo, self._line_start, self._memo_text = {}, {}, self.text
         hit = self._memo.get(pattern)
-        if hit is not None and hit[0] <= pos and (hit[1] is None or hit[1].start() >= pos):
-            return hit[1]
+        if hit is not None:
+            start, m = hit
+            if start <= pos and (m is None or m.start() >= pos):
+                return m
         m = pattern.search(self.text, pos)
         self._memo[pattern] = (pos, m)
         return m
@@ -403,6 +403,8 @@ class Scanner:
         stay raw (see `finish`). Returns the last checkpoint passed at or before `safe_before` (`at`
         when none is later): where a later scan of a longer text may start (`Resumable`)."""
         text, pos = self.text, at.pos
+        if self._memo_text is not text:  # `Resumable` gives the scanner a longer text
+            self._memo, self._line_start, self._memo_text = {}, {}, text
         self.in_plan, self.plan_closed = at.in_plan, at.plan_closed
         safe = at
         while True:
