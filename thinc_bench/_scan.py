@@ -7,10 +7,12 @@ terminators that may end an open block (its closer, an output opener, a new open
 own), the one rule that keeps a block whole (a terminator inside a Python string or comment of the
 block is code), the left-to-right scan that turns a text into `Piece`s, and that scan resumed on a
 text that only grows (a rollout's: `Resumable`, `GrowingScan`), which must give the same pieces and so
-lives with the rules it depends on (`BARRIER_LINE` says why a checkpoint is safe); hence past 500
-lines. It stays apart from `trajectory` (which turns pieces into `Segment`s) because it is a hardened
-lexer with many small rules. Works on character positions only. Pure: no IO. docs/parsing.md lists
-the cases behind each rule.
+lives with the rules it depends on (`BARRIER_LINE` says why a checkpoint is safe), and what keeps
+every scan linear in the text whatever the model writes (memoised searches, one lexing pass per
+block, no pattern whose quantifiers can read the same characters two ways); hence past 600 lines.
+It stays apart from `trajectory` (which turns pieces into `Segment`s) because it is a hardened lexer
+with many small rules. Works on character positions only. Pure: no IO. docs/parsing.md lists the
+cases behind each rule.
 """
 
 from __future__ import annotations
