@@ -150,7 +150,10 @@ def posthoc(traj: Trajectory, answer: str | None, contains: Contains) -> bool | 
     if not outputs:
         return None
     first_hit = next((i for i in outputs if contains(answer, segments[i].content)), outputs[-1])
-    return any(s.kind in PROSE_KINDS and contains(answer, s.content) for s in segments[:first_hit])
+    # One check over all the prose before O (its segments a line apart), not one per segment: a text
+    # of thousands of prose stretches would cost thousands of judge calls.
+    prose = "\n".join(s.content for s in segments[:first_hit] if s.kind in PROSE_KINDS)
+    return bool(prose) and contains(answer, prose)
 
 
 def nl_literals(traj: Trajectory, problem: str) -> list[str]:
