@@ -151,6 +151,15 @@ def test_huge_numbers_in_prose_and_code_are_compared_by_value() -> None:
     assert metrics.nl_literals(trajectory.parse(other), "Find x mod 7.") == []
 
 
+def test_a_long_badly_grouped_printed_run_is_read_as_its_items() -> None:
+    run = "1" + ",234" * 20_000 + ",5"  # not a grouped number (the last group is short): a list
+    first = f"```python\nprint(x)\n```\n```output\n{run}\n```\n"
+    second = (
+        "Now add 234 and 99999.\n```python\nprint(234 + 99999)\n```\n```output\n100233\n```\n\\boxed{100233}"
+    )
+    assert metrics.nl_literals(trajectory.parse(first + second), "Add.") == ["99999"]  # 234 was printed
+
+
 def test_code_literals_skip_nothing_they_can_read() -> None:
     assert metrics.code_literals(f"x = {BIG} + 1e999999999 + 2") == [BIG, "1e999999999", Fraction(2)]
     assert metrics.code_literals("x = 1e99999999999") == []  # an exponent of 11 digits means nothing

@@ -40,10 +40,11 @@ leading or trailing zeros: `777...7`, `0.000123...`), or `DIGITSeEXP` when the e
 limit too (`1e999999999`, never written out). A value has one canonical form, so two numbers are
 equal exactly when their `Number`s are, on either side of the limit."""
 
-_NUMBER = re.compile(r"(?<![\w.])((?=(\d{1,3}(?:,\d{3})+))\2(?![\d,])|\d+(?:\.\d+)?)(?![\w])")
-"""A decimal number in prose or output; "1,234,567" is one number, "1,2,3" three. The groups are
-taken whole (a lookahead capture: no backtracking into them), so a run of groups is read once from
-each start instead of once per group it could give back."""
+_NUMBER = re.compile(r"(?<![\w.])((?<!,)(?=(\d{1,3}(?:,\d{3})+))\2(?![\d,])|\d+(?:\.\d+)?)(?![\w])")
+"""A decimal number in prose or output; "1,234,567" is one number, "1,2,3" three. A grouped number
+starts a run of digits and commas (after a comma it is a list item: "1234,567,890" reads as three
+numbers), and its groups are taken whole (a lookahead capture, no backtracking into them): retrying
+the groups from every comma of a long run that ends badly ("1,234,...,234,5") was quadratic."""
 _LITERAL = re.compile(r"(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?")
 """A Python decimal or float literal, underscores removed: whole digits, fraction digits, exponent."""
 MAX_EXPONENT_CHARS = 9
