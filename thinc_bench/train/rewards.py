@@ -48,7 +48,9 @@ def is_unscored(status: str) -> bool:
     return status == INFRA_STATUS or status in UNSCORED_GRADES
 
 
-def grade_rollouts(answer: Sequence[str], texts: Sequence[str], stop_reason: Sequence[str]) -> list[str]:
+def grade_rollouts(
+    answer: Sequence[str], texts: Sequence[str | grading.Trajectory], stop_reason: Sequence[str]
+) -> list[str]:
     """The grade status of each trajectory (`infra_error` where the rollout itself failed), in one batch.
 
     Raises:
@@ -93,7 +95,10 @@ def exact_match_reward(
     Raises:
         ValueError: the columns have different lengths.
     """
-    texts = list(thinc_text) if thinc_text is not None else [_as_text(c) for c in completions]
+    raw = list(thinc_text) if thinc_text is not None else [_as_text(c) for c in completions]
+    # Parsed once (both dialects are tried) for the grade and the statistics alike.
+    parse = grade_status is None or log_metric is not None
+    texts: list[str | grading.Trajectory] = [grading.as_trajectory(t) for t in raw] if parse else list(raw)
     reasons = list(stop_reason) if stop_reason is not None else [""] * len(texts)
     statuses = list(grade_status) if grade_status is not None else grade_rollouts(answer, texts, reasons)
     if len(statuses) != len(texts):
@@ -136,7 +141,7 @@ def _mean(values: Sequence[float]) -> float | None:
 
 
 def rollout_stats(
-    texts: Sequence[str],
+    texts: Sequence[str | grading.Trajectory],
     stop_reason: Sequence[str],
     rewards: Sequence[float | None],
     n_tool_calls: Sequence[int] | None = None,
