@@ -82,7 +82,8 @@ def test_an_output_block_right_after_code_mentions_and_all() -> None:
 def test_a_tool_call_with_a_huge_integer_or_deep_nesting_is_read_or_refused() -> None:
     call = '{"name": "python", "arguments": {"code": "print(1)", "n": ' + BIG + "}}"
     text = f"<tool_call>\n{call}\n</tool_call>"
-    assert trajectory.pending_calls(text) == [trajectory.ToolCall("python", "print(1)", None)]
+    (read,) = trajectory.pending_calls(text)
+    assert (read.name, read.code, read.error) == ("python", "print(1)", None)
     nested = trajectory.parse_call("[" * 100_000)
     assert nested.code is None and nested.error is not None and "not valid JSON" in nested.error
 
