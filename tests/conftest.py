@@ -15,28 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from shared_inputs import need_shared  # tests/ is on sys.path: test modules import it too
 
 from thinc_bench.backends import _sources, smollm2_gguf
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 BENCHMARK_DIR = SHARED_DATA / "benchmarks"
-
-
-STRICT_ENV = "THINC_CI"
-"""Set by .ci/run: a missing test input (../shared, chromium) fails there instead of skipping."""
-
-
-def need_shared(path: Path, what: str) -> Path:
-    """`path` under ../shared, or a skip naming it: a fresh clone has no ../shared (benchmark copies,
-    the Qwen3 tokenizer), and its tests run without them; .ci/run sets THINC_CI, so there a
-    missing copy fails instead of quietly skipping."""
-    if not path.exists():
-        message = f"{what} missing at {path}: needs ../shared beside the checkout (README: Benchmark data)"
-        if os.environ.get(STRICT_ENV):
-            pytest.fail(message)
-        pytest.skip(message)
-    return path
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import need_shared
+from shared_inputs import need_shared
 
 from thinc_bench import trajectory
 from thinc_bench.backends import smollm2_gguf

@@ -256,7 +256,8 @@ def test_injected_failures_replace_the_first_k_executions(generator, sandbox) ->
     outputs = trajectory.parse(result.text).outputs
     # a traceback of that cell as CPython prints one (the sandbox's renderer), then the next cell's
     assert outputs[0].startswith("Traceback (most recent call last):") and '"<cell-1>"' in outputs[0]
-    assert "NameError" in outputs[1] and '"<cell-2>"' in outputs[1]  # the injected block did not run, so x was never defined
+    # the injected block did not run, so x was never defined
+    assert "NameError" in outputs[1] and '"<cell-2>"' in outputs[1]
 
 
 def test_output_opened_without_code_is_an_error_the_model_sees(sandbox, tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import math_verify
 import pytest
 import sympy
-from conftest import need_shared
+from shared_inputs import need_shared
 
 from thinc_bench.grading import final_answer, normalize_answer
 from thinc_bench.grading._direct import direct_parse, direct_verdict

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import need_shared
+from shared_inputs import need_shared
 
 from thinc_bench import trajectory
 from thinc_bench.errors import ConfigError, GraderError

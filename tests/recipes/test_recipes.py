@@ -18,8 +18,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import need_shared
 from safetensors.torch import load_file
+from shared_inputs import need_shared
 
 from thinc_bench.backends import smollm2_gguf
 from thinc_bench.build_sft import __main__ as build_sft

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import need_shared
+from shared_inputs import need_shared
 
 from thinc_bench import benchmarks
 from thinc_bench.benchmarks import PAPER_BENCHMARKS, Problem
