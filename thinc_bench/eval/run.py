@@ -13,16 +13,29 @@ import asyncio
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from thinc_bench.benchmarks import Problem
+from thinc_bench.errors import (
+    BackendUnavailable,
+    ConfigError,
+    DatasetError,
+    GraderError,
+    HarnessError,
+    SandboxUnavailable,
+)
 from thinc_bench.eval.config import EvalConfig
+from thinc_bench.eval.store import HARNESS_STATUS, INFRA_STATUS
 
 if TYPE_CHECKING:
     from thinc_bench.backends import Generator
+    from thinc_bench.eval.rollout import RolloutResult
     from thinc_bench.eval.store import RunDir, SampleRecord
     from thinc_bench.grading import Grader
     from thinc_bench.prompts import Example
@@ -68,6 +81,44 @@ class _Progress:
         }
 
 
+HARNESS_QUORUM = 8
+"""Trajectories that all failed in the harness the same way (stage and exception type), with none
+finished, before the run stops: one input the harness mishandles is a record, a bug hit by every
+trajectory is one line (the rule the openai backend applies to refused requests)."""
+
+ERROR_CHARS = 500
+"""Most characters of an exception's message kept in a `harness_error` record's `error`."""
+
+INFRA_EXCEPTIONS = (SandboxUnavailable, BackendUnavailable, GraderError)
+"""Exceptions of the machinery, not of the harness's handling of one trajectory: `infra_error`."""
+
+
+class _Stage:
+    """Where a trajectory's processing is (`generate` / `execute` / `parse` / `grade` / `measures`),
+    so a failure names it; inside the rollout loop the frames of the exception tell generate (a
+    backend) from execute (the sandbox) from parse (the loop's own reading of the text)."""
+
+    def __init__(self) -> None:
+        self.name = "execute"  # the session's start
+
+    def of(self, exc: BaseException) -> str:
+        if self.name != "rollout":
+            return self.name
+        modules = [tb.tb_frame.f_globals.get("__name__", "") for tb in _frames(exc.__traceback__)]
+        for module in reversed(modules):  # the innermost package of ours decides
+            if module.startswith("thinc_bench.sandbox"):
+                return "execute"
+            if module.startswith("thinc_bench.backends"):
+                return "generate"
+        return "parse"
+
+
+def _frames(tb: TracebackType | None) -> Iterator[TracebackType]:
+    while tb is not None:
+        yield tb
+        tb = tb.tb_next
+
+
 async def _evaluate_one(
     problem: Problem,
     sample_idx: int,
@@ -78,6 +129,81 @@ async def _evaluate_one(
     sandbox: Sandbox,
     grader: Grader,
     prompt_ids: list[int],
+) -> SampleRecord:
+    """One trajectory's record, whatever happens to it: an exception while it is produced or
+    processed ends it alone, as a `harness_error` record (or `infra_error` for the machinery's
+    `INFRA_EXCEPTIONS`) naming the stage and the exception, and the run goes on. Only run-level
+    errors (a configuration or data set the run cannot work with) and cancellation propagate."""
+    stage = _Stage()
+    partial: dict[str, Any] = {}
+    try:
+        return await _produce(
+            problem,
+            sample_idx,
+            k,
+            config=config,
+            generator=generator,
+            sandbox=sandbox,
+            grader=grader,
+            prompt_ids=prompt_ids,
+            stage=stage,
+            partial=partial,
+        )
+    except (ConfigError, DatasetError):
+        raise
+    except Exception as exc:
+        where = stage.of(exc)
+        status = INFRA_STATUS if isinstance(exc, INFRA_EXCEPTIONS) else HARNESS_STATUS
+        message = f"{where}: {type(exc).__name__}: {str(exc)[:ERROR_CHARS]}"
+        log = logger.warning if status == INFRA_STATUS else logger.error
+        log("%s/%s/%d/k%d: %s", problem.benchmark, problem.id, sample_idx, k, message, exc_info=True)
+        return _failed_record(problem, sample_idx, k, status, message, partial.get("result"))
+
+
+def _failed_record(
+    problem: Problem, sample_idx: int, k: int, status: str, error: str, result: RolloutResult | None
+) -> SampleRecord:
+    """The record of a trajectory whose processing failed: what the rollout produced, if it finished
+    (its text and tokens), and no verdict."""
+    from thinc_bench.eval.store import SampleRecord
+
+    return SampleRecord(
+        benchmark=problem.benchmark,
+        problem_id=problem.id,
+        sample_idx=sample_idx,
+        k=k,
+        text=result.text if result else "",
+        answer=None,
+        gold=problem.answer,
+        correct=False,
+        status=status,
+        n_tool_calls=result.n_tool_calls if result else 0,
+        n_exec_errors=result.n_exec_errors if result else 0,
+        gen_tokens=result.gen_tokens if result else 0,
+        total_tokens=result.total_tokens if result else 0,
+        prompt_tokens=result.prompt_tokens if result else None,
+        response_tokens=result.completion_tokens if result else None,
+        grounded=None,
+        finish_reason=result.stop_reason if result else status,
+        exec_statuses=[e.status for e in result.executions] if result else [],
+        error=error,
+        n_injected=sum(e.injected for e in result.executions) if result else None,
+        meta=dict(problem.meta),
+    )
+
+
+async def _produce(
+    problem: Problem,
+    sample_idx: int,
+    k: int,
+    *,
+    config: EvalConfig,
+    generator: Generator,
+    sandbox: Sandbox,
+    grader: Grader,
+    prompt_ids: list[int],
+    stage: _Stage,
+    partial: dict[str, Any],
 ) -> SampleRecord:
     from thinc_bench import trajectory
     from thinc_bench.eval import rollout
@@ -91,6 +217,7 @@ async def _evaluate_one(
 
     template_kwargs = parse_template_kwargs(config.chat_template_kwargs)
     session = await asyncio.to_thread(sandbox.session, inject_failures=k)
+    stage.name = "rollout"
     try:
         if config.api == "chat":
             from thinc_bench.eval import function_calling
@@ -123,16 +250,20 @@ async def _evaluate_one(
             )
     finally:
         await asyncio.to_thread(session.close)
+    partial["result"] = result
     started = time.perf_counter()
+    stage.name = "parse"
     parsed = trajectory.parse(result.text, config.dialect)
     style = trajectory.classify(parsed)
     measures: dict[str, Any] = {}
     if result.stop_reason == "infra_error":
         grade_status, answer, correct, grounded = "infra_error", None, False, None
     else:
+        stage.name = "grade"
         verdict = await grader.agrade(gold=problem.answer, pred=parsed)
         grade_status, answer, correct = verdict.status, verdict.answer, verdict.correct
         grounded = await asyncio.to_thread(grader.is_grounded, parsed)
+        stage.name = "measures"
         count_tokens = _token_counter(generator)
         measures = await asyncio.to_thread(_measures, parsed, answer, problem.problem, grader, count_tokens)
     return SampleRecord(
@@ -254,12 +385,21 @@ async def run_eval(
     *,
     stop: asyncio.Event | None = None,
     label: str = "eval",
+    sandbox: Sandbox | None = None,
+    grader: Grader | None = None,
 ) -> bool:
     """Run every (problem, sample, k) not yet in the run directory, appending each as it finishes.
 
     Setting `stop` (the CLI does on Ctrl-C or SIGTERM) starts no further trajectory and cancels those
     in flight; every one already recorded stays, so a rerun resumes. Returns whether the run is
     complete (False when `stop` ended it first). `label` names the progress bar (build_sft's rollouts).
+    `sandbox` and `grader`, when given, are used (and left open) instead of the run's own.
+
+    One trajectory never ends the run: its failure is its own record (`_evaluate_one`).
+
+    Raises:
+        HarnessError: the first `HARNESS_QUORUM` trajectories all failed in the harness the same way.
+        ConfigError: the backend refuses the run's requests (its own quorum), or a setting cannot work.
     """
     from tqdm import tqdm
 
@@ -291,12 +431,11 @@ async def run_eval(
         "sandbox": asdict(sandbox_config),
     }
     run.annotate("resolved", resolved)
+    quorum = _Quorum()
     try:
-        with (
-            Sandbox(sandbox_config) as sandbox,
-            Grader() as grader,
-            tqdm(total=len(todo), desc=label, unit="traj") as bar,
-        ):
+        with ExitStack() as owned, tqdm(total=len(todo), desc=label, unit="traj") as bar:
+            sandbox = sandbox or owned.enter_context(Sandbox(sandbox_config))
+            grader = grader or owned.enter_context(Grader())
             resolved["sandbox"]["protections"] = sandbox.protection_summary()  # active, missing and why
             run.annotate("resolved", resolved)
             bar.update(0)
@@ -318,6 +457,7 @@ async def run_eval(
                         prompt_ids=prompts[problem.benchmark, problem.id],
                     )
                 run.append(record)
+                quorum.count(record)
                 progress.done += 1
                 progress.gen_tokens += record.gen_tokens
                 progress.sandbox_errors += sum(s == "infra_error" for s in record.exec_statuses)
@@ -336,9 +476,38 @@ async def run_eval(
         await generator.aclose()
 
 
+class _Quorum:
+    """Stops a run whose trajectories all fail in the harness the same way (`HARNESS_QUORUM`)."""
+
+    def __init__(self) -> None:
+        self.failures: Counter[str] = Counter()
+        self.succeeded = False
+        self.last = ""
+
+    def count(self, record: SampleRecord) -> None:
+        """Count one record.
+
+        Raises:
+            HarnessError: the quorum is reached (every record so far a harness error of one kind).
+        """
+        if record.status != HARNESS_STATUS:
+            self.succeeded = True
+            return
+        error = str(record.error)
+        self.last = error
+        self.failures[":".join(error.split(":", 2)[:2])] += 1  # "stage: ExceptionType"
+        kind, n = self.failures.most_common(1)[0]
+        if not self.succeeded and len(self.failures) == 1 and n >= HARNESS_QUORUM:
+            raise HarnessError(
+                f"the first {n} trajectories all failed in the harness at {kind} (last: {self.last}); "
+                "this is a thinc_bench bug or a broken environment, not the model: the records are saved "
+                "(status harness_error) and a rerun retries them once it is fixed"
+            )
+
+
 async def _until_stopped(tasks: list[asyncio.Future[None]], stop: asyncio.Event | None) -> bool:
     """Await every task; when `stop` is set first, cancel the rest and return False. A task's own
-    error cancels the others and propagates."""
+    error (a run-level one: a trajectory's failures are records) cancels the others and propagates."""
     pending: set[asyncio.Future[Any]] = set(tasks)
     stopper = asyncio.ensure_future((stop or asyncio.Event()).wait())
     try:
