@@ -21,7 +21,7 @@ importance-sampling correction of the engine-vs-trainer mismatch.
 
 Given the gold answers (`answers`), it grades its trajectories with the reward's judge
 (`rewards.grade_rollouts`) and returns the verdicts as `grade_status`: a row left without a verdict
-(an infrastructure failure, a grader timeout or crash) gets `env_mask` 0 on every token, so TRL's
+(an infrastructure failure, a grader crash) or failed in the harness gets `env_mask` 0 on every token, so TRL's
 DAPO loss denominator counts the tokens of scored rows only, and the reward reads the same verdict.
 
 With `injection` on (`train.injection.FailureInjection`), the whole group of a chosen prompt gets
@@ -30,6 +30,10 @@ its first k executions failed through the session exactly as eval's Recovery@k d
 `fault_output`, an interpreter block with `env_mask` 0 like every other); the reward stays the final
 answer's. The columns `inject_k` (k given) and `n_injected` (failures the trajectory met) come back
 for the per-step logs, only while injection is on.
+
+A trajectory whose rollout raises (a harness bug on one hostile text, issue 37) does not end the
+step: it comes back as the placeholder below with stop reason `harness_error` and the exception in
+`error`; the reward gives it 0 (no escape from a negative reward) and its token leaves the loss.
 
 A trajectory that never produced a token (the backend failed on the first turn) cannot go to TRL
 as it is: TRL reads every completion's last token, and one rank raising there leaves the others
@@ -182,13 +186,13 @@ class ThincRollout:
         """`grade_status` when every gold answer is known; unscored rows get `env_mask` 0 throughout."""
         if not problems or any(p not in self.answers for p in problems):
             return {}
-        from thinc_bench.train.rewards import grade_rollouts, is_unscored
+        from thinc_bench.train.rewards import grade_rollouts, is_masked
 
         statuses = grade_rollouts(
             [self.answers[p] for p in problems], [r.text for r in results], [r.stop_reason for r in results]
         )
         for status, result in zip(statuses, results, strict=True):
-            if is_unscored(status):
+            if is_masked(status):
                 result.env_mask = [0] * len(result.completion_ids)
         return {"grade_status": statuses}
 
@@ -281,22 +285,31 @@ class ThincRollout:
         params = SamplingParams(
             temperature=self.temperature, max_tokens=self.limits.max_tokens, seed=seed, logprobs=logprobs
         )
-        session = await asyncio.to_thread(self.sandbox.session, inject_failures=faults)
+        request_id = f"{self.problem_ids.get(problem, 'problem')}/{self._calls}-{index}"
         try:
-            result = await engine.rollout(
-                generator,
-                session,
-                prompt_ids,
-                params,
-                limits=self.limits,
-                dialect=self.dialect,
-                response_prefix=self.response_prefix,
-                exec_on=self.exec_on,
-                tool_name=self.tool_name,
-                request_id=f"{self.problem_ids.get(problem, 'problem')}/{self._calls}-{index}",
-            )
-        finally:
-            await asyncio.to_thread(session.close)
+            session = await asyncio.to_thread(self.sandbox.session, inject_failures=faults)
+            try:
+                result = await engine.rollout(
+                    generator,
+                    session,
+                    prompt_ids,
+                    params,
+                    limits=self.limits,
+                    dialect=self.dialect,
+                    response_prefix=self.response_prefix,
+                    exec_on=self.exec_on,
+                    tool_name=self.tool_name,
+                    request_id=request_id,
+                )
+            finally:
+                await asyncio.to_thread(session.close)
+        except ConfigError:
+            raise  # the run's settings, not this trajectory: every rank stops alike
+        except Exception as exc:  # one trajectory never ends the step (issue 37)
+            logger.error("rollout %s raised %s: %s", request_id, type(exc).__name__, exc, exc_info=True)
+            result = engine.RolloutResult(list(prompt_ids), [], [], "", "harness_error")
+            result.error = f"rollout: {type(exc).__name__}: {str(exc)[:500]}"
+            result.logprobs = [] if logprobs else None
         if not result.completion_ids:
             _placeholder(result, generator.tokenizer)
         return result
@@ -325,7 +338,7 @@ def _placeholder(result: engine.RolloutResult, tokenizer: Any) -> None:
     result.completion_ids, result.env_mask = [int(eos)], [0]
     if result.logprobs is not None:
         result.logprobs = [math.nan]
-    if result.stop_reason != "infra_error":
+    if result.stop_reason not in ("infra_error", "harness_error"):
         result.error = result.error or f"no completion token (stop reason {result.stop_reason})"
         result.stop_reason = "infra_error"
     logger.warning("rollout produced no token (%s): kept as an unscored placeholder", result.error)
