@@ -93,10 +93,14 @@ INFRA_EXCEPTIONS = (SandboxUnavailable, BackendUnavailable, GraderError)
 """Exceptions of the machinery, not of the harness's handling of one trajectory: `infra_error`."""
 
 
+_LOOP_MODULES = ("thinc_bench.eval.rollout", "thinc_bench.eval.function_calling")
+
+
 class _Stage:
     """Where a trajectory's processing is (`generate` / `execute` / `parse` / `grade` / `measures`),
-    so a failure names it; inside the rollout loop the frames of the exception tell generate (a
-    backend) from execute (the sandbox) from parse (the loop's own reading of the text)."""
+    so a failure names it. Inside the rollout loop the exception's frames tell: what the loop's last
+    frame called is the generator (generate), the session (execute), or the loop's own reading of
+    the text (parse)."""
 
     def __init__(self) -> None:
         self.name = "execute"  # the session's start
@@ -104,12 +108,16 @@ class _Stage:
     def of(self, exc: BaseException) -> str:
         if self.name != "rollout":
             return self.name
-        modules = [tb.tb_frame.f_globals.get("__name__", "") for tb in _frames(exc.__traceback__)]
-        for module in reversed(modules):  # the innermost package of ours decides
-            if module.startswith("thinc_bench.sandbox"):
-                return "execute"
-            if module.startswith("thinc_bench.backends"):
-                return "generate"
+        frames = [tb.tb_frame for tb in _frames(exc.__traceback__)]
+        loop = [i for i, f in enumerate(frames) if f.f_globals.get("__name__") in _LOOP_MODULES]
+        if not loop or loop[-1] + 1 == len(frames):
+            return "parse"
+        callee = frames[loop[-1] + 1]
+        module, name = str(callee.f_globals.get("__name__", "")), callee.f_code.co_name
+        if module.startswith("thinc_bench.sandbox") or name in ("arun", "run"):
+            return "execute"
+        if module.startswith("thinc_bench.backends") or name in ("generate", "chat"):
+            return "generate"
         return "parse"
 
 
