@@ -118,3 +118,18 @@ def test_failures_after_a_success_do_not_stop_the_run(
     assert _run(config, run, problems, machinery)  # the first trajectory finished: a bug of some inputs
     statuses = [r.status for r in run.records()]
     assert statuses.count("harness_error") == n and statuses.count("correct") == 1
+
+
+def test_a_grader_error_is_graded_again_by_a_resumed_run_and_a_timeout_is_not(
+    machinery: tuple[Sandbox, Grader], tmp_path: Path
+) -> None:
+    import dataclasses
+
+    config, run, problems = _setup(tmp_path, ["crashed", "unverifiable"])
+    assert _run(config, run, problems, machinery)
+    for record in run.records():  # what a crashed worker and an answer nobody can judge left behind
+        status = "grader_error" if record.problem_id == "crashed" else "grader_timeout"
+        run.append(dataclasses.replace(record, status=status, correct=False))
+    run = RunDir.open(tmp_path / "run", config.settings())
+    assert _run(config, run, problems, machinery)  # nothing to generate; the crash gets its verdict
+    assert {r.problem_id: r.status for r in run.records()} == {"crashed": "correct", "unverifiable": "grader_timeout"}

@@ -10,6 +10,7 @@ parse arguments, configure logging or print.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import logging
 import time
@@ -420,6 +421,7 @@ async def run_eval(
     todo = [item for item in plan(config, problems) if (item[0].benchmark, item[0].id, *item[1:]) not in done]
     if not todo:
         logger.info("nothing to do: all %d samples are in %s", len(done), run.path)
+        await regrade(config, run, grader)
         return True
     system_prompt = load_system_prompt(str(config.system_prompt))
     examples = load_examples(config.few_shot)
@@ -446,6 +448,7 @@ async def run_eval(
             grader = grader or owned.enter_context(Grader())
             resolved["sandbox"]["protections"] = sandbox.protection_summary()  # active, missing and why
             run.annotate("resolved", resolved)
+            await regrade(config, run, grader)
             bar.update(0)
             gate = asyncio.Semaphore(concurrency)
             prompts = _render_prompts(
@@ -482,6 +485,28 @@ async def run_eval(
             return completed
     finally:
         await generator.aclose()
+
+
+async def regrade(config: EvalConfig, run: RunDir, grader: Grader | None = None) -> int:
+    """Grade again the saved samples whose grading failed (`grader_error`: a worker crash, a pool
+    restart; docs/grading.md "Timeouts"); a new verdict is appended (the last record of a key wins),
+    one still failing is not. Returns how many were tried. The answer's own timeouts are verdicts and
+    stay; the rest of the record (grounding, measures) was measured when it was produced."""
+    from thinc_bench import trajectory
+    from thinc_bench.grading import Grader
+
+    todo = [r for r in run.records() if r.status == "grader_error"]
+    if not todo:
+        return 0
+    with ExitStack() as owned:
+        judge = grader or owned.enter_context(Grader())
+        for record in todo:
+            verdict = await judge.agrade(gold=record.gold, pred=trajectory.parse(record.text, config.dialect))
+            if verdict.status != "grader_error":
+                changes = {"status": verdict.status, "answer": verdict.answer, "correct": verdict.correct}
+                run.append(dataclasses.replace(record, **changes))
+    logger.info("graded %d samples again whose grading had failed", len(todo))
+    return len(todo)
 
 
 class _Quorum:
