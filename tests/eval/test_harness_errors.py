@@ -18,6 +18,7 @@ import pytest
 
 from thinc_bench.backends.scripted import ScriptedGenerator
 from thinc_bench.errors import HarnessError
+from thinc_bench.eval import _failures
 from thinc_bench.eval import run as eval_run
 from thinc_bench.eval.config import EvalConfig
 from thinc_bench.eval.store import RunDir
@@ -35,11 +36,18 @@ def machinery() -> Iterator[tuple[Sandbox, Grader]]:
 
 def _setup(root: Path, problems: list[str]) -> tuple[EvalConfig, RunDir, Any]:
     bench = root / "h.jsonl"
-    bench.write_text("".join(json.dumps({"id": p, "problem": "Compute 2 + 3.", "answer": "5"}) + "\n" for p in problems))
+    bench.write_text(
+        "".join(json.dumps({"id": p, "problem": "Compute 2 + 3.", "answer": "5"}) + "\n" for p in problems)
+    )
     script = root / "turns.jsonl"
     script.write_text("".join(json.dumps({"problem_id": p, "turns": TURNS}) + "\n" for p in problems))
     config = EvalConfig(
-        backend="scripted", model=str(script), benchmarks=str(bench), samples=1, concurrency=1, out=str(root / "run")
+        backend="scripted",
+        model=str(script),
+        benchmarks=str(bench),
+        samples=1,
+        concurrency=1,
+        out=str(root / "run"),
     )
     return config, RunDir.open(root / "run", config.settings()), eval_run.load_problems(config)
 
@@ -48,7 +56,9 @@ def _break(monkeypatch: pytest.MonkeyPatch, broken: str, exc: type[Exception] = 
     """Make the backend raise `exc` on every request of problem ids starting with `broken`."""
     real = ScriptedGenerator.generate
 
-    async def generate(self: ScriptedGenerator, prompt_ids: list[int], params: Any, *, request_id: Any = None) -> Any:
+    async def generate(
+        self: ScriptedGenerator, prompt_ids: list[int], params: Any, *, request_id: Any = None
+    ) -> Any:
         if str(request_id).startswith(broken):
             raise exc("an unexpected bug")
         return await real(self, prompt_ids, params, request_id=request_id)
@@ -99,20 +109,22 @@ def test_an_outage_exception_is_an_infra_error_record(
 def test_the_same_failure_on_every_trajectory_stops_the_run_with_one_line(
     machinery: tuple[Sandbox, Grader], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    n = eval_run.HARNESS_QUORUM + 3
+    n = _failures.HARNESS_QUORUM + 3
     config, run, problems = _setup(tmp_path, [f"p{i}" for i in range(n)])
     _break(monkeypatch, "p")
-    with pytest.raises(HarnessError, match=r"first 8 trajectories all failed in the harness at generate: RuntimeError"):
+    with pytest.raises(
+        HarnessError, match=r"first 8 trajectories all failed in the harness at generate: RuntimeError"
+    ):
         _run(config, run, problems, machinery)
     records = run.records()  # nothing finished is lost, and the rest was never started
-    assert len(records) == eval_run.HARNESS_QUORUM and {r.status for r in records} == {"harness_error"}
+    assert len(records) == _failures.HARNESS_QUORUM and {r.status for r in records} == {"harness_error"}
     assert "\n" not in str(HarnessError("x"))
 
 
 def test_failures_after_a_success_do_not_stop_the_run(
     machinery: tuple[Sandbox, Grader], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    n = eval_run.HARNESS_QUORUM + 2
+    n = _failures.HARNESS_QUORUM + 2
     config, run, problems = _setup(tmp_path, ["a-calm", *(f"p{i}" for i in range(n))])
     _break(monkeypatch, "p")
     assert _run(config, run, problems, machinery)  # the first trajectory finished: a bug of some inputs
@@ -132,4 +144,7 @@ def test_a_grader_error_is_graded_again_by_a_resumed_run_and_a_timeout_is_not(
         run.append(dataclasses.replace(record, status=status, correct=False))
     run = RunDir.open(tmp_path / "run", config.settings())
     assert _run(config, run, problems, machinery)  # nothing to generate; the crash gets its verdict
-    assert {r.problem_id: r.status for r in run.records()} == {"crashed": "correct", "unverifiable": "grader_timeout"}
+    assert {r.problem_id: r.status for r in run.records()} == {
+        "crashed": "correct",
+        "unverifiable": "grader_timeout",
+    }

@@ -80,7 +80,9 @@ os.write(3, struct.pack(">I", len(body)) + body)
         '"threads": 0',
     ],
 )
-def test_a_done_frame_of_the_wrong_shape_kills_the_session_with_a_message(session: Session, fields: str) -> None:
+def test_a_done_frame_of_the_wrong_shape_kills_the_session_with_a_message(
+    session: Session, fields: str
+) -> None:
     result = session.run(FORGE.format(fields=fields))
     assert result.status == "killed"
     assert "did not send" in result.notice_after

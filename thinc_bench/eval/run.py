@@ -10,33 +10,30 @@ parse arguments, configure logging or print.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import hashlib
 import logging
 import time
-from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from thinc_bench.benchmarks import Problem
-from thinc_bench.errors import (
-    BackendUnavailable,
-    ConfigError,
-    DatasetError,
-    GraderError,
-    HarnessError,
-    SandboxUnavailable,
+from thinc_bench.errors import ConfigError, DatasetError
+from thinc_bench.eval._failures import (
+    ERROR_CHARS,
+    INFRA_EXCEPTIONS,
+    Quorum,
+    Stage,
+    failed_record,
+    regrade,
 )
 from thinc_bench.eval.config import EvalConfig
 from thinc_bench.eval.store import HARNESS_STATUS, INFRA_STATUS
 
 if TYPE_CHECKING:
     from thinc_bench.backends import Generator
-    from thinc_bench.eval.rollout import RolloutResult
     from thinc_bench.eval.store import RunDir, SampleRecord
     from thinc_bench.grading import Grader
     from thinc_bench.prompts import Example
@@ -82,52 +79,6 @@ class _Progress:
         }
 
 
-HARNESS_QUORUM = 8
-"""Trajectories that all failed in the harness the same way (stage and exception type), with none
-finished, before the run stops: one input the harness mishandles is a record, a bug hit by every
-trajectory is one line (the rule the openai backend applies to refused requests)."""
-
-ERROR_CHARS = 500
-"""Most characters of an exception's message kept in a `harness_error` record's `error`."""
-
-INFRA_EXCEPTIONS = (SandboxUnavailable, BackendUnavailable, GraderError)
-"""Exceptions of the machinery, not of the harness's handling of one trajectory: `infra_error`."""
-
-
-_LOOP_MODULES = ("thinc_bench.eval.rollout", "thinc_bench.eval.function_calling")
-
-
-class _Stage:
-    """Where a trajectory's processing is (`generate` / `execute` / `parse` / `grade` / `measures`),
-    so a failure names it. Inside the rollout loop the exception's frames tell: what the loop's last
-    frame called is the generator (generate), the session (execute), or the loop's own reading of
-    the text (parse)."""
-
-    def __init__(self) -> None:
-        self.name = "execute"  # the session's start
-
-    def of(self, exc: BaseException) -> str:
-        if self.name != "rollout":
-            return self.name
-        frames = [tb.tb_frame for tb in _frames(exc.__traceback__)]
-        loop = [i for i, f in enumerate(frames) if f.f_globals.get("__name__") in _LOOP_MODULES]
-        if not loop or loop[-1] + 1 == len(frames):
-            return "parse"
-        callee = frames[loop[-1] + 1]
-        module, name = str(callee.f_globals.get("__name__", "")), callee.f_code.co_name
-        if module.startswith("thinc_bench.sandbox") or name in ("arun", "run"):
-            return "execute"
-        if module.startswith("thinc_bench.backends") or name in ("generate", "chat"):
-            return "generate"
-        return "parse"
-
-
-def _frames(tb: TracebackType | None) -> Iterator[TracebackType]:
-    while tb is not None:
-        yield tb
-        tb = tb.tb_next
-
-
 async def _evaluate_one(
     problem: Problem,
     sample_idx: int,
@@ -143,7 +94,7 @@ async def _evaluate_one(
     processed ends it alone, as a `harness_error` record (or `infra_error` for the machinery's
     `INFRA_EXCEPTIONS`) naming the stage and the exception, and the run goes on. Only run-level
     errors (a configuration or data set the run cannot work with) and cancellation propagate."""
-    stage = _Stage()
+    stage = Stage()
     partial: dict[str, Any] = {}
     try:
         return await _produce(
@@ -166,39 +117,7 @@ async def _evaluate_one(
         message = f"{where}: {type(exc).__name__}: {str(exc)[:ERROR_CHARS]}"
         log = logger.warning if status == INFRA_STATUS else logger.error
         log("%s/%s/%d/k%d: %s", problem.benchmark, problem.id, sample_idx, k, message, exc_info=True)
-        return _failed_record(problem, sample_idx, k, status, message, partial.get("result"))
-
-
-def _failed_record(
-    problem: Problem, sample_idx: int, k: int, status: str, error: str, result: RolloutResult | None
-) -> SampleRecord:
-    """The record of a trajectory whose processing failed: what the rollout produced, if it finished
-    (its text and tokens), and no verdict."""
-    from thinc_bench.eval.store import SampleRecord
-
-    return SampleRecord(
-        benchmark=problem.benchmark,
-        problem_id=problem.id,
-        sample_idx=sample_idx,
-        k=k,
-        text=result.text if result else "",
-        answer=None,
-        gold=problem.answer,
-        correct=False,
-        status=status,
-        n_tool_calls=result.n_tool_calls if result else 0,
-        n_exec_errors=result.n_exec_errors if result else 0,
-        gen_tokens=result.gen_tokens if result else 0,
-        total_tokens=result.total_tokens if result else 0,
-        prompt_tokens=result.prompt_tokens if result else None,
-        response_tokens=result.completion_tokens if result else None,
-        grounded=None,
-        finish_reason=result.stop_reason if result else status,
-        exec_statuses=[e.status for e in result.executions] if result else [],
-        error=error,
-        n_injected=sum(e.injected for e in result.executions) if result else None,
-        meta=dict(problem.meta),
-    )
+        return failed_record(problem, sample_idx, k, status, message, partial.get("result"))
 
 
 async def _produce(
@@ -211,7 +130,7 @@ async def _produce(
     sandbox: Sandbox,
     grader: Grader,
     prompt_ids: list[int],
-    stage: _Stage,
+    stage: Stage,
     partial: dict[str, Any],
 ) -> SampleRecord:
     from thinc_bench import trajectory
@@ -407,7 +326,7 @@ async def run_eval(
     One trajectory never ends the run: its failure is its own record (`_evaluate_one`).
 
     Raises:
-        HarnessError: the first `HARNESS_QUORUM` trajectories all failed in the harness the same way.
+        HarnessError: the first `_failures.HARNESS_QUORUM` trajectories all failed in the harness the same way.
         ConfigError: the backend refuses the run's requests (its own quorum), or a setting cannot work.
     """
     from tqdm import tqdm
@@ -441,7 +360,7 @@ async def run_eval(
         "sandbox": asdict(sandbox_config),
     }
     run.annotate("resolved", resolved)
-    quorum = _Quorum()
+    quorum = Quorum()
     try:
         with ExitStack() as owned, tqdm(total=len(todo), desc=label, unit="traj") as bar:
             sandbox = sandbox or owned.enter_context(Sandbox(sandbox_config))
@@ -485,57 +404,6 @@ async def run_eval(
             return completed
     finally:
         await generator.aclose()
-
-
-async def regrade(config: EvalConfig, run: RunDir, grader: Grader | None = None) -> int:
-    """Grade again the saved samples whose grading failed (`grader_error`: a worker crash, a pool
-    restart; docs/grading.md "Timeouts"); a new verdict is appended (the last record of a key wins),
-    one still failing is not. Returns how many were tried. The answer's own timeouts are verdicts and
-    stay; the rest of the record (grounding, measures) was measured when it was produced."""
-    from thinc_bench import trajectory
-    from thinc_bench.grading import Grader
-
-    todo = [r for r in run.records() if r.status == "grader_error"]
-    if not todo:
-        return 0
-    with ExitStack() as owned:
-        judge = grader or owned.enter_context(Grader())
-        for record in todo:
-            verdict = await judge.agrade(gold=record.gold, pred=trajectory.parse(record.text, config.dialect))
-            if verdict.status != "grader_error":
-                changes = {"status": verdict.status, "answer": verdict.answer, "correct": verdict.correct}
-                run.append(dataclasses.replace(record, **changes))
-    logger.info("graded %d samples again whose grading had failed", len(todo))
-    return len(todo)
-
-
-class _Quorum:
-    """Stops a run whose trajectories all fail in the harness the same way (`HARNESS_QUORUM`)."""
-
-    def __init__(self) -> None:
-        self.failures: Counter[str] = Counter()
-        self.succeeded = False
-        self.last = ""
-
-    def count(self, record: SampleRecord) -> None:
-        """Count one record.
-
-        Raises:
-            HarnessError: the quorum is reached (every record so far a harness error of one kind).
-        """
-        if record.status != HARNESS_STATUS:
-            self.succeeded = True
-            return
-        error = str(record.error)
-        self.last = error
-        self.failures[":".join(error.split(":", 2)[:2])] += 1  # "stage: ExceptionType"
-        kind, n = self.failures.most_common(1)[0]
-        if not self.succeeded and len(self.failures) == 1 and n >= HARNESS_QUORUM:
-            raise HarnessError(
-                f"the first {n} trajectories all failed in the harness at {kind} (last: {self.last}); "
-                "this is a thinc_bench bug or a broken environment, not the model: the records are saved "
-                "(status harness_error) and a rerun retries them once it is fixed"
-            )
 
 
 async def _until_stopped(tasks: list[asyncio.Future[None]], stop: asyncio.Event | None) -> bool:

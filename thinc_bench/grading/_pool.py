@@ -223,7 +223,6 @@ class WorkerPool:
             logger.warning("grading worker died; retrying %s", _short(job.task))
             self._requeue_front([job])
 
-
     def _on_overrun(self, job: _Job) -> None:
         job.overruns += 1
         if job.overruns > MAX_DEADLINE_RETRIES:

@@ -281,7 +281,11 @@ def _excluded_cell(block: dict[str, Any]) -> dict[str, Any]:
         "title": "clean samples without a verdict (out of accuracy)"
         + (f": {counts}" if counts else "")
         + (f"; injected-failure runs: {detail} (out of Recovery@k)" if faulted else "")
-        + (f"; {timeouts} unverifiable answers (grader timeouts) are in accuracy as wrong" if timeouts else ""),
+        + (
+            f"; {timeouts} unverifiable answers (grader timeouts) are in accuracy as wrong"
+            if timeouts
+            else ""
+        ),
     }
 
 

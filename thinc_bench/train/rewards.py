@@ -84,7 +84,7 @@ def _grade_each(answer: Sequence[str], texts: Sequence[str], todo: list[int]) ->
     try:
         return [verdict.status for verdict in grading.grade_many(requests)]
     except Exception:  # a reward function must not end the step (issue 37)
-        statuses = []
+        statuses: list[str] = []
         for request in requests:
             try:
                 statuses.append(grading.grade(gold=request.gold, pred=request.pred).status)
