@@ -199,12 +199,12 @@ def _calm(harness: Harness, dialect: str) -> dict[str, Any]:
     return harness.calm[dialect]
 
 
-def _check_eval(harness: Harness, dialect: str, code: str, final: str) -> None:
+def _check_eval(harness: Harness, dialect: str, first: str, final: str) -> None:
     calm = _calm(harness, dialect)
     assert calm["status"] == "correct"  # the reference is a healthy trajectory
     scripts = {
         "calm": [_first_turn(dialect, CALM_CODE), "The sum is \\boxed{5}."],
-        "hostile": [_writable(_first_turn(dialect, code), dialect, harness.tokenizer), final, *PAD],
+        "hostile": [first, final, *PAD],
     }
     with tempfile.TemporaryDirectory() as root:
         result = _eval(harness, dialect, scripts, Path(root))
@@ -243,13 +243,13 @@ EVAL_CASE = dict(
 def test_a_hostile_trajectory_gets_its_record_and_leaves_the_other_untouched(
     harness: Harness, dialect: str, printed: str, digits: int, text: str, answer: str, close: bool
 ) -> None:
-    final = _final(dialect, harness.tokenizer, text, answer, close)
-    _check_eval(harness, dialect, _printing(printed, digits), final)
+    first = _writable(_first_turn(dialect, _printing(printed, digits)), dialect, harness.tokenizer)
+    _check_eval(harness, dialect, first, _final(dialect, harness.tokenizer, text, answer, close))
 
 
 def test_a_lone_surrogate_in_a_tool_calls_json_arguments_is_the_calls_error(harness: Harness) -> None:
     # JSON's "\ud800" escape is plain ASCII text for the model, and a lone surrogate after json.loads.
-    _check_eval(harness, "tool_call", "s = '\ud800'\nprint(len(s))", "\\boxed{1}")
+    _check_eval(harness, "tool_call", _first_turn("tool_call", "s = '\ud800'\nprint(len(s))"), "\\boxed{1}")
     with tempfile.TemporaryDirectory() as root:
         scripts = {"hostile": [_first_turn("tool_call", "s = '\ud800'\nprint(len(s))"), "\\boxed{1}"]}
         record = _eval(harness, "tool_call", scripts, Path(root))["records"]["hostile"]
@@ -265,8 +265,8 @@ def test_a_lone_surrogate_in_a_tool_calls_json_arguments_is_the_calls_error(harn
 def test_hostile_trajectories_longer(
     harness: Harness, dialect: str, printed: str, digits: int, text: str, answer: str, close: bool
 ) -> None:
-    final = _final(dialect, harness.tokenizer, text, answer, close)
-    _check_eval(harness, dialect, _printing(printed, digits), final)
+    first = _writable(_first_turn(dialect, _printing(printed, digits)), dialect, harness.tokenizer)
+    _check_eval(harness, dialect, first, _final(dialect, harness.tokenizer, text, answer, close))
 
 
 # --- build_sft's filters -------------------------------------------------------------------------
@@ -321,7 +321,7 @@ def test_the_filters_decide_every_candidate_and_never_keep_one_without_a_verdict
         st.tuples(
             hostile(special=True, surrogates=True),
             st.sampled_from(STOP_REASONS),
-            st.sampled_from(["5", "\\frac{1}{2}", "10^{10^{10}}"]),
+            st.sampled_from(["5", "\\frac{1}{2}"]),  # the answer's timeout: test_rewards.py
         ),
         min_size=1,
         max_size=4,
