@@ -51,7 +51,7 @@ FAST = settings(
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
 )
-SLOW = settings(FAST, max_examples=25)
+SLOW = settings(FAST, max_examples=15)
 
 SPECIAL = ["<|im_end|>", "<|im_start|>", "<|endoftext|>", "<|im_start|>user\n", "<tool_response>"]
 MARKUP = [
@@ -350,3 +350,26 @@ def test_the_reward_gives_every_row_a_number_or_none_and_never_raises(
                 0.0,
                 1.0,
             )  # a timeout or a harness failure is 0: no escape from a negative reward
+
+
+MEGABYTE = 1_000_000
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)  # fails, rather than hangs, if some text processing turns quadratic again
+@pytest.mark.parametrize(
+    "text",
+    [
+        "`" * MEGABYTE,
+        "{" * MEGABYTE,
+        "$" * MEGABYTE,
+        " " * MEGABYTE + "\\boxed{5}",
+        "\\text{" + " " * MEGABYTE + "\\boxed{5}",
+        "```python\nprint(5)\n```\n```output\n" + "9" * MEGABYTE + "\n```\n\\boxed{" + "9" * 5000 + "}",
+    ],
+    ids=["backticks", "braces", "dollars", "spaces", "unclosed-text", "huge-printed-and-boxed"],
+)
+def test_a_megabyte_line_gets_its_reward(text: str) -> None:
+    # Eval's texts are bounded by the token budget; the reward also reads what a rollout hands it.
+    rewards = exact_match_reward([text], ["5"], [text], ["answer"], n_tool_calls=[1], n_exec_errors=[0])
+    assert rewards in ([0.0], [1.0])
