@@ -97,7 +97,9 @@ class SleepingSession:
     """The floor: code "runs" as an asyncio sleep of the same length, with no sandbox and no thread,
     so what is left between it and the ideal is the event loop's own (and the machine's load)."""
 
-    async def arun(self, code: str, timeout: float | None = None) -> ExecResult:
+    timeout_s = 10.0
+
+    async def arun(self, code: str, timeout: float | None = None, *, stdin: str | None = None) -> ExecResult:
         await asyncio.sleep(CODE_S)
         return ExecResult("ok", "", CODE_S)
 

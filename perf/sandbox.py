@@ -12,7 +12,8 @@ machine load, with the median of the rounds and the ratio. Then this tree alone:
 harnesses do (a fresh interpreter per block that imports sympy), and throughput with 1, 2 and 8
 concurrent sessions. Goals on the 2-core dev machine: trivial p50 < 5 ms, session start < 30 ms,
 >= 30x faster than a fresh interpreter, and within 1.2x of the baseline's run and start latency
-(issue 27: the sweep, the seccomp filter and the shared /dev/shm must not cost more). Session
+(issue 27: the sweep, the seccomp filter and the shared /dev/shm must not cost more; issue 38: the
+run-end check of the session's pids group, the loop's fd check, the larger filter). Session
 close (the sweep of its groups) is timed too.
 """
 

@@ -24,8 +24,11 @@ exactly the problems and samples the uninterrupted run would have drawn.
 
 Recovery training (`inject_failures_share`, `inject_failures_k`, per stage too; off by default): a
 seeded share of the GRPO groups, whole groups, gets its first k executions failed through the
-sandbox session as eval's Recovery@k does (`thinc_bench.train.injection`); logged per step as
-`rollout/injected_frac`, `rollout/reward_injected`, `rollout/reward_clean`.
+sandbox session as eval's Recovery@k does (`thinc_bench.train.injection`), with a training fault
+text that is not eval's; an injected rollout is rewarded only when it met its k failures and then ran
+a block clean (a rollout that avoids code never scores there); logged per step as
+`rollout/injected_frac`, `rollout/reward_injected`, `rollout/reward_clean` and tool calls and
+grounding split the same way.
 
 Generation follows GRPOConfig: `use_vllm: false` decodes on the policy itself (hf backend, batched);
 `use_vllm: true` with `vllm_mode: colocate` steps TRL's in-process vLLM engine, and with
@@ -49,10 +52,13 @@ Paper settings on 8 GPUs, vLLM colocated with training:
 
 or with a generation server on 2 of them and training on the other 6:
 
-    CUDA_VISIBLE_DEVICES=6,7 trl vllm-serve --model runs/sft-thinc-4b --data_parallel_size 2 &
+    CUDA_VISIBLE_DEVICES=6,7 trl vllm-serve --model runs/sft-thinc-4b --data_parallel_size 2 --max_model_len 34816 &
     CUDA_VISIBLE_DEVICES=0,1,2,3,4,5 accelerate launch --num_processes 6 \
         --config_file recipes/configs/accelerate_zero3.yaml recipes/grpo.py \
-        --config recipes/configs/grpo_qwen3_4b_thinking.yaml --vllm_mode server
+        --config recipes/configs/grpo_qwen3_4b_thinking.yaml --vllm_mode server --generation_batch_size 960
+
+(1,024 completions do not split over 6 ranks; 960 = 120 prompts x 8 do. The server's context must hold
+the last stage's 32,768 completion tokens and the longest prompt.)
 """
 
 from __future__ import annotations
@@ -179,6 +185,22 @@ class ScriptArgs:
             "as eval's --recovery-k (1, or 1,2,3). A curriculum stage may set its own."
         },
     )
+    dynamic_sampling: bool = field(
+        default=True,
+        metadata={
+            "help": "DAPO's dynamic sampling, as a filter: groups whose rewards are all equal (advantage 0) "
+            "leave the loss and its token denominator, so solved problems do not shrink every other "
+            "group's step; the share is logged per step (dynamic_sampling/*). false: TRL's DAPO loss as is."
+        },
+    )
+    sandbox_sessions: int | None = field(
+        default=None,
+        metadata={
+            "help": "Sandbox sessions per process, the trajectories it runs at once (each holds one); None: "
+            "the process's rollouts of a generation batch (per_device_train_batch_size x steps_per_generation), "
+            "all at once. Fewer bounds the sandbox's processes; the rest wait their turn."
+        },
+    )
     lm_head: str = field(
         default="auto",
         metadata={
@@ -261,9 +283,16 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     from thinc_bench.train import Curriculum, Stage
     from thinc_bench.train.common import attn_implementation, eval_command
     from thinc_bench.train.curriculum import ORDER_FILE, plan_stages, read_order, shuffled_order, write_order
-    from thinc_bench.train.injection import FailureInjection, parse_failure_counts, parse_share
+    from thinc_bench.train.dynamic_sampling import with_zero_variance_filter
+    from thinc_bench.train.injection import (
+        FailureInjection,
+        parse_failure_counts,
+        parse_share,
+        training_sandbox_config,
+    )
     from thinc_bench.train.launch import bare_argv, resolve_auto_bf16, resolve_model
     from thinc_bench.train.lm_head import install_lm_head
+    from thinc_bench.train.micro_batch import with_trimmed_padding
     from thinc_bench.train.policy_ratio import with_ratio_logging
     from thinc_bench.train.rewards import exact_match_reward
     from thinc_bench.train.rollout_func import ThincRollout, max_prompt_tokens
@@ -299,6 +328,11 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
         )
     except ConfigError as exc:
         raise SystemExit(str(exc)) from None
+
+    if script_args.sandbox_sessions is not None and script_args.sandbox_sessions < 1:
+        raise SystemExit(
+            f"--sandbox_sessions {script_args.sandbox_sessions}: use a positive number, or leave it unset"
+        )
 
     set_seed(training_args.seed)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
@@ -424,7 +458,14 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
             "vLLM max model length %d (longest prompt %d tokens)", args.vllm_max_model_length, longest
         )
 
-    with Sandbox() as sandbox:
+    # One session per trajectory a process rolls out at once: the pool and the rollout's gate are sized
+    # from the batch layout, so no rank ever waits on a slot (the default 128 hung larger ranks).
+    per_rank = args.per_device_train_batch_size * args.steps_per_generation
+    sessions = per_rank if script_args.sandbox_sessions is None else script_args.sandbox_sessions
+    logger.info(
+        "sandbox: %d sessions for the %d rollouts of each process per generation batch", sessions, per_rank
+    )
+    with Sandbox(training_sandbox_config(sessions)) as sandbox:
         first = plans[start].stage if start else plans[0].stage
         rollout = ThincRollout(
             sandbox,
@@ -440,7 +481,12 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
             drawn_log=root / f"drawn-rank{process.process_index}.jsonl",
             injection=first.injection(injection),
         )
-        trainer = with_ratio_logging(GRPOTrainer)(
+        trainer_cls = with_trimmed_padding(
+            with_ratio_logging(GRPOTrainer)
+        )  # each micro-batch at its own width
+        if script_args.dynamic_sampling:
+            trainer_cls = with_zero_variance_filter(trainer_cls)
+        trainer = trainer_cls(
             model=model,
             reward_funcs=[exact_match_reward],
             args=args,

@@ -89,6 +89,19 @@ HOSTILE = {
         + tool_turn("1")
         + "later </think> is prose "
         + "<tool_call>   \n   ",
+        # text after a turn's last call: prose, a </think> closing a plan the calls were made in
+        "<think>\nplan "
+        + call("print(1)")
+        + "\n</think>\n\n"
+        + tool_turn("1")
+        + call("print(2)")
+        + "\nRan it."
+        + tool_turn("2", think=False)
+        + "<reason>"
+        + call("print(3)")
+        + "</reason>"
+        + tool_turn("3")
+        + "\\boxed{3}",
     ],
 }
 FRAGMENTS = [

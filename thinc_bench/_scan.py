@@ -216,6 +216,38 @@ TOOL_TURN_OPEN = re.compile(rf"\s*(?:{SPECIAL_TOKEN}[a-z_]{{0,20}}\s*)+<tool_res
 """Where the harness's tool turn starts after a call: the model's end of turn, the template's markup
 (one special token at least: a model cannot write one without ending its turn), then a response."""
 TOOL_RESPONSE_OPEN = re.compile(r"\s*<tool_response>")
+_TURN_MARKUP = re.compile(rf"(?:{SPECIAL_TOKEN}[a-z_]{{0,20}}\s*)+")
+_GENERATION_PROMPT = re.compile(r"assistant\s*\Z")
+"""Markup that ends in an assistant header opens the model's turn: a `<tool_response>` after it is the
+model's text, never a tool turn."""
+TURN_MARKUP_WINDOW = 200
+"""Most characters of chat markup between a turn's end and its first `<tool_response>` (Qwen3 writes
+`<|im_end|>\n<|im_start|>user\n`: 27); a longer run of special tokens there is not a tool turn."""
+
+
+def next_tool_turn(text: str, pos: int) -> int | None:
+    """Start of the first tool turn at or after `pos`: a `<tool_response>` right after chat markup (one
+    special token at least, which a model cannot write without ending its turn), the blanks before the
+    markup included; `TOOL_TURN_OPEN` matches there. Found wherever the turn lies (after the call,
+    after prose or a `</think>` the model wrote after it), never only next to a call, so text after a
+    turn's last call cannot hide the turn and leave the call pending. Linear: each `<tool_response>`
+    is checked once, against a bounded window before it."""
+    at = text.find("<tool_response>", pos)
+    while at >= 0:
+        low = max(pos, at - TURN_MARKUP_WINDOW)
+        start = None
+        candidate = text.rfind("<|", low, at)
+        while candidate >= low and _TURN_MARKUP.fullmatch(text, candidate, at) is not None:
+            start = candidate
+            candidate = text.rfind("<|", low, candidate)
+        if start is not None and _GENERATION_PROMPT.search(text, start, at) is None:
+            while start > pos and text[start - 1].isspace():
+                start -= 1
+            return start
+        at = text.find("<tool_response>", at + 1)
+    return None
+
+
 TOOL_RESPONSE_CLOSE = re.compile(r"</tool_response>")
 TOOL_TURN_TAIL = re.compile(
     rf"(?:{SPECIAL_TOKEN}[a-z_]{{0,20}}|\r?\n)*(?:(?<=\n)<think>\s*</think>(?:\r?\n)*)?"
@@ -347,8 +379,11 @@ class Scanner:
         after_code = previous is not None and previous.kind == "code" and previous.closed
         if self.d.name == "tool_call":
             after_output = previous is not None and previous.kind == "output" and previous.closed
-            pattern = TOOL_TURN_OPEN if after_code else TOOL_RESPONSE_OPEN if after_output else None
-            return None if pattern is None else pattern.match(text, pos)
+            same_turn = after_output and text.endswith("</tool_response>", 0, pos)  # no tail taken yet
+            if same_turn and (response := TOOL_RESPONSE_OPEN.match(text, pos)) is not None:
+                return response  # the next response of the same tool turn
+            start = next_tool_turn(text, pos)
+            return None if start is None else TOOL_TURN_OPEN.match(text, start)
         for opener in self.d.output_open.finditer(text, pos):
             if after_code and not text[pos : opener.start()].strip():
                 return opener
@@ -379,15 +414,17 @@ class Scanner:
 
     def _call(self, opener: re.Match[str]) -> Piece:
         """A tool call: its JSON between `<tool_call>` and `</tool_call>` (a closer inside a JSON string
-        is part of the string); a new call opened on its own line abandons an unclosed one."""
+        is part of the string); a new call opened on its own line abandons an unclosed one. A call the
+        turn ended in without its closer is closed by the tool turn after it (the rollout ran it, as
+        vLLM's parser reads one)."""
         text, body = self.text, opener.end()
         end = code_terminator(text, body, TOOL_CALL_CLOSE, TOOL_TURN_OPEN, TOOL_CALL_OPEN_LINE)
         stop = len(text) if end is None else end.start
         inner = text[body:stop]
         start = body + len(inner) - len(inner.lstrip())
         content = (start, start + len(inner.strip()))
-        closed = end is not None and end.kind == "close"
-        span_end = len(text) if end is None else end.end if closed else end.start
+        closed = end is not None and end.kind in ("close", "output")  # a tool turn after it: it ran
+        span_end = len(text) if end is None else end.end if end.kind == "close" else end.start
         return self._block("code", (opener.start(), span_end), content, closed=closed)
 
     def _output(self, opener: re.Match[str]) -> Piece:

@@ -17,9 +17,9 @@ from __future__ import annotations
 import json
 import re
 from bisect import bisect_left
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal, NamedTuple, get_args
+from typing import Any, Literal, NamedTuple, get_args
 
 from thinc_bench import _scan
 from thinc_bench.errors import ConfigError
@@ -246,13 +246,17 @@ class ToolCall(NamedTuple):
     name: str | None
     code: str | None
     error: str | None
+    arguments: Mapping[str, Any] | None = None
+    """Every argument of a well-formed call, decoded (`code` included): a tool may take more (stdin)."""
 
-    def problem(self, tool_name: str) -> str | None:
-        """Why this call cannot run as a call of `tool_name`, or None when it can."""
+    def problem(self, tool_name: str | Sequence[str]) -> str | None:
+        """Why this call cannot run as a call of `tool_name` (the declared name, or every name the
+        tool answers to, declared one first), or None when it can."""
         if self.error is not None:
             return self.error
-        if self.name != tool_name:
-            return f"unknown tool {self.name!r}: the only tool is {tool_name!r}"
+        names = (tool_name,) if isinstance(tool_name, str) else tuple(tool_name)
+        if self.name not in names:
+            return f"unknown tool {self.name!r}: the only tool is {names[0]!r}"
         return None
 
 
@@ -279,7 +283,7 @@ def parse_call(body: str) -> ToolCall:
     code = arguments.get("code") if isinstance(arguments, dict) else None
     if not isinstance(code, str):
         return ToolCall(name, None, "the tool call has no string argument 'code'")
-    return ToolCall(name, code, None)
+    return ToolCall(name, code, None, arguments)
 
 
 def pending_calls(text: str) -> list[ToolCall]:
@@ -288,12 +292,16 @@ def pending_calls(text: str) -> list[ToolCall]:
     return _calls(text, _scan.scan(text, TOOL_CALL))
 
 
-def _calls(text: str, pieces: list[_scan.Piece]) -> list[ToolCall]:
+def _calls(text: str, pieces: list[_scan.Piece], since: int | None = None) -> list[ToolCall]:
+    """Closed calls after the last output piece, or, given `since` (a turn the model ended), every
+    call that starts at or after it, output pieces or not, and an unclosed call the text ends in
+    (vLLM's hermes parser reads `<tool_call>(.*)` at the end of a turn too)."""
     calls: list[ToolCall] = []
     for p in reversed(pieces):
-        if p.kind == "output":
+        if (p.kind == "output" and since is None) or (since is not None and p.span[1] <= since):
             break
-        if p.kind == "code" and p.closed:
+        last_open = since is not None and p is pieces[-1] and p.span[1] == len(text)
+        if p.kind == "code" and (p.closed or last_open) and (since is None or p.span[0] >= since):
             calls.append(parse_call(text[p.content[0] : p.content[1]]))
     return calls[::-1]
 
@@ -528,9 +536,11 @@ class TurnTrigger:
         """`exec_trigger(text, stop, dialect, plan_open=plan_open)`."""
         return _decide(text, stop, self.d, self.plan_open, self._pieces)
 
-    def calls(self, text: str) -> list[ToolCall]:
-        """`pending_calls(text)` (tool_call dialect)."""
-        return _calls(text, self._pieces(text))
+    def calls(self, text: str, since: int | None = None) -> list[ToolCall]:
+        """`pending_calls(text)` (tool_call dialect); given `since`, the closed calls that start at or
+        after it instead: the rollout passes where the model's current turn began, so a call is one
+        turn's and runs once, whatever the scan makes of the text around the tool turns."""
+        return _calls(text, self._pieces(text), since)
 
     def parse(self, text: str) -> Trajectory:
         """`parse(text, dialect)`, resumed like the triggers when `text` extends what they saw."""

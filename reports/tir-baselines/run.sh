@@ -1,10 +1,20 @@
 #!/usr/bin/env bash
-# Scripted ThinC vs rStar2-Agent-style trajectories on four made-up problems, side by side
-# (reports/tir_baselines.html). About 2 minutes on 2 CPU cores. Run from the repository root.
+# reports/tir_baselines.html, rebuilt in one command: scripted ThinC, rStar2-Agent, ASTER and ReTool
+# trajectories on four made-up problems, each baseline in its own published format (`--preset`: its
+# tool, prompt, user turn, execution model and result format; docs/tool_calls.md). The scripts stand
+# in for the models (they do not react to what the tool returns); the code runs for real in the
+# sandbox. Qwen3's tokenizer and template stand in for each model's own. About 3 minutes on 2 CPU
+# cores. Run from the repository root: bash reports/tir-baselines/run.sh
 set -euo pipefail
 here=reports/tir-baselines
 tok=${QWEN3_TOKENIZER:-../shared/models/qwen3-tokenizer}
+python=${PYTHON:-python}
 common=(--backend scripted --tokenizer "$tok" --benchmarks "$here/problems.jsonl" --samples 1 --recovery-k 0,1)
-python -m thinc_bench.eval --preset thinc --model "$here/thinc_turns.jsonl" "${common[@]}" --out runs/tir-thinc
-python -m thinc_bench.eval --preset rstar2-agent --model "$here/rstar2_turns.jsonl" "${common[@]}" --out runs/tir-rstar2
-python -m thinc_bench.report runs/tir-thinc runs/tir-rstar2 --out reports/tir_baselines.html
+runs=()
+for baseline in thinc rstar2-agent aster retool; do
+    out=runs/tir-$baseline
+    rm -rf "$out"  # this script's own scratch run: rebuilt from the turns, never resumed
+    "$python" -m thinc_bench.eval --preset "$baseline" --model "$here/${baseline%-agent}_turns.jsonl" "${common[@]}" --out "$out"
+    runs+=("$out")
+done
+"$python" -m thinc_bench.report "${runs[@]}" --out reports/tir_baselines.html

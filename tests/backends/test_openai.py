@@ -765,3 +765,52 @@ def test_vllm_serve_killed_mid_run_is_backend_unavailable(vllm_server: VllmServe
     vllm_server.stop()
     with pytest.raises(BackendUnavailable, match="APIConnectionError"):
         generate(make(vllm_server.base_url, smollm2_path, max_retries=2, **REAL_SERVER))
+
+
+OPENAI_UNKNOWN_FIELD = {
+    "error": {
+        "message": "Unrecognized request argument supplied: top_k",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": None,
+    }
+}
+"""How OpenAI's API refuses a request holding a field it does not know."""
+
+
+def test_auto_extensions_drop_what_a_strict_api_refuses_and_say_so(
+    stub_server: type[StubServer], smollm2_path: str, smollm2_tokenizer: Any
+) -> None:
+    plain = completion_body(CODE)  # a strict API: text only, the stop string kept here
+    server = stub_server([Canned(400, OPENAI_UNKNOWN_FIELD), Canned(200, plain), Canned(200, plain)])
+    gen = make(server.base_url, smollm2_path)
+    assert gen.describe()["extensions_sent"] is True and "top_k" in gen.describe()["request_fields"]
+    generation = generate(gen, SamplingParams(stop=STOP, top_k=20))
+    assert generation.token_ids == smollm2_tokenizer.encode(CODE, add_special_tokens=False)
+    assert len(server.requests) == 2  # the refused request was sent again at once, without the fields
+    second = server.requests[1]["json"]
+    assert not set(second) & {
+        "top_k",
+        "min_p",
+        "repetition_penalty",
+        "return_token_ids",
+        "skip_special_tokens",
+    }
+    assert {"temperature", "top_p", "max_tokens", "stop"} <= set(second)
+    described = gen.describe()
+    assert described["api_extensions"] == "auto" and described["extensions_sent"] is False
+    assert "top_k" not in described["request_fields"] and "temperature" in described["request_fields"]
+
+
+def test_explicit_extension_modes_are_kept_even_when_refused(
+    stub_server: type[StubServer], smollm2_path: str
+) -> None:
+    server = stub_server([Canned(200, completion_body(CODE))])
+    generate(make(server.base_url, smollm2_path, api_extensions="none"))
+    assert "top_k" not in server.requests[0]["json"] and "return_token_ids" not in server.requests[0]["json"]
+    refusing = stub_server([Canned(400, OPENAI_UNKNOWN_FIELD)])
+    with pytest.raises(RequestRejected, match="Unrecognized request argument supplied: top_k"):
+        generate(make(refusing.base_url, smollm2_path, api_extensions="vllm"))
+    assert len(refusing.requests) == 1
+    with pytest.raises(ConfigError, match="api_extensions='openai'"):
+        make(server.base_url, smollm2_path, api_extensions="openai")

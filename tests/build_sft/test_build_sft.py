@@ -303,6 +303,16 @@ def test_a_model_teachers_recovered_trajectories_are_kept_up_to_the_share(tmp_pa
 
     # 0.5: two recovered beside two clean
     assert kept() == ["clean-1", "clean-2", "recovered-1", "recovered-2"]
+    # the slip is context: no token of a failed block's code is trained, the fix after it is
+    student = load_tokenizer(str(smollm2_gguf()))
+    for row in datasets.load_from_disk(str(out / "dataset")):
+        trained = "".join(
+            student.decode([t]) for t, m in zip(row["input_ids"], row["assistant_masks"], strict=True) if m
+        )
+        slip, fix = {"recovered-1": ("sevn", "6 * 8"), "recovered-2": ("maths", "math.prod")}.get(
+            row["id"], ("```output\n", "print(ans)")
+        )
+        assert slip not in trained and fix in trained, (row["id"], trained)
     stats = json.loads((out / "stats.json").read_text())
     assert stats["recovery"] == {
         "share": 0.5,

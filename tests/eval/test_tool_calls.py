@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from thinc_bench.eval import __main__ as thinc_eval
-from thinc_bench.sandbox.config import DEFAULT_FAULT_OUTPUT
+from thinc_bench.sandbox.faults import FAULT_TYPES
 
 PROBLEMS = {
     "two-calls": ("Compute 2^10 + 1.", "1025"),
@@ -154,8 +154,11 @@ def test_tool_name_is_declared_and_enforced(tmp_path, qwen3_tokenizer_dir):
 def test_recovery_injects_the_failure_as_the_tool_response(clean):
     record = clean["two-calls", 1]
     assert record["n_injected"] == 1 and record["exec_statuses"] == ["error", "error"]
-    first = record["text"].split("<tool_response>\n")[1].split("\n</tool_response>")[0]
-    assert first == DEFAULT_FAULT_OUTPUT.rstrip("\n")
+    first, second = (t.split("\n</tool_response>")[0] for t in record["text"].split("<tool_response>\n")[1:3])
+    # A traceback of cell 1 as a real failure reads (issue 38); the real second call is cell 2.
+    assert first.startswith('Traceback (most recent call last):\n  File "<cell-1>", line ')
+    assert first.splitlines()[-1].split(":")[0] in FAULT_TYPES
+    assert '"<cell-2>"' in second and "NameError: name 'x' is not defined" in second
     assert not record["grounded"]  # x was never set: the boxed 1025 is in no output
 
 
@@ -469,9 +472,9 @@ def test_function_calling_gives_the_scripted_trajectories_and_metrics(
 @pytest.mark.parametrize(
     ("preset", "dialect", "tool_name", "system_prompt", "exec_on"),
     [
-        ("rstar2-agent", "tool_call", "jupyter_code", "none", "output_open"),
-        ("aster", "tool_call", "python", "none", "output_open"),
-        ("retool", "xml", "python", "interleaved", "code_close"),
+        ("rstar2-agent", "tool_call", "python_code_with_standard_io", "rstar2-agent", "output_open"),
+        ("aster", "tool_call", "code_interpreter", "none", "output_open"),
+        ("retool", "xml", "python", "none", "code_close"),
         ("thinc", "markdown", "python", "thinc", "output_open"),
     ],
 )

@@ -152,7 +152,35 @@ def test_named_file_and_none_system_prompts(tmp_path: Path) -> None:
 
 
 def test_unknown_prompt_and_too_many_examples_are_config_errors() -> None:
-    with pytest.raises(ConfigError, match="neither one of thinc, interleaved, nano, tool_call, none"):
+    with pytest.raises(
+        ConfigError, match="neither one of thinc, interleaved, nano, tool_call, rstar2-agent, aster, none"
+    ):
         load_system_prompt("thinc2")
     with pytest.raises(ConfigError, match=f"only {len(EXAMPLES)} bundled examples"):
         load_examples(len(EXAMPLES) + 1)
+
+
+def test_user_templates_put_the_problem_in_their_slot_and_refuse_a_template_without_one(
+    tmp_path: Path,
+) -> None:
+    from thinc_bench.prompts import build_messages, load_user_template
+
+    problem = "What is {x} + 1, i.e. \\boxed{?}"  # braces in the problem stay as written
+    assert build_messages(problem, "", None, load_user_template("none")) == [
+        {"role": "user", "content": problem}
+    ]
+    aster = build_messages(problem, "", None, load_user_template("aster"))[0]["content"]
+    assert (
+        aster
+        == "\n" + problem + "\nPlease reason step by step, and put your final answer within \\boxed{}.\n"
+    )
+    retool = build_messages(problem, "", None, load_user_template("retool"))[0]["content"]
+    assert retool.count(problem) == 1 and "{problem}" not in retool and "<code>\n```python" in retool
+    mine = tmp_path / "mine.txt"
+    mine.write_text("Q: {problem}\nA:")
+    assert build_messages("2+2?", "", None, load_user_template(str(mine)))[0]["content"] == "Q: 2+2?\nA:"
+    mine.write_text("no slot here")
+    with pytest.raises(ConfigError, match="has no \\{problem\\}"):
+        load_user_template(str(mine))
+    with pytest.raises(ConfigError, match="neither one of rstar2-agent, aster, retool, none"):
+        load_user_template("rstar2")

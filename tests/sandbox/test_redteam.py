@@ -14,6 +14,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psutil
@@ -168,11 +169,18 @@ def test_hidden_memory_is_charged_to_the_session_that_holds_it() -> None:
 def test_sessions_run_as_their_own_unprivileged_host_uid(
     sandbox: Sandbox, token: str, sleeper: str, host_processes: Callable[[str], list[psutil.Process]]
 ) -> None:
-    with sandbox.session() as a, sandbox.session() as b:
-        for s, tag in ((a, "a"), (b, "b")):
-            assert s.run(f"import subprocess\nsubprocess.Popen({sleeper[:-1]}, '{tag}'])").status == "ok"
+    # Each cell waits for its child, which the test kills once it has read the uids from the host.
+    wait = "import subprocess\nsubprocess.Popen({argv}).wait()"
+    with sandbox.session() as a, sandbox.session() as b, ThreadPoolExecutor(2) as pool:
+        runs = [
+            pool.submit(s.run, wait.format(argv=f"{sleeper[:-1]}, '{tag}']"))
+            for s, tag in ((a, "a"), (b, "b"))
+        ]
         assert _wait_for(lambda: len(host_processes(token)) == 2)
         uids = {p.cmdline()[-1]: p.uids().real for p in host_processes(token)}
+        for p in host_processes(token):
+            p.kill()
+        assert [r.result().status for r in runs] == ["ok", "ok"]
     assert uids["a"] != uids["b"] and min(uids.values()) >= 1000 and os.getuid() not in uids.values()
 
 
@@ -242,20 +250,28 @@ def test_one_session_cannot_drain_the_pty_pool(session: Session) -> None:
 def test_spinners_left_behind_cannot_starve_another_session(
     sandbox: Sandbox, token: str, host_processes: Callable[[str], list[psutil.Process]]
 ) -> None:
-    """Six setsid spinners outlive a cell that returned `ok`; a bystander's busy loop must still get
-    at least half the CPU they get together (one in seven, without per-session CPU groups)."""
+    """Six setsid spinners of a cell that is still running (a run's end now kills them); a
+    bystander's busy loop must still get at least half the CPU they get together (one in seven,
+    without per-session CPU groups)."""
     _group_or_skip(sandbox, "cpu")
     spin = "import time\nend = time.time() + 8\nwhile time.time() < end:\n    pass"
-    leave = f"import subprocess\nfor _ in range(6):\n    subprocess.Popen(['python3', '-c', {spin!r}, {token!r}], start_new_session=True)"
+    leave = (  # the cell waits for its spinners, which the test kills once it has measured
+        f"import subprocess\nps = [subprocess.Popen(['python3', '-c', {spin!r}, {token!r}], "
+        "start_new_session=True) for _ in range(6)]\n[p.wait() for p in ps]"
+    )
     busy = "import time\nt0, w0 = time.process_time(), time.time()\nwhile time.time() - w0 < 1.5:\n    pass\nprint(time.process_time() - t0)"
     with sandbox.session() as attacker, sandbox.session() as bystander:
         bystander.run("1")
-        assert attacker.run(leave).status == "ok"
-        assert _wait_for(lambda: len(host_processes(token)) == 6)
-        spinners = host_processes(token)
-        before = sum(sum(p.cpu_times()[:2]) for p in spinners)
-        r = bystander.run(busy)
-        after = sum(sum(p.cpu_times()[:2]) for p in spinners)
+        with ThreadPoolExecutor(1) as pool:
+            attack = pool.submit(attacker.run, leave, 20.0)
+            assert _wait_for(lambda: len(host_processes(token)) == 6)
+            spinners = host_processes(token)
+            before = sum(sum(p.cpu_times()[:2]) for p in spinners)
+            r = bystander.run(busy)
+            after = sum(sum(p.cpu_times()[:2]) for p in spinners)
+            for p in spinners:
+                p.kill()
+            assert attack.result().status == "ok"
     assert r.status == "ok" and float(r.output) >= 0.5 * (after - before)
 
 

@@ -95,8 +95,10 @@ def test_children_that_leave_the_process_group_die_before_close_returns(
     any_sandbox: Sandbox, tag: str
 ) -> None:
     with any_sandbox.session() as s:
-        assert s.run(_spinner(tag)).status == "ok"
-        assert len(_named(tag)) == 1
+        r = s.run(_spinner(tag))
+        assert r.status == "ok"
+        # With a pids cgroup the run's end already killed it (issue 38) and said so; else close does.
+        assert len(_named(tag)) == (0 if "process(es) running" in r.notice_after else 1)
     assert not _named(tag)
     assert any_sandbox.stats.survivors >= 1  # counted, not silent
 
@@ -278,8 +280,8 @@ def _run_bpf(prog: bytes, nr: int, arch: int, arg0: int) -> int:
         code, jt, jf, k = ins[pc]
         if code == 0x20:
             acc = struct.unpack_from("<I", data, k)[0]
-        elif code in (0x15, 0x35):
-            taken = acc == k if code == 0x15 else acc >= k
+        elif code in (0x15, 0x35, 0x45):
+            taken = acc == k if code == 0x15 else acc >= k if code == 0x35 else bool(acc & k)
             pc += jt if taken else jf
         elif code == 0x06:
             return int(k)

@@ -104,9 +104,13 @@ def test_injected_failures_replace_first_k_runs_without_executing(sandbox: Sandb
     with sandbox.session(inject_failures=2) as s:
         first, second = s.run("x = 1"), s.run("x = 2")
         third = s.run("'x' in globals()")
+        fourth = s.run("1/0")
     assert [first.status, second.status] == ["error", "error"] and first.injected and second.injected
-    assert first.output == sandbox.config.fault_output
+    # Tracebacks of cells 1 and 2, as real ones would read; the next real cell is number 3.
+    assert first.output.startswith('Traceback (most recent call last):\n  File "<cell-1>", line 1')
+    assert second.output.startswith('Traceback (most recent call last):\n  File "<cell-2>", line 1')
     assert third.output == "False\n" and not third.injected
+    assert '"<cell-4>"' in fourth.output and not fourth.injected
 
 
 def test_arun_serves_concurrent_asyncio_sessions(sandbox: Sandbox) -> None:

@@ -61,3 +61,17 @@ def test_a_bad_share_is_one_clear_error(bad) -> None:
         parse_share(bad)
     with pytest.raises(ConfigError, match="inject_failures_share"):
         FailureInjection(bad)  # type: ignore[arg-type]
+
+
+def test_training_rollouts_meet_a_realistic_fault_never_evals_own_text() -> None:
+    from thinc_bench.sandbox import Sandbox, SandboxConfig
+    from thinc_bench.train.injection import TRAINING_FAULT_OUTPUT, training_sandbox_config
+
+    eval_fault = SandboxConfig().fault_output  # what Recovery@k injects
+    with Sandbox(training_sandbox_config(3)) as sandbox, sandbox.session(inject_failures=1) as session:
+        injected, real = session.run("print(6 * 7)"), session.run("print(6 * 7)")
+        assert sandbox.config.max_sessions == 3
+    assert (injected.status, injected.injected) == ("error", True)
+    assert injected.output == TRAINING_FAULT_OUTPUT != eval_fault
+    assert "RuntimeError" not in injected.output and injected.output.endswith("MemoryError")
+    assert (real.status, real.output) == ("ok", "42\n")  # the failure ran nothing; the next block runs

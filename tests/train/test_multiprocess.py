@@ -6,9 +6,11 @@ cannot see whether the loss is scaled right across processes (TRL divides the DA
 trains the tiny test model for two steps from a scripted generator (the same completions in either
 layout: each group's first copy answers right, its second wrong, so every group has a nonzero
 advantage), once as one process with 4 completions per step and once as two processes with 2 each
-(`accelerate launch`, gloo on CPU), and the final weights must agree to float tolerance (1e-5 on
+(`accelerate launch`, gloo on CPU), each process with a sandbox of one session (fewer than the
+rollouts it holds: the rollout's gate runs them in turn), and the final weights must agree to float tolerance (1e-5 on
 weights that move by up to 0.4; measured differences ~1e-6, summation order); then as two
-DeepSpeed ZeRO-3 processes on CPU (parameters and optimizer state sharded), saving a sharded
+DeepSpeed ZeRO-3 processes on CPU with the settings of accelerate_zero3.yaml (zero3_init_flag true:
+parameters partitioned as they load; parameters and optimizer state sharded), saving a sharded
 checkpoint after step 1 and resuming from it in a new launch. Plain SGD:
 Adam's first steps are about lr x sign(gradient), so float noise in a near-zero gradient element
 (summation order differs between the layouts) would flip whole steps and hide what is compared.
@@ -41,7 +43,7 @@ from trl import GRPOConfig, GRPOTrainer
 from thinc_bench.backends import load_generator
 from thinc_bench.backends.base import Generator
 from thinc_bench.eval.rollout import RolloutLimits
-from thinc_bench.sandbox import Sandbox
+from thinc_bench.sandbox import Sandbox, SandboxConfig
 from thinc_bench.train.rewards import exact_match_reward
 from thinc_bench.train.rollout_func import ThincRollout
 
@@ -79,10 +81,12 @@ settings = dict(
     shuffle_dataset=False, loss_type="dapo", beta=0.0, logging_steps=1, save_strategy="no",
     report_to="none", seed=0,
 )
-args = GRPOConfig(**{**settings, **json.loads(extra)})
+extra = json.loads(extra)
+sessions = extra.pop("sandbox_sessions", 128)
+args = GRPOConfig(**{**settings, **extra})
 dataset = Dataset.from_dict({"prompt": [r["problem"] for r in rows], "answer": [r["answer"] for r in rows]})
 generator = CopyScript(load_generator("scripted", script, tokenizer=model), group=2)
-with Sandbox() as sandbox:
+with Sandbox(SandboxConfig(max_sessions=sessions)) as sandbox:
     rollout = ThincRollout(
         sandbox, RolloutLimits(max_tokens=64, max_tool_calls=1), "Answer in \\boxed{}.", generator=generator,
         problem_ids={r["problem"]: r["id"] for r in rows}, answers={r["problem"]: r["answer"] for r in rows},
@@ -151,10 +155,11 @@ def test_one_process_of_2b_and_two_processes_of_b_train_the_same_weights(tmp_pat
 
     runner, script, problems = _write_inputs(tmp_path)
     one, two = tmp_path / "one", tmp_path / "two"
-    _run([sys.executable, str(runner), tiny_llama_folder, str(script), str(problems), str(one), "4", "{}"])
-    _launch(
-        2, ["--multi_gpu"], [str(runner), tiny_llama_folder, str(script), str(problems), str(two), "2", "{}"]
-    )
+    # One sandbox session per process: every process holds more rollouts (4, and 2 per rank) than that.
+    one_session = json.dumps({"sandbox_sessions": 1})
+    inputs = [str(runner), tiny_llama_folder, str(script), str(problems)]
+    _run([sys.executable, *inputs, str(one), "4", one_session])
+    _launch(2, ["--multi_gpu"], [*inputs, str(two), "2", one_session])
 
     start = load_file(str(Path(tiny_llama_folder) / "model.safetensors"))
     a, b = _weights(one), _weights(two)
@@ -172,7 +177,7 @@ ZERO3 = [
     "--zero_stage",
     "3",
     "--zero3_init_flag",
-    "false",
+    "true",
     "--zero3_save_16bit_model",
     "true",
 ]
@@ -184,6 +189,20 @@ ZERO3 += [
     "--gradient_accumulation_steps",
     "1",
 ]
+
+"""The DeepSpeed settings of recipes/configs/accelerate_zero3.yaml, as launch flags (what the paper runs
+use; the process count and precision are the CPU run's own)."""
+
+
+def test_the_zero3_test_launches_the_recipes_deepspeed_settings() -> None:
+    import yaml
+
+    config = yaml.safe_load((REPO / "recipes" / "configs" / "accelerate_zero3.yaml").read_text())
+    flags = dict(zip(ZERO3[1::2], ZERO3[2::2], strict=True))
+    expected = {f"--{k}": str(v).lower() for k, v in config["deepspeed_config"].items()}
+    expected.pop("--deepspeed_multinode_launcher")  # one machine here
+    assert {k: v for k, v in flags.items() if k in expected} == expected
+    assert ZERO3[0] == "--use_deepspeed" and config["distributed_type"] == "DEEPSPEED"
 
 
 @pytest.mark.slow

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from thinc_bench.backends.base import Generator
 from thinc_bench.errors import BackendUnavailable
@@ -128,24 +130,75 @@ def test_a_batch_with_no_scored_row_logs_only_its_unscored_share() -> None:
     assert logged == {UNSCORED_METRIC: 1.0}
 
 
-def test_injected_and_clean_rows_are_rewarded_alike_and_logged_apart() -> None:
-    """Recovery training: an injected row that recovers earns 1 like any right answer; the logs split
-    the reward by injection, over the scored rows (the outage in row 3 is left out)."""
-    columns = _columns() | {"inject_k": [2, 2, 0, 2], "n_injected": [0, 2, 0, 1]}
+def _block(printed: str) -> str:
+    return f"```python\nprint({printed})\n```\n```output\n{printed}\n```\n"
+
+
+FAULT = "```python\nprint(5)\n```\n```output\nTraceback (most recent call last):\nMemoryError\n```\n"
+
+# Every row answers 5, right. Injected rows (k > 0) keep that reward only when they met all k failures
+# and then ran a block clean.
+INJECTED = {
+    "thinc_text": [
+        FAULT + _block("5") + "\\boxed{5}",  # met its failure, reran clean: recovered
+        "\\boxed{5}",  # wrote no code: never met its failure
+        FAULT + "\\boxed{5}",  # k=2 but stopped after one failure
+        FAULT + "\\boxed{5}",  # met its failure, never ran clean after
+        "\\boxed{5}",  # clean row without code: rewarded as always
+        _block("5") + "\\boxed{5}",  # clean row with code
+    ],
+    "inject_k": [1, 1, 2, 1, 0, 0],
+    "n_injected": [1, 0, 1, 1, 0, 0],
+    "n_tool_calls": [2, 0, 1, 1, 0, 1],
+    "n_exec_errors": [1, 0, 1, 1, 0, 0],
+}
+
+
+def test_an_injected_row_earns_its_answer_only_by_going_through_its_failures_in_code() -> None:
+    columns = INJECTED | {"answer": ["5"] * 6, "stop_reason": ["answer"] * 6}
     logged: dict[str, float] = {}
-    assert exact_match_reward(["", "", "", ""], log_metric=logged.__setitem__, **columns) == [
-        1.0,
-        0.0,
-        0.0,
-        None,
-    ]
-    assert logged["rollout/injected_frac"] == pytest.approx(2 / 3)
-    assert logged["rollout/reward_injected"] == 0.5  # rows 0 (right) and 1 (wrong)
-    assert logged["rollout/reward_clean"] == 0.0  # row 2
-    assert logged["rollout/injected_failures"] == 1.0  # row 0 wrote no code, row 1 met both
+    rewards = exact_match_reward([""] * 6, log_metric=logged.__setitem__, **columns)
+    assert rewards == [1.0, 0.0, 0.0, 0.0, 1.0, 1.0]
+    assert logged["rollout/injected_frac"] == pytest.approx(4 / 6)
+    assert (logged["rollout/reward_injected"], logged["rollout/reward_clean"]) == (0.25, 1.0)
+    assert logged["rollout/injected_failures"] == 0.75  # 1 + 0 + 1 + 1 over the four injected rows
+    # tool calls and grounding apart: injected rows 2, 0, 1, 1 calls; clean rows 0 and 1
+    assert (logged["rollout/tool_calls_injected"], logged["rollout/tool_calls_clean"]) == (1.0, 0.5)
+    # grounded: the answer 5 printed by a clean block (row 0, row 5); a fault's output is no print
+    assert (logged["rollout/grounded_injected"], logged["rollout/grounded_clean"]) == (0.25, 0.5)
     plain: dict[str, float] = {}
-    exact_match_reward(["", "", "", ""], log_metric=plain.__setitem__, **_columns())
-    assert not any("inject" in k or "reward_" in k for k in plain)  # injection off: nothing new logged
+    without = {k: v for k, v in columns.items() if k not in ("inject_k", "n_injected")}
+    assert exact_match_reward([""] * 6, log_metric=plain.__setitem__, **without) == [1.0] * 6
+    assert not any("inject" in k or "reward_" in k or "_clean" in k for k in plain)  # injection off
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 3), st.integers(0, 4), st.integers(0, 4), st.booleans()),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_no_injected_row_that_ran_no_clean_block_after_its_failures_is_rewarded(rows) -> None:
+    k = [r[0] for r in rows]
+    calls = [r[1] for r in rows]
+    met = [min(r[0], r[1]) for r in rows]  # injected failures are the first executions
+    errors = [min(c, m + r[2]) for c, m, r in zip(calls, met, rows, strict=True)]
+    right = [r[3] for r in rows]
+    columns = {
+        "answer": ["5"] * len(rows),
+        "thinc_text": ["\\boxed{5}" if ok else "\\boxed{4}" for ok in right],
+        "stop_reason": ["answer"] * len(rows),
+        "inject_k": k,
+        "n_injected": met,
+        "n_tool_calls": calls,
+        "n_exec_errors": errors,
+    }
+    rewards = exact_match_reward([""] * len(rows), **columns)
+    for i, reward in enumerate(rewards):
+        recovered = k[i] == 0 or (met[i] == k[i] and calls[i] > errors[i])
+        assert reward == (1.0 if right[i] and recovered else 0.0), (i, columns)
 
 
 class _DownFor(Generator):

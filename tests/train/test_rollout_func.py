@@ -210,6 +210,42 @@ def test_a_row_that_failed_mid_way_leaves_the_loss_and_its_denominator(rows, scr
     assert logged["unscored_frac"] == 0.25 and logged["rollout/tool_calls"] == pytest.approx(4 / 3)
 
 
+def test_more_trajectories_than_sessions_and_worker_threads_all_finish_right(
+    rows, scripted_turns, monkeypatch
+) -> None:
+    """A rank's rollouts outnumber the pool's sessions and the loop's default worker threads: every
+    trajectory still runs in its own session (tiny-2's second block reads the first block's `x`) and
+    ends right. Before the gate, opens waiting for a slot filled the default executor and the closes
+    that would free a slot queued behind them until the pool's wait ran out."""
+    import os
+
+    import thinc_bench.sandbox.pool as pool
+    from thinc_bench.sandbox import SandboxConfig
+
+    monkeypatch.setattr(pool, "POOL_WAIT_S", 10.0)  # a hang fails in seconds, not the pool's 600 s
+    threads = min(32, (os.cpu_count() or 1) + 4)  # asyncio's default executor
+    n = threads + 5
+    prompts = [rows[i % 2]["problem"] for i in range(n)]
+    with Sandbox(SandboxConfig(max_sessions=2, warm_sessions=1)) as sandbox:
+        rollout = ThincRollout(
+            sandbox,
+            RolloutLimits(max_tokens=2048, max_tool_calls=4),
+            load_system_prompt("thinc"),
+            generator=load_generator("scripted", str(scripted_turns)),
+            problem_ids={r["problem"]: r["id"] for r in rows},
+            answers={r["problem"]: r["answer"] for r in rows},
+            concurrency=64,  # asks for more than the pool holds: capped at its 2 sessions
+        )
+        assert rollout.in_flight() == 2
+        out = rollout(prompts, None)
+        assert sandbox.stats.runs == sum(1 if i % 2 == 0 else 2 for i in range(n))
+    assert out["grade_status"] == ["correct"] * n and out["stop_reason"] == ["answer"] * n
+    assert out["n_exec_errors"] == [0] * n
+    for i, text in enumerate(out["thinc_text"]):
+        outputs = re.findall(r"```output\n(.*?)\n```", text, re.DOTALL)
+        assert outputs == (["5"] if i % 2 == 0 else ["5/6", "0.8333333333333334"]), (i, text)
+
+
 def test_without_gold_answers_the_rollout_grades_nothing(rows, scripted_turns) -> None:
     generator = load_generator("scripted", str(scripted_turns))
     with Sandbox() as sandbox:
@@ -360,14 +396,16 @@ def test_injected_groups_fail_their_first_executions_unrun_masked_and_are_reward
             injection=FailureInjection(0.5, (1,), seed=seed),
         )
         out = rollout([right, right, wrong, wrong], None)  # two groups of num_generations=2
-        fault = sandbox.config.fault_output
     # Whole groups: both copies of the faulted prompt, neither copy of the other.
     assert out["inject_k"] == [1, 1, 0, 0] and out["n_injected"] == [1, 1, 0, 0]
     assert json.loads(log.read_text())["injected"] == [1, 1, 0, 0]
     outputs = [INTERPRETER.findall(text) for text in out["thinc_text"]]
-    # The faulted copies' first block did not run (no file), its output is the injected failure;
-    # their second block ran for real. The clean copies ran both.
-    assert outputs[0] == outputs[1] == [f"\n{fault}\n```\n", "\nFalse\n```\n"]
+    # The faulted copies' first block did not run (no file), its output is the injected failure (a
+    # traceback of cell 1, the same for the same block); their second block ran for real. The
+    # clean copies ran both.
+    assert outputs[0] == outputs[1] and outputs[0][1] == "\nFalse\n```\n"
+    assert outputs[0][0].startswith('\nTraceback (most recent call last):\n  File "<cell-1>", line ')
+    fault = outputs[0][0].strip("\n`")
     assert outputs[2] == outputs[3] == ["\n6\n```\n", "\nTrue\n```\n"]
     assert out["n_tool_calls"] == [2, 2, 2, 2] and out["n_exec_errors"] == [1, 1, 0, 0]
     for ids, mask in zip(out["completion_ids"], out["env_mask"], strict=True):
@@ -408,11 +446,14 @@ def test_k_failures_fail_the_first_k_executions_and_injection_off_adds_no_column
             injection=FailureInjection(1.0, (3,)),
         )
         out = rollout(["Answer 6."], None)
-        fault = sandbox.config.fault_output
         rollout.injection = FailureInjection()  # what the curriculum callback sets for a stage without
         clean = rollout(["Answer 6."], None)
     # k = 3 on a trajectory of two executions: both fail unrun, the third is never asked for.
-    assert INTERPRETER.findall(out["thinc_text"][0]) == [f"\n{fault}\n```\n"] * 2
+    faults = INTERPRETER.findall(out["thinc_text"][0])
+    assert [
+        f.startswith(f'\nTraceback (most recent call last):\n  File "<cell-{i}>"')
+        for i, f in enumerate(faults, 1)
+    ] == [True] * 2
     assert out["inject_k"] == [3] and out["n_injected"] == [2]
     assert INTERPRETER.findall(clean["thinc_text"][0]) == ["\n6\n```\n", "\nTrue\n```\n"]
     assert "inject_k" not in clean and "n_injected" not in clean

@@ -10,6 +10,9 @@ A server that cuts stop strings and names none cannot tell a stop from the model
 refused (`ConfigError`). Logprobs are what the server returns: start `vllm serve` with
 `--logprobs-mode processed_logprobs` for RL.
 
+The sampling fields OpenAI lacks and vLLM's own are extensions: `api_extensions` (`_extensions`) sends them to
+servers that take them and drops them for an API that refuses them by name (HTTP 400).
+
 Requests go through the `openai` SDK with its own retries off: this module retries 429, 408, 5xx,
 timeouts and connection errors with capped exponential backoff and jitter, then raises
 `BackendUnavailable`, so an outage is never a wrong answer. A 4xx naming the context limit is
@@ -42,6 +45,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from thinc_bench.backends import _sources
+from thinc_bench.backends._extensions import (
+    API_EXTENSIONS,
+    EXTENSION_FIELDS,
+    extension_fields,
+    refuses_unknown_field,
+)
 from thinc_bench.backends._servers import SET_ASIDE_S, Server, ServerPool, parse_urls
 from thinc_bench.backends.base import (
     Generation,
@@ -139,10 +148,10 @@ class OpenAIGenerator(Generator):
         max_backoff_s: cap on one delay, and on the server's Retry-After.
         timeout_s: read timeout of one attempt.
         connect_timeout_s: connect timeout of one attempt.
-        vllm_extensions: ask for vLLM's token ids and kept stop strings (`return_token_ids`,
-            `include_stop_str_in_output`); turn off for servers that reject these fields. The
-            sampling fields `top_k`, `min_p` and `repetition_penalty` are sent either way (vLLM,
-            SGLang and llama.cpp read them).
+        api_extensions: `auto`, `vllm` or `none` (`API_EXTENSIONS`): whether requests carry the
+            fields OpenAI lacks (`EXTENSION_FIELDS`: sampling fields vLLM, SGLang and llama.cpp read,
+            vLLM's token ids and kept stop strings). `describe()` says what requests send now.
+        vllm_extensions: the older switch: True is `vllm`, False `none` (overrides `api_extensions`).
         context_length: the served model's context (prompt plus generation), to cap each request and
             check the budget at start; None learns it from the servers' `GET /models` (several
             servers) or from the server's first context-limit error.
@@ -165,7 +174,8 @@ class OpenAIGenerator(Generator):
         max_backoff_s: float = MAX_BACKOFF_S,
         timeout_s: float = TIMEOUT_S,
         connect_timeout_s: float = CONNECT_TIMEOUT_S,
-        vllm_extensions: bool = True,
+        api_extensions: str = "auto",
+        vllm_extensions: bool | None = None,
         context_length: int | None = None,
         set_aside_s: float = SET_ASIDE_S,
     ) -> None:
@@ -181,6 +191,12 @@ class OpenAIGenerator(Generator):
                 f"openai backend: max_concurrency={max_concurrency}, max_retries={max_retries}, backoff_s={backoff_s}, "
                 f"max_backoff_s={max_backoff_s}, timeout_s={timeout_s}, set_aside_s={set_aside_s}; "
                 "need >= 1, >= 0, >= 0, >= backoff_s, > 0, >= 0"
+            )
+        if vllm_extensions is not None:
+            api_extensions = "vllm" if vllm_extensions else "sampling"
+        if api_extensions not in (*API_EXTENSIONS, "sampling"):
+            raise ConfigError(
+                f"openai backend: api_extensions={api_extensions!r}; use one of {', '.join(API_EXTENSIONS)}"
             )
         self._model = model
         self._pool = ServerPool(
@@ -200,7 +216,8 @@ class OpenAIGenerator(Generator):
         self._max_backoff_s = max_backoff_s
         self._timeout_s = timeout_s
         self._connect_timeout_s = connect_timeout_s
-        self._vllm = vllm_extensions
+        self._extensions = api_extensions
+        self._vllm = api_extensions in ("auto", "vllm")  # False once an `auto` server refused an extension
         self._semaphore: asyncio.Semaphore | None = None
         self._closed = False
         self._warned_retokenize = False
@@ -283,9 +300,17 @@ class OpenAIGenerator(Generator):
             "max_concurrency": self._max_concurrency,
             "max_retries": self._retries,
             "timeout_s": self._timeout_s,
-            "vllm_extensions": self._vllm,
+            "api_extensions": self._extensions,
+            "extensions_sent": self._vllm,
+            "request_fields": self._request_fields(),
             "context_length": self._context,
         }
+
+    @property
+    def sends_extensions(self) -> bool:
+        """Whether requests carry fields OpenAI lacks (`api_extensions`; False once an `auto` server
+        refused one): function calling then sends each turn's reasoning back too."""
+        return self._vllm
 
     async def chat(
         self,
@@ -328,8 +353,14 @@ class OpenAIGenerator(Generator):
         )
         return ChatTurn(str(message.content or ""), str(reasoning), calls, str(choice.finish_reason))
 
+    def _request_fields(self) -> list[str]:
+        """The fields a request sends now (besides the prompt or messages, stop, seed and logprobs)."""
+        body = self._body([], SamplingParams())
+        return sorted([k for k in body if k not in ("prompt", "extra_body")] + list(body["extra_body"]))
+
     def _body(self, prompt_ids: list[int], params: SamplingParams) -> dict[str, Any]:
-        """The request: every sampling field explicit, so the server's defaults never apply."""
+        """The request: every sampling field explicit, so the server's defaults never apply (with
+        `api_extensions` off, OpenAI's own fields only: the server's defaults apply to the others)."""
         body: dict[str, Any] = {
             "model": self._model,
             "prompt": list(prompt_ids),
@@ -345,17 +376,7 @@ class OpenAIGenerator(Generator):
             body["seed"] = params.seed
         if params.logprobs:
             body["logprobs"] = 0  # the sampled token's own logprob (OpenAI: number of top alternatives)
-        extra: dict[str, Any] = {
-            "top_k": -1 if params.top_k is None else params.top_k,  # -1: every token (vLLM, SGLang)
-            "min_p": params.min_p,
-            "repetition_penalty": params.repetition_penalty,
-        }
-        if self._vllm:
-            extra |= {
-                "return_token_ids": True,
-                "include_stop_str_in_output": True,
-                "skip_special_tokens": True,
-            }
+        extra = extension_fields(params, self._extensions, vllm=self._vllm)
         body["extra_body"] = extra
         return body
 
@@ -436,6 +457,8 @@ class OpenAIGenerator(Generator):
             choice = await self._post_once(server, body)
         except openai.APIStatusError as exc:
             last = f"HTTP {exc.status_code}: {' '.join(str(exc.message).split())[:ERROR_SNIPPET_CHARS]}"
+            if self._refuses_extensions(exc, body):
+                return await self._attempt(server, body, request_id)
             if exc.status_code not in RETRY_STATUS and exc.status_code < 500:
                 self._pool.succeeded(server)  # it answered: the request is wrong, not the server
                 raise self._refused(server.url, exc.status_code, last, request_id) from exc
@@ -444,6 +467,25 @@ class OpenAIGenerator(Generator):
             return None, one_line(exc), None
         self._pool.succeeded(server)
         return choice, "", None
+
+    def _refuses_extensions(self, exc: Any, body: dict[str, Any]) -> bool:
+        """Whether an `auto` server refused a field of `EXTENSION_FIELDS` by name (OpenAI: "Unrecognized
+        request argument supplied: top_k"); if so, they are dropped from `body` and every later request."""
+        extra = body.get("extra_body") or {}
+        sent = [f for f in EXTENSION_FIELDS if f in extra]
+        message = str(getattr(exc, "message", "")) + str(getattr(exc, "body", ""))
+        if self._extensions != "auto" or not refuses_unknown_field(exc.status_code, message, sent):
+            return False
+        if self._vllm:
+            self._vllm = False
+            logger.warning(
+                "openai backend: %s refused a field OpenAI lacks; sending only OpenAI's fields from now on "
+                "(not sent: %s; the server's defaults apply to top_k, min_p, repetition_penalty)",
+                self._base_url,
+                ", ".join(f"{f}={extra[f]}" for f in sent),
+            )
+        body["extra_body"] = {k: v for k, v in extra.items() if k not in EXTENSION_FIELDS}
+        return True
 
     async def _post_once(self, server: Server, body: dict[str, Any]) -> Any:
         if server.client is None:
@@ -540,7 +582,7 @@ class OpenAIGenerator(Generator):
                 raise ConfigError(
                     f"openai backend: {url} ended a request with finish_reason 'stop' but neither kept "
                     f"the stop string nor named it ({' or '.join(STOP_FIELDS)}), so a stop cannot be told from "
-                    "the model's end; serve the model with vLLM or SGLang (or keep --vllm-extensions on)"
+                    "the model's end; serve the model with vLLM or SGLang (or use --api-extensions vllm)"
                 )
             ids = self._retokenize(text, finish, stop_reason, params, url)
         elif params.logprobs and choice.logprobs is not None:

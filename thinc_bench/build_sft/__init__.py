@@ -9,7 +9,7 @@ and `decontam` against the evaluation benchmarks -> `masks` (student input_ids a
 from thinc_bench.build_sft.config import BuildSFTConfig
 from thinc_bench.build_sft.decontam import Decontaminator
 from thinc_bench.build_sft.filters import Candidate, Decision, FilterConfig, apply_filters, funnel
-from thinc_bench.build_sft.masks import Tokenized, for_student, tokenize_example
+from thinc_bench.build_sft.masks import Tokenized, for_student, tokenize_example, without_failed_blocks
 from thinc_bench.build_sft.sources import load_source
 
 __all__ = [
@@ -24,4 +24,5 @@ __all__ = [
     "funnel",
     "load_source",
     "tokenize_example",
+    "without_failed_blocks",
 ]

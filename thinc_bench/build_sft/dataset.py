@@ -72,7 +72,7 @@ def finish(config: BuildSFTConfig, out: Path) -> dict[str, Any]:
     from thinc_bench.build_sft.config import TEMPLATE_TEACHERS
     from thinc_bench.build_sft.decontam import Decontaminator
     from thinc_bench.build_sft.filters import Candidate, FilterConfig, apply_filters, conformance_failures
-    from thinc_bench.build_sft.masks import after_native_thinking, tokenize_example
+    from thinc_bench.build_sft.masks import after_native_thinking, tokenize_example, without_failed_blocks
     from thinc_bench.eval.store import RunDir
     from thinc_bench.prompts import build_messages, load_system_prompt, python_tool
 
@@ -112,6 +112,7 @@ def finish(config: BuildSFTConfig, out: Path) -> dict[str, Any]:
         messages = build_messages(problem.problem, system)
         text = after_native_thinking(record.text) if config.teacher_thinks else record.text
         example = tokenize_example(tokenizer, messages, trajectory.parse(text, config.dialect), tools=tools)
+        example = without_failed_blocks(example, record.exec_statuses)  # the slip is context, not trained
         conformance = trajectory.check_conformance(
             example.trajectory, min_code_blocks=config.min_code_blocks, max_prose_chars=config.max_prose_chars
         )

@@ -62,7 +62,7 @@ _BACKEND_OPTIONS: dict[str, tuple[str, ...]] = {
         "max_model_len",
         "gpu_memory_utilization",
     ),
-    "openai": ("base_url", "tokenizer", "api_key_env", "max_retries", "context_length"),
+    "openai": ("base_url", "tokenizer", "api_key_env", "max_retries", "context_length", "api_extensions"),
     "scripted": ("tokenizer", "context_length"),
 }
 SAMPLING_FIELDS = (
@@ -92,9 +92,9 @@ class EvalConfig:
     preset: str | None = field(
         default=None,
         metadata={
-            "help": "thinc | rstar2-agent | aster | retool: a baseline's own format (dialect, tool name, "
-            "system prompt, trigger) for every flag left at its default; docs/tool_calls.md lists each "
-            "preset's source and what is unknown."
+            "help": "thinc | rstar2-agent | aster | retool: a baseline's published setup (dialect, tool "
+            "schema, system prompt, user turn, execution model, sampling, budget) for every flag left at "
+            "its default; docs/tool_calls.md gives each setting's source and what is unknown."
         },
     )
     benchmarks: str | None = field(
@@ -181,8 +181,11 @@ class EvalConfig:
     tool_name: str = field(
         default="python",
         metadata={
-            "help": "tool_call: the declared function (one string parameter `code`); rStar2-Agent's is "
-            "jupyter_code. A call of another name is a failed call."
+            "help": "tool_call: the declared function: a baseline's own (python_code_with_standard_io or "
+            "execute_python_code_with_standard_io: rStar2-Agent's, code + stdin input, a call may use either "
+            "name; code_interpreter: ASTER's; jupyter_code) with its schema and result format word for word, "
+            "or any other name for the plain tool (one string parameter `code`). A call of another name is "
+            "a failed call."
         },
     )
     api: str = field(
@@ -198,6 +201,14 @@ class EvalConfig:
         metadata={
             "help": "thinc | interleaved | tool_call | nano | none | path to a text file; default thinc "
             "(tool_call with --dialect tool_call)."
+        },
+    )
+    user_template: str = field(
+        default="none",
+        metadata={
+            "help": "The user turn around each problem: none (the problem alone) | rstar2-agent | aster | "
+            "retool (a baseline's own wording, docs/tool_calls.md) | path to a text file with {problem} "
+            "where the problem goes."
         },
     )
     chat_template_kwargs: str | None = field(
@@ -253,7 +264,11 @@ class EvalConfig:
         default=10.0, metadata={"help": "Wall seconds per code block before it is killed."}
     )
     sandbox_state: str = field(
-        default="persistent", metadata={"help": "persistent (notebook) | fresh per block."}
+        default="persistent",
+        metadata={
+            "help": "persistent (notebook: variables persist across blocks and calls) | fresh (a new "
+            "process per block or call: rStar2-Agent's and ReTool's complete scripts)."
+        },
     )
     revision: str | None = field(default=None, metadata={"help": "Hub revision of the model (hf, vllm)."})
     dtype: str | None = field(
@@ -304,6 +319,15 @@ class EvalConfig:
     max_retries: int | None = field(
         default=None,
         metadata={"help": "openai: retries (exponential backoff) before a request is an infra error."},
+    )
+    api_extensions: str = field(
+        default="auto",
+        metadata={
+            "help": "openai: auto | vllm | none. vllm sends the fields OpenAI lacks (top_k, min_p, "
+            "repetition_penalty; vLLM's token ids and kept stop strings), none only OpenAI's own (for APIs "
+            "that refuse unknown fields with HTTP 400), auto sends them until a server refuses one. "
+            "config.json's resolved.generator says what was sent."
+        },
     )
     context_length: int | None = field(
         default=None,
@@ -359,6 +383,13 @@ class EvalConfig:
         _parse_shard(self.shard)
         _parse_ks(str(self.recovery_k))
         parse_template_kwargs(self.chat_template_kwargs)
+        if self.api_extensions not in ("auto", "vllm", "none"):
+            raise ConfigError(f"--api-extensions {self.api_extensions!r}: use auto, vllm or none")
+        if self.sandbox_state not in ("persistent", "fresh"):
+            raise ConfigError(f"--sandbox-state {self.sandbox_state!r}: use persistent or fresh")
+        from thinc_bench.prompts import load_user_template
+
+        load_user_template(self.user_template)  # a bad name or file fails here, before anything loads
         if self.api not in ("completions", "chat"):
             raise ConfigError(f"--api {self.api!r}: use completions or chat")
         if self.api == "chat" and (self.backend != "openai" or self.dialect != "tool_call"):
@@ -368,7 +399,7 @@ class EvalConfig:
             )
         if not self.tool_name.isidentifier():
             raise ConfigError(
-                f"--tool-name {self.tool_name!r}: use a function name such as python or jupyter_code"
+                f"--tool-name {self.tool_name!r}: use a function name such as python or code_interpreter"
             )
 
     def _apply_preset(self) -> None:
@@ -421,11 +452,19 @@ class EvalConfig:
             del settings["tool_name"]  # no tool is declared: the hash of earlier runs stays the same
         if self.api == "completions":
             del settings["api"]
+        if self.api_extensions == "auto":
+            del settings["api_extensions"]  # the default: the hash of earlier runs stays the same
         if self.preset is None:
             del settings["preset"]  # the settings it made are recorded one by one
         if self.recovery_samples is None:
             del settings["recovery_samples"]  # every k takes --samples, as before the flag existed
         settings["system_prompt_text"] = load_system_prompt(str(self.system_prompt))
+        if self.user_template == "none":
+            del settings["user_template"]  # the problem alone, as before the flag existed
+        else:
+            from thinc_bench.prompts import load_user_template
+
+            settings["user_template_text"] = load_user_template(self.user_template)
         settings["few_shot_trajectories"] = [e.trajectory for e in load_examples(self.few_shot)]
         return settings
 

@@ -8,6 +8,13 @@ turn in the tool_call dialect's own form (its reasoning as the plan, its content
 (`prompts.tool_turn_text`), tokenized with `--tokenizer`. Calls run as in `rollout.rollout` (same
 session, order, failed calls, Recovery@k), so every metric is the token path's. Grading and storage
 are the caller's job.
+
+As vLLM speaks it (docs/tool_calls.md): each assistant turn goes back with its reasoning (`reasoning`
+and `reasoning_content`: Qwen3's template keeps the reasoning of the turns after the last user query);
+a turn whose `<tool_call>` text the server's parser could not read comes back as content with no
+`tool_calls` (vLLM's hermes parser then returns the whole text), and its calls are read here as the
+token path reads them (each malformed one a failed call, answered), so a malformed call never ends the
+trajectory, and so are calls the model made inside its reasoning (vLLM parses the content only); arguments are written as the model wrote them (`ensure_ascii=False`, as vLLM does).
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from thinc_bench.eval.rollout import (
 )
 from thinc_bench.prompts import neutralise_markup, python_tool, tool_turn_text
 from thinc_bench.sandbox import Session
-from thinc_bench.trajectory import TOOL_CALL, has_final_answer, parse, parse_call
+from thinc_bench.trajectory import TOOL_CALL, ToolCall, TurnTrigger, has_final_answer, parse, parse_call
 
 if TYPE_CHECKING:
     from thinc_bench.backends.openai import ChatTurn, FunctionCall, OpenAIGenerator
@@ -53,8 +60,20 @@ def _call_json(call: FunctionCall) -> str:
     try:
         arguments: Any = json.loads(call.arguments)
     except json.JSONDecodeError:
-        return '{"name": ' + json.dumps(call.name) + ', "arguments": ' + call.arguments + "}"
-    return json.dumps({"name": call.name, "arguments": arguments})
+        return (
+            '{"name": ' + json.dumps(call.name, ensure_ascii=False) + ', "arguments": ' + call.arguments + "}"
+        )
+    return json.dumps({"name": call.name, "arguments": arguments}, ensure_ascii=False)
+
+
+def calls_in_text(written: str) -> list[ToolCall]:
+    """The calls of a turn the server returned no `tool_calls` for, read from the turn as written
+    (`turn_text`) as the token path reads them: in the content when the server's parser failed on one
+    (vLLM's hermes parser then returns the whole text as content), or in the reasoning (vLLM parses
+    calls in the content only); an unclosed last one included, malformed ones with their `error`."""
+    if "<tool_call>" not in written:
+        return []
+    return TurnTrigger("tool_call").calls(written, 0)
 
 
 async def rollout(
@@ -118,14 +137,15 @@ async def rollout(
         if turn.finish_reason == "length" or len(result.completion_ids) >= limits.max_tokens:
             result.stop_reason = "max_tokens"
             break
-        if not turn.calls:
+        in_content = [] if turn.calls else calls_in_text(written)
+        if not turn.calls and not in_content:
             result.stop_reason = "answer" if has_final_answer(parse(text, "tool_call")) else "eos"
             break
         text += str(tokenizer.eos_token)
-        if result.n_tool_calls + len(turn.calls) > limits.max_tool_calls:
+        calls = [parse_call(_call_json(call)) for call in turn.calls] or in_content
+        if result.n_tool_calls + len(calls) > limits.max_tool_calls:
             result.stop_reason = "max_tool_calls"
             break
-        calls = [parse_call(_call_json(call)) for call in turn.calls]
         outputs = await _execute_calls(session, calls, tool_name, result)
         if result.executions[-1].status == "infra_error":
             result.stop_reason, result.error = "infra_error", f"sandbox: {outputs[-1]}"
@@ -142,17 +162,23 @@ async def rollout(
         if result.output_cut:
             result.stop_reason, result.context_exceeded = "max_tokens", by_context
             break
-        chat.append(_assistant_message(turn))
+        chat.append(_assistant_message(turn, reasoning=generator.sends_extensions))
+        ids_names = [(c.id, c.name) for c in turn.calls] or [
+            (f"malformed_{len(chat)}_{i}", c.name or tool_name) for i, c in enumerate(in_content)
+        ]
         chat += [
-            {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": out}
-            for call, out in zip(turn.calls, outputs[: len(turn.calls)], strict=False)
+            {"role": "tool", "tool_call_id": call_id, "name": name, "content": out}
+            for (call_id, name), out in zip(ids_names, outputs, strict=False)
         ]
     result.text = text
     return result
 
 
-def _assistant_message(turn: ChatTurn) -> dict[str, Any]:
-    return {
+def _assistant_message(turn: ChatTurn, *, reasoning: bool) -> dict[str, Any]:
+    """The turn as it goes back: its content, its calls (arguments as the server wrote them) and, to a
+    server that takes fields OpenAI lacks, its reasoning under both names vLLM has read (`reasoning`
+    since 0.11, `reasoning_content` before), for templates that keep it (Qwen3 after the last query)."""
+    message: dict[str, Any] = {
         "role": "assistant",
         "content": turn.content,
         "tool_calls": [
@@ -160,3 +186,6 @@ def _assistant_message(turn: ChatTurn) -> dict[str, Any]:
             for c in turn.calls
         ],
     }
+    if reasoning and turn.reasoning:
+        message |= {"reasoning": turn.reasoning, "reasoning_content": turn.reasoning}
+    return message

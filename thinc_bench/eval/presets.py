@@ -1,11 +1,15 @@
-"""Baseline presets: the settings under which the field's TIR models are evaluated in their own format.
+"""Baseline presets: each TIR baseline's published setup, so it is evaluated as itself.
 
-A preset names the settings a baseline's own harness uses that thinc_bench can reproduce (dialect,
-tool name, system prompt, execution trigger) and says where each comes from; what its source does
-not state here (sampling, tool-call limit, exact prompt text) is listed as unknown and left at
+A preset sets what the baseline's own paper and public repository fix: the dialect, the tool the
+model was trained to call (name, description and parameters word for word, the names a call may use,
+its stdin argument and the format its results come back in: `prompts.PUBLISHED_TOOLS`), the system
+prompt and user turn (`prompts.SYSTEM_PROMPTS`, `prompts.USER_TEMPLATES`), the execution model (a
+fresh process per call, or one stateful session), the run time limit, and the published sampling and
+budget. `sources` says where each comes from; what neither states is listed in `unknown` and left at
 thinc_bench's documented defaults, never guessed. `EvalConfig(preset=...)` applies a preset to every
 field still at its default, so a flag given on the command line wins (one given with exactly the
-default's value is indistinguishable from none, and the preset sets it). Pure data.
+default's value is indistinguishable from none, and the preset sets it). Pure data;
+docs/tool_calls.md is the same table for readers.
 """
 
 from __future__ import annotations
@@ -18,13 +22,28 @@ __all__ = ["PRESETS", "Preset"]
 
 @dataclass(frozen=True)
 class Preset:
-    """One baseline's settings, their source, and what is unknown."""
+    """One baseline's published setup: the flags it sets, the answer it expects, where each comes from,
+    and what is unknown.
+
+    Attributes:
+        name: the `--preset` value.
+        settings: EvalConfig fields it sets (each a flag the command line may override).
+        source: the baseline, its paper and its public code, in one line.
+        answer_format: how the baseline writes its final answer (the grader reads the last box in it).
+        sources: for each setting (and `answer_format`), the figure, section or file it comes from.
+        unknown: what the sources do not state (left at thinc_bench's defaults).
+    """
 
     name: str
     settings: dict[str, Any]
     source: str
+    answer_format: str = "\\boxed{...}"
+    sources: dict[str, str] = field(default_factory=dict)
     unknown: tuple[str, ...] = field(default=())
 
+
+RSTAR2 = "microsoft/rStar rstar2_agent"
+ASTER = "github.com/Rainyrou/ASTER (a public reproduction of arXiv 2602.01204)"
 
 PRESETS: dict[str, Preset] = {
     p.name: p
@@ -38,35 +57,118 @@ PRESETS: dict[str, Preset] = {
         ),
         Preset(
             "rstar2-agent",
-            {"dialect": "tool_call", "tool_name": "jupyter_code", "system_prompt": "none"},
-            "rStar2-Agent (arXiv 2508.20722; github.com/microsoft/rStar, recipe rstar2_agent): Hermes tool "
-            "calls parsed by its RStar2AgentHermesToolParser; its SimJupyterTool runs calls named "
-            "jupyter_code with one argument, code",
-            (
-                "system prompt text (none is sent here: the template declares the tool)",
-                "sampling",
-                "tool-call limit",
+            {
+                "dialect": "tool_call",
+                "tool_name": "python_code_with_standard_io",
+                "system_prompt": "rstar2-agent",
+                "user_template": "rstar2-agent",
+                "sandbox_state": "fresh",
+                "exec_timeout_s": 4.0,
+                "temperature": 0.6,
+                "max_tokens": 30720,
+                "max_tool_calls": 29,
+                "samples": 16,
+            },
+            "rStar2-Agent (arXiv 2508.20722; github.com/microsoft/rStar, rstar2_agent/): Hermes tool calls "
+            "of python_code_with_standard_io(code, input), each run in a fresh process with `input` as stdin",
+            answer_format="<answer> ... \\boxed{...} </answer> after <reason> ... </reason>",
+            sources={
+                "tool_name": f"{RSTAR2}/config/tool_config/python_tool_config.yaml (name, description, "
+                "parameters code + input, both required; what examples/aime_eval.sh evaluates); the paper's "
+                "Fig. 3 and the model card write execute_python_code_with_standard_io: a call of either name runs",
+                "system_prompt": f"{RSTAR2}/config/rstar2_agent_trainer.yaml custom_chat_template (its default "
+                "system turn; Fig. 3 words it slightly differently)",
+                "user_template": "examples/chat_with_tool_call.py and the trainer template's user prefix "
+                "(Fig. 3: the same words)",
+                "sandbox_state": f"{RSTAR2}/tools/code_judge_utils.py: python_code_with_standard_io runs each "
+                "call alone (no history replayed), `input` as stdin, the last expression's value printed",
+                "result_format": f"{RSTAR2}/tools/code_judge_utils.py: Tool call success / Tool call failure, "
+                "reason, stdout, stderr, execution time",
+                "exec_timeout_s": "README: Code Judge server and workers started with MAX_EXECUTION_TIME=4",
+                "temperature": "paper §5.1: math benchmarks at temperature 0.6, up to 30K tokens, T = 30 turns, "
+                "16 samples (avg pass@1)",
+                "max_tokens": "examples/aime_eval.sh: data.max_response_length=30720 (tool turns count in it)",
+                "max_tool_calls": "T = 30 assistant turns (paper §5.1) leave at most 29 tool turns; thinc_bench "
+                "counts calls, so 29 is exact for one call a turn",
+                "samples": "paper §5.1: each question sampled 16 times",
+                "answer_format": "Fig. 3 and the user prefix: <answer> tags, answer read from \\boxed{}",
+            },
+            unknown=(
+                "top-p (the paper states temperature only)",
+                "whether the released model's chat template writes the system turn itself (it is sent here) or "
+                "the user prefix (the repo's training template does; its chat example adds it by hand, as here)",
             ),
         ),  # fmt: skip
         Preset(
             "aster",
-            {"dialect": "tool_call", "tool_name": "python", "system_prompt": "none"},
-            "ASTER: native tool calls of a Python tool in the Qwen3 (Hermes) format",
-            (
-                "tool name (python is this harness's default, not confirmed from ASTER's code)",
-                "system prompt text",
-                "sampling",
-                "tool-call limit",
+            {
+                "dialect": "tool_call",
+                "tool_name": "code_interpreter",
+                "system_prompt": "none",
+                "user_template": "aster",
+                "sandbox_state": "persistent",
+                "exec_timeout_s": 30.0,
+                "temperature": 1.0,
+                "top_p": 1.0,
+                "max_tokens": 92160,
+                "max_tool_calls": 255,
+                "samples": 16,
+            },
+            f"ASTER (arXiv 2602.01204; {ASTER}): Hermes tool calls of code_interpreter(code) in one stateful "
+            "Python session, Qwen3-4B-Thinking-2507 template",
+            sources={
+                "tool_name": "aster/config/tool_config/sandbox_fusion_tool_config.yaml: code_interpreter, "
+                "'A tool for executing code.', code 'The code to execute.'",
+                "system_prompt": "datasets/aime25.parquet and hmmt25.parquet (what scripts/eval/eval.sh "
+                "evaluates) have no system turn; the 'You are a math expert...' prompt of "
+                "llamafactory/scripts/api_example/test_qwen3_python.py is --system-prompt aster",
+                "user_template": "datasets/aime25.parquet prompts: the problem between newlines, then "
+                "'Please reason step by step, and put your final answer within \\boxed{}.'",
+                "sandbox_state": "README and aster/sandbox/stateful_python.py: a stateful sandbox that keeps "
+                "state across calls; a bare last expression is printed",
+                "result_format": "aster/sandbox/stateful_python.py execute_code: the output, or 'Runtime error "
+                "occurred during execution.' / 'Execution timeout after N seconds...' with details",
+                "exec_timeout_s": "sandbox_fusion_tool_config.yaml: default_timeout 30",
+                "temperature": "README and scripts/eval/eval.sh: val_kwargs temperature 1.0, top_p 1.0",
+                "top_p": "README and scripts/eval/eval.sh: top_p 1.0",
+                "max_tokens": "scripts/eval/eval.sh: max_response_length=92160 (the README's 90K budget)",
+                "max_tool_calls": "scripts/eval/eval.sh: max_assistant_turns=256, so at most 255 tool turns",
+                "samples": "scripts/eval/eval.sh: val_kwargs.n=16",
+                "answer_format": "the user turn: \\boxed{}",
+            },
+            unknown=(
+                "the original authors' code (the public repository is a reproduction; the paper's own "
+                "prompt and sandbox are not in it)",
+                "top-k and min-p (verl's defaults, not stated)",
             ),
         ),  # fmt: skip
         Preset(
             "retool",
-            {"dialect": "xml", "system_prompt": "interleaved", "exec_on": "code_close"},
-            "ReTool (arXiv 2504.11536): <code> blocks run when they close, results in <interpreter>",
-            (
-                "exact system prompt text (the bundled interleaved prompt stands in)",
-                "sampling",
-                "tool-call limit",
+            {
+                "dialect": "xml",
+                "system_prompt": "none",
+                "user_template": "retool",
+                "exec_on": "code_close",
+                "sandbox_state": "fresh",
+            },
+            "ReTool (arXiv 2504.11536; verl's ReTool recipe): <code>```python ...```</code> blocks run when "
+            "they close, each a complete script in a fresh process, output in <interpreter>",
+            answer_format="<answer>\\n\\boxed{...}\\n</answer>",
+            sources={
+                "user_template": "volcengine/verl recipe/retool/prepare_sft_data.py (ci_user_prompt_template_v3, "
+                "the user turn of JoeYing/ReTool-SFT; also in the ReTool demo scheduler of verl's rollout tests)",
+                "exec_on": "verl's ReTool scheduler: generation stops at </code> (stop=['</answer>', '</code>'])",
+                "sandbox_state": "the template: 'The Python code should be complete scripts, including necessary "
+                "imports'; verl runs each block alone through SandboxFusion run_code",
+                "result_format": "the template: output wrapped in <interpreter>output_str</interpreter>",
+                "answer_format": "the template: <answer>\\n\\boxed{'The final answer goes here.'}\\n</answer>",
+            },
+            unknown=(
+                "sampling and budget (not stated in the sources found here)",
+                "tool-call limit (verl's demo stops at 16 messages)",
+                "run time limit (verl's demo uses 10 s, this harness's default)",
+                "whether the template's doubled braces (a str.format string in verl) reached the model "
+                "doubled; single braces are used",
             ),
         ),  # fmt: skip
     )

@@ -27,7 +27,9 @@ from typing import Any, Literal
 from thinc_bench.backends import BackendUnavailable, Generator, SamplingParams
 from thinc_bench.backends.base import MAX_SEED
 from thinc_bench.errors import ContextExceeded
+from thinc_bench.eval.tool_results import render_result
 from thinc_bench.prompts import DEFAULT_TOOL_NAME, neutralise_markup, opened_plan, tool_turn_text
+from thinc_bench.prompts.tools import ResultFormat, tool_spec
 from thinc_bench.sandbox import Session
 from thinc_bench.trajectory import (
     DIALECTS,
@@ -240,12 +242,13 @@ async def rollout(
                 result.logprobs = None  # a turn without them: none for the trajectory, not a ragged list
             else:
                 result.logprobs += generation.logprobs
+        turn_start = len(text)  # the rollout's own turn boundary: this turn's calls start here
         text += generation.text
         if calling:
             calls = (
                 []
                 if generation.finish_reason == "length"
-                else await _off_loop(triggers, triggers.calls, text)
+                else await _off_loop(triggers, triggers.calls, text, turn_start)
             )
             trigger = Trigger(bool(calls), tuple(c.code or "" for c in calls), False)
         else:
@@ -404,22 +407,39 @@ async def _execute_calls(
     session: Session, calls: list[ToolCall], tool_name: str, result: RolloutResult
 ) -> list[str]:
     """Run every call of a turn in order, one result each; a call that cannot run (malformed, another
-    tool) gets the reason as its result and counts as a failed call. A sandbox outage stops there."""
+    tool) gets the reason as its result and counts as a failed call. A sandbox outage stops there.
+
+    The declared tool (`prompts.tool_spec(tool_name)`) answers to each of its names, gives its stdin
+    argument to the program, and writes results in its own format (`eval.tool_results`)."""
+    spec = tool_spec(tool_name)
     outputs = []
     for call in calls:
-        problem = call.problem(tool_name)
+        problem = call.problem(spec.names)
+        stdin = (call.arguments or {}).get(spec.stdin_argument or "") if problem is None else None
+        if problem is None and stdin is not None and not isinstance(stdin, str):
+            problem = f"the tool call's argument {spec.stdin_argument!r} is not a string"
         if problem is not None:
             result.executions.append(Execution("error", 0.0, False, False, call.code or ""))
             outputs.append(f"Error: {problem}.")
             continue
-        outputs.append(await _execute(session, (str(call.code),), result))
+        outputs.append(
+            await _execute(session, (str(call.code),), result, stdin=stdin, result_format=spec.result_format)
+        )
         if result.executions[-1].status == "infra_error":
             break
     return outputs
 
 
-async def _execute(session: Session, codes: tuple[str, ...], result: RolloutResult) -> str:
-    """Run the blocks the model asked for, in order, up to the first that fails; one output for all.
+async def _execute(
+    session: Session,
+    codes: tuple[str, ...],
+    result: RolloutResult,
+    *,
+    stdin: str | None = None,
+    result_format: ResultFormat = "plain",
+) -> str:
+    """Run the blocks the model asked for, in order, up to the first that fails; one output for all,
+    each block's written in `result_format` (a tool call's stdin argument goes to each block).
 
     Injected failures and an output block opened without code still count as calls.
     """
@@ -429,14 +449,14 @@ async def _execute(session: Session, codes: tuple[str, ...], result: RolloutResu
     outputs = []
     for code in codes:
         started = time.perf_counter()
-        exec_result = await session.arun(code)
+        exec_result = await session.arun(code, stdin=stdin)
         result.execute_s += time.perf_counter() - started
         result.executions.append(
             Execution(
                 exec_result.status, exec_result.elapsed_s, exec_result.truncated, exec_result.injected, code
             )
         )
-        outputs.append(exec_result.transcript.rstrip("\r\n"))  # harness notices included
+        outputs.append(render_result(exec_result, result_format, session.timeout_s))  # notices included
         if exec_result.status != "ok":
             break
     return "\n".join(output for output in outputs if output)

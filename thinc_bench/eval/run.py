@@ -149,12 +149,16 @@ async def _produce(
     try:
         if config.api == "chat":
             from thinc_bench.eval import function_calling
-            from thinc_bench.prompts import build_messages, load_system_prompt
+            from thinc_bench.prompts import build_messages, load_system_prompt, load_user_template
 
+            system, user = (
+                load_system_prompt(str(config.system_prompt)),
+                load_user_template(config.user_template),
+            )
             result = await function_calling.rollout(
                 generator,  # type: ignore[arg-type]  # EvalConfig allows chat with the openai backend only
                 session,
-                build_messages(problem.problem, load_system_prompt(str(config.system_prompt))),
+                build_messages(problem.problem, system, None, user),
                 prompt_ids,
                 params,
                 limits=limits,
@@ -273,6 +277,7 @@ def _render_prompts(
     recorded once in the run directory's prompts.jsonl so a reader sees exactly what the model saw."""
     from thinc_bench.prompts import (
         build_messages,
+        load_user_template,
         opened_plan,
         parse_template_kwargs,
         python_tool,
@@ -281,13 +286,14 @@ def _render_prompts(
 
     template_kwargs = parse_template_kwargs(config.chat_template_kwargs)
     tools = [python_tool(config.tool_name)] if config.dialect == "tool_call" else None
+    user_template = load_user_template(config.user_template)
     tokenizer = generator.tokenizer
     prompts: dict[tuple[str, str], list[int]] = {}
     for problem in problems:
         key = (problem.benchmark, problem.id)
         if key in prompts:
             continue
-        messages = build_messages(problem.problem, system_prompt, examples)
+        messages = build_messages(problem.problem, system_prompt, examples, user_template)
         ids = prompts[key] = render_prompt_ids(tokenizer, messages, template_kwargs, tools)
         text = str(tokenizer.decode(ids, skip_special_tokens=False))
         run.record_prompt(*key, ids, text, opened_plan(tokenizer, ids))
@@ -400,6 +406,9 @@ async def run_eval(
             completed = await _until_stopped([asyncio.ensure_future(one(*item)) for item in todo], stop)
             # Processes that trajectories' code left running (each killed when its session ended).
             resolved["sandbox"]["survivors"] = sandbox.stats.survivors
+            resolved["generator"] = (
+                generator.describe()
+            )  # what requests sent in the end (api_extensions auto)
             run.annotate("resolved", resolved)
             return completed
     finally:

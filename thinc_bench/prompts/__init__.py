@@ -19,23 +19,36 @@ from typing import get_args
 
 from thinc_bench.errors import ConfigError
 from thinc_bench.prompts.chat import opened_plan, parse_template_kwargs, render_prompt_ids
-from thinc_bench.prompts.tools import DEFAULT_TOOL_NAME, neutralise_markup, python_tool, tool_turn_text
+from thinc_bench.prompts.tools import (
+    DEFAULT_TOOL_NAME,
+    PUBLISHED_TOOLS,
+    ToolSpec,
+    neutralise_markup,
+    python_tool,
+    tool_spec,
+    tool_turn_text,
+)
 from thinc_bench.trajectory import ExecOn, get_dialect
 
 __all__ = [
     "DEFAULT_TOOL_NAME",
+    "PUBLISHED_TOOLS",
     "SYSTEM_PROMPTS",
+    "USER_TEMPLATES",
     "Example",
+    "ToolSpec",
     "build_messages",
     "check_settings",
     "load_examples",
     "load_system_prompt",
+    "load_user_template",
     "neutralise_markup",
     "opened_plan",
     "parse_template_kwargs",
     "render_examples",
     "python_tool",
     "render_prompt_ids",
+    "tool_spec",
     "tool_turn_text",
 ]
 
@@ -46,10 +59,48 @@ SYSTEM_PROMPTS: dict[str, str] = {
     "interleaved": "interleaved.txt",
     "nano": "nano.txt",
     "tool_call": "tool_call.txt",
+    "rstar2-agent": "rstar2_agent.txt",
+    "aster": "aster.txt",
 }
 """Named system prompts: `thinc` (plan, then code blocks only), `interleaved` (TIR baselines),
-`nano` (ThinC in two lines: the nano recipes train on it, so every training token counts) and
-`tool_call` (ThinC through native tool calls; the template declares the tool itself)."""
+`nano` (ThinC in two lines: the nano recipes train on it, so every training token counts),
+`tool_call` (ThinC through native tool calls; the template declares the tool itself), and two
+baselines' own, word for word (docs/tool_calls.md cites them): `rstar2-agent` (its `<reason>` /
+`<answer>` prompt) and `aster` (the "math expert" prompt of ASTER's function-calling example)."""
+USER_TEMPLATES: dict[str, str] = {
+    "rstar2-agent": "user_rstar2_agent.txt",
+    "aster": "user_aster.txt",
+    "retool": "user_retool.txt",
+}
+"""Named user turns of the baselines, word for word, with `{problem}` where the problem goes
+(docs/tool_calls.md cites each); `none` is the problem alone."""
+PROBLEM_SLOT = "{problem}"
+
+
+def load_user_template(name_or_path: str) -> str:
+    """The user turn around the problem: a named template, a template file, or `{problem}` for `none`.
+
+    Kept exactly as written (no stripping): a baseline's user turn may begin or end with a newline.
+
+    Raises:
+        ConfigError: neither a known name nor an existing file, or a template without `{problem}`.
+    """
+    if name_or_path == "none":
+        return PROBLEM_SLOT
+    if name_or_path in USER_TEMPLATES:
+        return (resources.files(__package__) / USER_TEMPLATES[name_or_path]).read_text(encoding="utf-8")
+    path = Path(name_or_path)
+    if not path.is_file():
+        raise ConfigError(
+            f"user template {name_or_path!r} is neither one of {', '.join([*USER_TEMPLATES, 'none'])} nor a "
+            "file; pass a known name or the path of a text file with {problem} where the problem goes"
+        )
+    text = path.read_text(encoding="utf-8")
+    if PROBLEM_SLOT not in text:
+        raise ConfigError(
+            f"user template {name_or_path!r} has no {PROBLEM_SLOT}; write {PROBLEM_SLOT} where the problem goes"
+        )
+    return text
 
 
 def load_system_prompt(name_or_path: str) -> str:
@@ -113,18 +164,23 @@ def render_examples(examples: list[Example]) -> str:
 
 
 def build_messages(
-    problem: str, system_prompt: str, examples: list[Example] | None = None
+    problem: str,
+    system_prompt: str,
+    examples: list[Example] | None = None,
+    user_template: str = PROBLEM_SLOT,
 ) -> list[dict[str, str]]:
-    """Chat messages for one problem: a system turn (the prompt, then any few-shot examples), the problem.
+    """Chat messages for one problem: a system turn (the prompt, then any few-shot examples), the
+    user turn (`user_template` with the problem in its `{problem}` slot: a baseline's own wording).
 
     Examples are rendered whole into the system turn (see the module docstring). No system turn when
-    the prompt is empty and there are no examples.
+    the prompt is empty and there are no examples. The problem goes in by plain replacement, so
+    braces in the template (`\\boxed{}`) or the problem stay as written.
     """
     system = "\n\n".join(
         part for part in (system_prompt, render_examples(examples) if examples else "") if part
     )
     messages = [{"role": "system", "content": system}] if system else []
-    return [*messages, {"role": "user", "content": problem}]
+    return [*messages, {"role": "user", "content": user_template.replace(PROBLEM_SLOT, problem)}]
 
 
 def check_settings(*, dialect: str, system_prompt: str, few_shot: int, exec_on: str) -> None:

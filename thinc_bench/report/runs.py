@@ -289,14 +289,17 @@ def _header(run: Run) -> dict[str, Any]:
         "prompt": {
             k: settings.get(k)
             for k in (
+                "preset",
                 "dialect",
                 "tool_name",
                 "system_prompt",
+                "user_template",
                 "few_shot",
                 "response_prefix",
                 "chat_template_kwargs",
             )
-            if k != "tool_name" or settings.get("dialect") == "tool_call"
+            if (k != "tool_name" or settings.get("dialect") == "tool_call")
+            and (k not in ("preset", "user_template") or k in settings)
         },
         "versions": {**env.get("versions", {}), "python": env.get("python")},
         "platform": env.get("platform"),

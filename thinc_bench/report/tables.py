@@ -161,6 +161,7 @@ def _cell(
         stderr = _path("accuracy", "stderr")(block)
         cell["stderr"] = stderr
         cell["stderr_text"] = fmt(stderr, "pct") if stderr is not None else None
+        cell |= _error_trajectories(block)
     if metric.key in ("pass_at_k", "maj_at_k") and block and value is not None:
         cell["note"] = _coverage(block.get(metric.key) or {})
     if value is None:
@@ -182,6 +183,16 @@ MISSING = {
     "nl_ratio": "no model tokens to measure (or older records without failure modes)",
 }
 """Why a headline metric can have no value in a summary block that has records."""
+
+
+def _error_trajectories(block: dict[str, Any]) -> dict[str, Any]:
+    """Beside accuracy: how many clean trajectories met an execution error (a model that writes slips
+    it then fixes scores the same accuracy as one that writes none); empty when none was scored."""
+    errors = (block.get("execution_errors") or {}).get("trajectories_with_error")
+    if not isinstance(errors, dict) or not errors.get("denominator"):
+        return {}
+    count, total = int(errors["numerator"]), int(errors["denominator"])
+    return {"exec_errors": count / total, "exec_errors_text": f"{count}/{total}"}
 
 
 def missing_reason(metric: Metric, block: dict[str, Any]) -> str:
@@ -231,6 +242,7 @@ def _average_cells(run: Run) -> list[dict[str, Any]]:
         if metric.key == "accuracy":
             why = "no benchmark has a scored sample"
             cells.append(_cell(metric, None, overall.get("mean_accuracy"), why))
+            cells[-1] |= _error_trajectories(overall)
         elif metric.key in ("pass_at_k", "maj_at_k"):
             values = [v for v in (metric.get(b) for b in blocks) if v is not None]
             whole = bool(values) and len(values) == len(blocks)

@@ -9,18 +9,23 @@ root, hidden /proc, no capabilities and rlimits. As root, each session also runs
 unprivileged host uid and in its own pids, cpu and memory cgroups (a total cap over all sessions
 leaves the fork-server out). The session's control socket is untrusted: no descriptors are
 accepted and any frame but its run's one "done" kills the session. A seccomp filter limits
-sockets to AF_UNIX/AF_INET/AF_INET6 and refuses keyrings, ptrace, bpf and the like; every process
-of a session is killed before its slot is reused; statuses never come from output text, and
+sockets to AF_UNIX/AF_INET/AF_INET6 and refuses keyrings, ptrace, bpf, nested user namespaces and
+the like; every process of a session is killed before its slot is reused, and every one but its
+interpreter before a run's result is reported; the loop ends itself if fds 1-3 are no longer its
+own pipe and socket, and one that exec'd another program is killed; injected failures read as real tracebacks (`render_fault`); statuses never come from output text, and
 harness notices never ride in it. `Sandbox.protection_summary()` says which protections are
 active and why any is not. A cell may lie about its own result; it cannot forge another run's.
 NOT protected against: kernel exploits through the system calls the filter allows (sessions
 share the host kernel),
 memory-bandwidth and cache contention, kernel memory that no cgroup is charged for (unix socket
-buffers), reading world-readable files under the bound Python installation and system paths, and,
+buffers), reading world-readable files under the bound Python installation and system paths, fcntl
+read locks on them as a low-bandwidth channel between sessions (kept: sqlite in scratch needs fcntl
+locks), and,
 when the jail is unavailable, reads of any file the session's uid can read.
 """
 
 from thinc_bench.sandbox.config import ExecResult, Isolation, SandboxConfig, StateMode, Status
+from thinc_bench.sandbox.faults import render_fault
 from thinc_bench.sandbox.pool import Sandbox, SandboxStats
 from thinc_bench.sandbox.session import Session
 
@@ -33,4 +38,5 @@ __all__ = [
     "Session",
     "StateMode",
     "Status",
+    "render_fault",
 ]

@@ -7,7 +7,8 @@ total cap sits on `sessions`, the fork-server lives in `server`, so an OOM kill 
 only ever picks a session process. Creating groups needs root; without it (or on a cgroup-v2
 host) each controller is None with the reason. Standard library only: the server imports it.
 It does not decide limits (the config does); it kills only in `sweep` (every process of one
-session's group, when the server ends that session) and `remove_sandbox_groups` (what is left when
+session's group, when the server ends that session), `sweep_others` (all but its parent and
+interpreter, after each run) and `remove_sandbox_groups` (what is left when
 a Sandbox closes).
 """
 
@@ -217,6 +218,23 @@ def sweep(pids_group: str, known: set[int]) -> tuple[int, int]:
             break
         time.sleep(SWEEP_POLL_S)
     return len(seen), len(procs(pids_group))
+
+
+def sweep_others(pids_group: str, keep: set[int]) -> tuple[int, int]:
+    """Kill every process of one session's pids group except `keep` (its parent and interpreter),
+    after a run: what the run's code started must not act in a later run. Returns (processes
+    killed, processes other than `keep` still in the group after DRAIN_S)."""
+    seen: set[int] = set()
+    deadline = time.monotonic() + DRAIN_S
+    while others := [pid for pid in procs(pids_group) if pid not in keep]:
+        for pid in others:
+            seen.add(pid)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        if time.monotonic() > deadline:
+            break
+        time.sleep(SWEEP_POLL_S)
+    return len(seen), len([pid for pid in procs(pids_group) if pid not in keep])
 
 
 def kill_tree(path: Path) -> None:

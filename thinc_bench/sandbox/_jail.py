@@ -275,7 +275,8 @@ def describe_protections(launch: Launch, hello: dict[str, Any]) -> list[Protecti
         line("no network, loopback included (per-session net namespace)", ns, probe),
         line(
             "seccomp filter: only AF_UNIX/AF_INET/AF_INET6 sockets (no AF_VSOCK, AF_NETLINK); keyrings, "
-            "ptrace, process_vm_*, bpf, perf_event_open, userfaultfd, io_uring refused; own session keyring",
+            "ptrace, process_vm_*, bpf, perf_event_open, userfaultfd, io_uring, nested user namespaces refused; "
+            "own session keyring",
             bool(hello.get("seccomp")),
             str(hello.get("seccomp_error") or probe),
         ),

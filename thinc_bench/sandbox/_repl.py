@@ -102,16 +102,27 @@ def _done_frame(status: str, nonce: object, threads: int, *, _pack: Any = _wire.
     return header + body
 
 
+def _channel_ids(*, _fstat: Any = os.fstat) -> tuple[tuple[int, int], ...] | None:
+    """(device, inode) of fds 1, 2 and 3; None if one is closed."""
+    try:
+        return tuple((st.st_dev, st.st_ino) for st in map(_fstat, (1, 2, 3)))
+    except OSError:
+        return None
+
+
 def serve(
     sock: socket.socket,
     *,
     _run: Any = run_cell,
+    _ids: Any = _channel_ids,
+    _lost: int = _wire.CHANNEL_LOST_EXIT,
     _done: Any = _done_frame,
     _write: Any = os.write,
     _exit: Any = os._exit,
     _frames: Any = sys._current_frames,
     _settrace: Any = sys.settrace,
     _setprofile: Any = sys.setprofile,
+    _stdin: Any = io.StringIO,
 ) -> NoReturn:
     """Answer run requests on `sock` until the harness closes it, then exit the process.
 
@@ -119,6 +130,10 @@ def serve(
     that replaces this module's functions, `os.write` or `os._exit` changes only its own run; a
     tracer an earlier cell set is removed before each cell; "done" says how many other threads
     are alive (the harness gives the next run a fresh process if any are: they could forge it).
+    After each cell fds 1, 2 and 3 must still be the pipe and socket the loop was given (same
+    device and inode): a cell that put another pipe or socket there (a relay process on the far
+    end could rewrite every later run) ends the process with CHANNEL_LOST_EXIT, which, as PID 1
+    of its namespace, takes every other process of the session with it.
     """
     out, err = _stream(1), _stream(2)
     namespace = _fresh_namespace()
@@ -126,16 +141,20 @@ def serve(
     _wire.send_frame(sock, {"op": "ready", "pid": os.getpid()})
     number = 0
     fd = sock.fileno()
+    channels = _ids()
     while True:
         try:
             request = reader.read_frame()
         except _wire.WireError:
             _exit(0)
-        number += 1
+        cell = request.get("cell")  # the harness numbers cells: an injected failure takes one too
+        number = cell if type(cell) is int and 0 < cell < 1 << 31 else number + 1
         nonce = request.get("nonce")  # echoed in "done": the harness accepts no other
         code = str(request.get("code", ""))
+        stdin = request.get("stdin")  # a tool's stdin argument (rStar2-Agent's `input`), else none
         del request
-        sys.stdout, sys.stderr, sys.stdin = out, err, sys.__stdin__
+        sys.stdout, sys.stderr = out, err
+        sys.stdin = _stdin(stdin) if type(stdin) is str else sys.__stdin__
         _settrace(None)  # an earlier cell's tracer could jump over this cell's failing lines
         _setprofile(None)
         status = _run(code, namespace, number)
@@ -146,6 +165,8 @@ def serve(
                 stream.flush()
             except (OSError, ValueError) as exc:  # user code may have closed fd 1 or 2
                 _write(2, f"[sandbox] could not flush output: {exc!r}\n".encode())
+        if _ids() != channels:  # never report on a channel someone else may now hold
+            _exit(_lost)
         frame = _done(status, nonce, len(_frames()) - 1)  # other Python threads still alive
         try:
             while frame:

@@ -6,7 +6,12 @@ not cover (`keyctl`, `add_key`, `request_key`: keyrings; `ptrace`, `process_vm_r
 `bpf`, `perf_event_open`, `userfaultfd`; `io_uring_*`, whose socket operations would pass around
 the socket check), and `socket`/`socketpair` of any family but AF_UNIX, AF_INET and AF_INET6 with
 EAFNOSUPPORT (what the kernel answers for a family it lacks, so libraries fall back as usual),
-and `flock` with ENOLCK: a lock taken on a read-only file outside scratch (the stdlib's os.py)
+`unshare` and `clone` asking for a new user namespace (CLONE_NEWUSER) with EPERM, and `clone3`
+with ENOSYS, as Docker's default profile does: its flags sit behind a pointer seccomp cannot read,
+and glibc then falls back to `clone`, which the filter can inspect (threads and subprocesses keep
+working). Inside a user namespace of its own a session held the capabilities to set socket
+buffers past its memory cgroup (283 MiB of TCP buffers in a 128 MiB session, from the host's
+pool). And `flock` with ENOLCK: a lock taken on a read-only file outside scratch (the stdlib's os.py)
 would block every other session and host process locking it, and seccomp cannot tell files apart
 (fcntl record locks stay: a read lock needs only read access but blocks only writers, and no one
 writes the bound system files).
@@ -36,12 +41,14 @@ SECCOMP_RET_ERRNO = 0x00050000
 BPF_LD_W_ABS = 0x20
 BPF_JEQ_K = 0x15
 BPF_JGE_K = 0x35
+BPF_JSET_K = 0x45
 BPF_RET_K = 0x06
 # struct seccomp_data: int nr; __u32 arch; __u64 instruction_pointer; __u64 args[6].
 OFFSET_NR = 0
 OFFSET_ARCH = 4
 OFFSET_ARG0_LOW = 16  # both architectures are little-endian
 X32_SYSCALL_BIT = 0x40000000
+CLONE_NEWUSER = 0x10000000
 ALLOWED_FAMILIES = (socket.AF_UNIX, socket.AF_INET, socket.AF_INET6)
 REFUSED = (
     "ptrace", "process_vm_readv", "process_vm_writev", "keyctl", "add_key", "request_key",
@@ -77,6 +84,9 @@ ARCHES = {
             "io_uring_enter": 426,
             "io_uring_register": 427,
             "flock": 73,
+            "clone": 56,
+            "unshare": 272,
+            "clone3": 435,
         },
         x32=True,
     ),  # fmt: skip
@@ -98,6 +108,9 @@ ARCHES = {
             "io_uring_enter": 426,
             "io_uring_register": 427,
             "flock": 32,
+            "clone": 220,
+            "unshare": 97,
+            "clone3": 435,
         },
         x32=False,
     ),  # fmt: skip
@@ -113,16 +126,21 @@ def program(arch: Arch) -> bytes:
     """The filter for `arch`, as the kernel's array of struct sock_filter (jumps only go forward).
 
     Layout: 0 load arch; 1 native? skip 2; 2 refuse; 3 load nr; then one check per entry (x32 bit,
-    each refused call, flock, socket and socketpair); A allow; A+1 refuse; A+2 refuse flock; A+3
-    load the family; one jeq per allowed family to the last allow; refuse the family; allow.
+    each refused call, flock, clone3, clone and unshare, socket and socketpair); A allow; A+1
+    refuse; A+2 refuse flock; A+3 clone3 ENOSYS; A+4 load the flags; A+5 CLONE_NEWUSER set? A+6
+    refuse : A+7 allow; A+8 load the family; one jeq per allowed family to the last allow; refuse
+    the family; allow.
     """
     eperm = SECCOMP_RET_ERRNO | errno.EPERM
     checks: list[tuple[int, int, str]] = [(BPF_JGE_K, X32_SYSCALL_BIT, "deny")] if arch.x32 else []
     checks += [(BPF_JEQ_K, arch.numbers[name], "deny") for name in REFUSED]
     checks += [(BPF_JEQ_K, arch.numbers["flock"], "nolock")]
+    checks += [(BPF_JEQ_K, arch.numbers["clone3"], "nosys")]
+    checks += [(BPF_JEQ_K, arch.numbers[name], "userns") for name in ("clone", "unshare")]
     checks += [(BPF_JEQ_K, arch.numbers[name], "family") for name in ("socket", "socketpair")]
     allow = 4 + len(checks)
-    targets = {"deny": allow + 1, "nolock": allow + 2, "family": allow + 3}
+    targets = {"deny": allow + 1, "nolock": allow + 2, "nosys": allow + 3, "userns": allow + 4}
+    targets["family"] = allow + 8
     out = [
         _ins(BPF_LD_W_ABS, OFFSET_ARCH),
         _ins(BPF_JEQ_K, arch.audit, jt=1),
@@ -135,11 +153,17 @@ def program(arch: Arch) -> bytes:
         _ins(BPF_RET_K, SECCOMP_RET_ALLOW),
         _ins(BPF_RET_K, eperm),
         _ins(BPF_RET_K, SECCOMP_RET_ERRNO | errno.ENOLCK),
+        _ins(BPF_RET_K, SECCOMP_RET_ERRNO | errno.ENOSYS),
+        _ins(BPF_LD_W_ABS, OFFSET_ARG0_LOW),  # clone's and unshare's flags
+        _ins(BPF_JSET_K, CLONE_NEWUSER, jt=0, jf=1),
+        _ins(BPF_RET_K, eperm),
+        _ins(BPF_RET_K, SECCOMP_RET_ALLOW),
         _ins(BPF_LD_W_ABS, OFFSET_ARG0_LOW),
     ]
-    last_allow = allow + 4 + len(ALLOWED_FAMILIES) + 1
+    first_family = targets["family"] + 1
+    last_allow = first_family + len(ALLOWED_FAMILIES) + 1
     for i, family in enumerate(ALLOWED_FAMILIES):
-        out.append(_ins(BPF_JEQ_K, int(family), jt=last_allow - (allow + 4 + i) - 1))
+        out.append(_ins(BPF_JEQ_K, int(family), jt=last_allow - (first_family + i) - 1))
     out += [_ins(BPF_RET_K, SECCOMP_RET_ERRNO | errno.EAFNOSUPPORT), _ins(BPF_RET_K, SECCOMP_RET_ALLOW)]
     assert len(out) == last_allow + 1
     return b"".join(out)

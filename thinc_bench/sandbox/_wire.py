@@ -22,6 +22,9 @@ MAX_FRAME_BYTES = 64 * 1024 * 1024
 SESSION_FRAME_BYTES = 4096
 # One recv() worth of bytes; frames are small, so this rarely splits one.
 RECV_CHUNK_BYTES = 65536
+# Exit code of a session process whose loop found fd 1, 2 or 3 no longer the pipe and socket it
+# was given: it cannot report on channels a cell may have handed to another process, so it ends.
+CHANNEL_LOST_EXIT = 122
 # A spawn request carries two descriptors (session socket, output pipe); anything more is refused.
 MAX_FDS_PER_FRAME = 4
 

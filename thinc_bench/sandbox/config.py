@@ -20,7 +20,8 @@ StateMode = Literal["persistent", "fresh"]
 
 # Modules the fork-server imports once so that no session pays for them (ThinC blocks use these).
 DEFAULT_PRELOAD = ("math", "itertools", "fractions", "functools", "collections", "numpy", "sympy")
-# Looks like what CPython prints when a block dies mid-way; the model cannot tell it was injected.
+# The fixed fault text of rounds one to three, kept for callers that ask for one text on purpose
+# (`fault_output=DEFAULT_FAULT_OUTPUT`); by default each fault is rendered by `faults.render_fault`.
 DEFAULT_FAULT_OUTPUT = (
     "Traceback (most recent call last):\n"
     '  File "<cell-1>", line 1, in <module>\n'
@@ -137,8 +138,12 @@ class SandboxConfig:
         metadata={"help": "Modules imported once by the fork-server before any session forks."},
     )
     fault_output: str = field(
-        default=DEFAULT_FAULT_OUTPUT,
-        metadata={"help": "Output of an injected execution failure (Recovery@k); the code is not executed."},
+        default="",
+        metadata={
+            "help": "Output of an injected execution failure (Recovery@k; the code is not executed). "
+            "Empty: a traceback of that cell as CPython prints it (its cell number, one of its "
+            "lines, a seeded realistic exception), so a model cannot tell it from a real failure."
+        },
     )
 
     def __post_init__(self) -> None:

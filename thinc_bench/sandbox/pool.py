@@ -69,8 +69,9 @@ class SandboxStats:
     infra_retries: int = 0
     injected_failures: int = 0
     protocol_violations: int = 0
-    # Processes a session's code left running when the session (or its process) ended: each one
-    # was killed before the session went on or its slot was reused. `survivors_left`: ones the
+    # Processes a session's code left running when a run ended (killed before its result was
+    # reported, which notes how many; needs the pids cgroup) or when the session (or its
+    # process) ended: each one was killed before the session went on or its slot was reused. `survivors_left`: ones the
     # sweep could not remove within a second (0 unless the kernel is wedged).
     survivors: int = 0
     survivors_left: int = 0

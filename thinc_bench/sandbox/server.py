@@ -1,7 +1,7 @@
 """The fork-server: a warm Python (numpy, sympy... imported) that forks one process per session.
 
 Run by the harness as `python -m thinc_bench.sandbox.server --ctrl-fd N ...`, inside the bubblewrap
-jail when available. It answers control frames on fd N (spawn / poll / kill / ping); the session
+jail when available. It answers control frames on fd N (spawn / poll / clean / kill / ping); the session
 processes talk to the harness directly over the socket and output pipe passed in by `spawn`.
 Per session it creates the session's cgroups, picks it a random unprivileged host uid, and forks A
 (see `_child`), which forks B. Killing A kills B, and B's death kills every process of the session.
@@ -178,6 +178,19 @@ class Server:
             _, status = os.waitpid(child.pid, 0)
         return {"by_harness": by_harness, **self._reap(sid, status, swept)}
 
+    def clean(self, sid: int) -> dict[str, Any]:
+        """After a run of session `sid`: kill every process of it but its parent A and interpreter
+        B, so nothing the run started acts in a later run. `checked` is False when no pids group
+        lists the session's processes (no cgroups here)."""
+        child = self.children.get(sid)
+        if child is None or "pids" not in child.groups:
+            return {"checked": False, "killed": 0, "left": 0}
+        b_pid = child.interpreter_pid()
+        if b_pid is None:  # A has not said who B is: nothing of the session may be told apart
+            return {"checked": False, "killed": 0, "left": 0}
+        killed, left = _cgroups.sweep_others(child.groups["pids"], {child.pid, b_pid})
+        return {"checked": True, "killed": killed, "left": left}
+
     def _sweep(self, child: _Spawned) -> tuple[int, int]:
         known = {child.pid, child.interpreter_pid() or child.pid}
         return _cgroups.sweep(child.groups["pids"], known)
@@ -347,6 +360,8 @@ def _handle(server: Server, request: dict[str, Any], fds: list[int]) -> dict[str
             os.close(fd)
         if op == "poll":
             return {"op": op, "sid": sid, "ok": True, **server.poll(sid)}
+        if op == "clean":
+            return {"op": op, "sid": sid, "ok": True, **server.clean(sid)}
         if op == "kill":
             return {"op": op, "sid": sid, "ok": True, **server.kill(sid)}
         if op == "ping":

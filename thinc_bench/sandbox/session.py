@@ -6,7 +6,11 @@ server saw (`memory` for an OOM kill, `timeout` for the CPU-time limit, else `ki
 the output text), and its next run starts fresh with a notice (a kernel restart). Notices travel
 in `ExecResult.notice_before`/`notice_after`, never in `output`; output that arrived between runs
 goes to `between_runs`; control characters are escaped. A run after one that left threads
-running gets a fresh process: they could forge its result. The session's
+running gets a fresh process: they could forge its result; every other process of the session is
+killed (by the server, through its pids cgroup) before a run's result is reported, and the loop
+ends itself if fds 1-3 are no longer its own, so nothing a run starts acts in a later one. An
+injected failure reads as a real traceback of its own cell number (`faults.render_fault`) and
+takes a number like a real run; only `ExecResult.injected` tells it apart. The session's
 socket is untrusted: each run sends a fresh nonce, and anything but one "done" frame carrying it
 (a forged, surplus or malformed frame, at any time) kills the session as `killed`. An
 infrastructure failure (server gone, spawn refused) is retried once in a fresh session and
@@ -19,11 +23,12 @@ only if it is of the running server, alive and silent, so nothing tells it from 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
+import functools
 import os
-import re
+import random
 import selectors
-import signal
 import socket
 import threading
 import time
@@ -33,7 +38,10 @@ from typing import TYPE_CHECKING, Any
 
 from thinc_bench.errors import SandboxUnavailable
 from thinc_bench.sandbox import _wire
-from thinc_bench.sandbox.config import ExecResult, SandboxConfig, Status
+from thinc_bench.sandbox._outcome import _death_message, _Output, drain
+from thinc_bench.sandbox._watch import SESSION_PROCESSES, SessionWatch
+from thinc_bench.sandbox.config import ExecResult, Status
+from thinc_bench.sandbox.faults import render_fault
 
 if TYPE_CHECKING:
     from thinc_bench.sandbox.pool import Sandbox, _Server
@@ -46,13 +54,8 @@ DEATH_GRACE_S = 1.0
 DEATH_POLL_S = 0.002
 # After a kill or a death, output still in the pipe is collected for at most this long.
 DRAIN_S = 0.2
-READ_CHUNK_BYTES = 65536
 # What the notebook loop reports for a cell; the harness accepts nothing else in a "done" frame.
 CELL_STATUSES = frozenset({"ok", "error", "memory"})
-# A SIGKILLed session that used this share of cpu_time_s met RLIMIT_CPU: the kernel checks the limit
-# against tick-sampled time, which runs ahead of the precise time wait4 reports (0.95 s measured for
-# a 1 s limit on a busy 2-core VM).
-CPU_LIMIT_SHARE = 0.9
 FORK_NOTICE = (
     "[sandbox] session restarted: this process was forked, and the session's interpreter stays with "
     "the parent process; earlier state is gone.\n"
@@ -70,84 +73,6 @@ class _Live:
     sock: socket.socket
     out_r: int
     reader: _wire.FrameReader
-
-
-# Control characters but newline and tab (C0, DEL, C1): ESC sequences, CR overwrites and NUL would
-# act on whatever later shows the text (a terminal, the report); they are stored escaped.
-CONTROL_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def escape_controls(text: str) -> str:
-    """`text` with every control character except newline and tab written as a \\xNN escape."""
-    return CONTROL_CHARS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-
-
-class _Output:
-    """Keeps the first and last bytes of a stream and counts what was cut between them."""
-
-    def __init__(self, limit: int) -> None:
-        self.head_limit = limit - limit // 2
-        self.tail_limit = limit // 2
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    def add(self, data: bytes) -> None:
-        self.total += len(data)
-        room = self.head_limit - len(self.head)
-        if room > 0:
-            self.head += data[:room]
-            data = data[room:]
-        self.tail += data
-        if len(self.tail) > 2 * self.tail_limit:  # trim in batches, not per chunk
-            del self.tail[: len(self.tail) - self.tail_limit]
-
-    def render(self) -> tuple[str, bool]:
-        tail = self.tail[-self.tail_limit :] if self.tail_limit else b""
-        cut = self.total - len(self.head) - len(tail)
-        if cut <= 0:
-            return escape_controls(
-                (bytes(self.head) + bytes(self.tail)).decode("utf-8", errors="replace")
-            ), False
-        marker = f"\n[... {cut} bytes of output cut ...]\n"
-        text = (
-            escape_controls(bytes(self.head).decode("utf-8", errors="replace"))
-            + marker
-            + escape_controls(bytes(tail).decode("utf-8", errors="replace"))
-        )
-        return text, True
-
-
-def _signal_name(sig: int) -> str:
-    return signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
-
-
-def _death_message(info: dict[str, Any], config: SandboxConfig) -> tuple[Status, str]:
-    """Status and explanation of a session process that died, from the server's report of its end
-    (signal or exit code, B's CPU seconds, OOM kills its memory group counted): evidence the
-    session's code cannot write. Its output is never read for this (a cell can print anything)."""
-    how, code = info.get("how"), int(info.get("code", 0))
-    if how == "signal":
-        name = _signal_name(code)
-        if code == signal.SIGKILL and int(info.get("oom_kills", 0)) > 0:
-            where = (
-                f"the session's memory limit (session_memory_mb={config.resolved_session_memory_mb()})"
-                if info.get("session_limit_hit")
-                else f"the memory cap of all sessions together (total_memory_mb={config.resolved_total_memory_mb()})"
-            )
-            return "memory", f"the kernel's out-of-memory killer killed it (SIGKILL): {where} was reached"
-        cpu_s = float(info.get("cpu_s") or 0.0)
-        if code == signal.SIGXCPU or (
-            code == signal.SIGKILL and cpu_s >= CPU_LIMIT_SHARE * config.cpu_time_s
-        ):
-            return "timeout", f"its CPU-time limit (cpu_time_s={config.cpu_time_s}) was reached ({name})"
-        cause = f"it was killed by signal {name}"
-    else:
-        cause = (
-            f"it exited with code {code} (os._exit or a fatal error, such as an allocation refused by "
-            f"the address-space limit memory_mb={config.memory_mb})"
-        )
-    return "killed", cause
 
 
 def _preview(frame: dict[str, Any]) -> str:
@@ -279,15 +204,27 @@ class Session:
         # killed each of them before the session (or its slot) went on.
         self.survivors = 0
         self._threads_left = 0  # other threads the last run's process reported at its "done"
+        # The last cell number the model saw in the current interpreter (`<cell-N>`): real runs and
+        # injected failures both take the next one; a restart starts again at 1, as a kernel does.
+        self._cell = 0
         self._between = ""  # output that arrived before the current run began
+        self._stdin: str | None = None  # the current run's standard input (run() sets it)
+        self._watch: tuple[int, SessionWatch] | None = None  # (sid, its watch), see _clean
 
     # ---- public ------------------------------------------------------------------------------
-    def run(self, code: str, timeout: float | None = None) -> ExecResult:
+    @property
+    def timeout_s(self) -> float:
+        """A run's default wall-clock limit (`SandboxConfig.timeout_s`): a tool's timeout message names it."""
+        return self._config.timeout_s
+
+    def run(self, code: str, timeout: float | None = None, *, stdin: str | None = None) -> ExecResult:
         """Execute `code` in this session and return its result (never raises for user code).
 
         Args:
             code: Python source; a bare last expression's value is printed.
             timeout: wall-clock seconds for this run; default `SandboxConfig.timeout_s`.
+            stdin: what the run reads as standard input (`input()`, `sys.stdin`), for tools that take
+                it as an argument (rStar2-Agent's `input`); None leaves stdin at end of file.
 
         Raises:
             SandboxUnavailable: the session or its Sandbox is closed.
@@ -298,14 +235,18 @@ class Session:
                     "this sandbox session is closed; open a new one with Sandbox.session()"
                 )
             self._sandbox._count("runs")
+            if self._config.state == "fresh":
+                self._cell = 0  # every run is the first cell of its own interpreter
             if self._faults_left > 0:
                 self._faults_left -= 1
                 self._sandbox._count("injected_failures")
-                return ExecResult("error", self._config.fault_output, 0.0, injected=True)
+                self._cell += 1
+                return ExecResult("error", self._fault(code, self._cell), 0.0, injected=True)
             if self._config.state == "fresh" and self._runs > 0:
                 self._discard()
                 self._notice = None
             self._runs += 1
+            self._stdin = stdin
             limit = self._config.timeout_s if timeout is None else timeout
             start = time.perf_counter()
             for attempt in (1, 2):
@@ -325,14 +266,22 @@ class Session:
                     self._notice = f"[sandbox] session restarted after a sandbox infrastructure error ({exc}); earlier state is gone.\n"
             raise AssertionError("unreachable")
 
-    async def arun(self, code: str, timeout: float | None = None) -> ExecResult:
+    def _fault(self, code: str, cell: int) -> str:
+        """The injected failure's text: the configured one, else a traceback of this cell drawn
+        with a seed of the code and cell number (the same block fails the same way on a rerun)."""
+        if self._config.fault_output:
+            return self._config.fault_output
+        return render_fault(code, cell, random.Random(f"{cell}\0{code}"))
+
+    async def arun(self, code: str, timeout: float | None = None, *, stdin: str | None = None) -> ExecResult:
         """Same as `run`, for asyncio: runs in the Sandbox's bounded worker pool.
 
         Raises:
             SandboxUnavailable: the session or its Sandbox is closed.
         """
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._sandbox._run_executor(), self.run, code, timeout)
+        run = functools.partial(self.run, code, timeout, stdin=stdin)
+        return await loop.run_in_executor(self._sandbox._run_executor(), run)
 
     def close(self) -> None:
         """Kill the session's processes (its scratch folder goes with them) and free its pool slot."""
@@ -360,6 +309,8 @@ class Session:
         closing them here leaves the parent's session untouched) and start afresh on next use."""
         self._lock = threading.Lock()
         self._holds_slot = False
+        self._cell = 0
+        self._close_watch()  # a copy of the parent's: closing it leaves the parent's open
         live, self._live = self._live, None
         if live is not None:
             live.sock.close()
@@ -387,6 +338,8 @@ class Session:
     def _discard(self) -> dict[str, Any]:
         """Kill and forget the current process; returns how it ended (empty if unknown)."""
         live, self._live = self._live, None
+        self._cell = 0  # the interpreter and its cell count are gone
+        self._close_watch()
         if live is None:
             return {}
         info = stop_process(live)
@@ -410,6 +363,8 @@ class Session:
             reply = live.server.request({"op": "poll", "sid": live.sid})
             if reply.get("exited"):
                 self._live = None
+                self._cell = 0
+                self._close_watch()
                 live.sock.close()
                 os.close(live.out_r)
                 self._count_survivors(reply)
@@ -417,26 +372,12 @@ class Session:
             time.sleep(DEATH_POLL_S)
         return self._discard()
 
-    def _drain(self, out_r: int, output: _Output, seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        while True:
-            try:
-                data = os.read(out_r, READ_CHUNK_BYTES)
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    return
-                time.sleep(DEATH_POLL_S)
-                continue
-            if not data:
-                return
-            output.add(data)
-
     def _run_once(self, code: str, limit: float, start: float) -> ExecResult:
         notice, self._notice = self._notice, None
         self._between = ""
         if self._live is not None:  # what a leftover thread or process wrote since the last run
             early = _Output(self._config.max_output_bytes)
-            self._drain(self._live.out_r, early, 0)
+            drain(self._live.out_r, early, 0)
             self._between = early.render()[0]
         if self._live is not None and self._live.server.dead:
             self._discard()
@@ -483,7 +424,7 @@ class Session:
                     return self._timed_out(live, output, notice, limit, start)
                 for key, _mask in sel.select(remaining):
                     if key.data == "out":
-                        self._drain(live.out_r, output, 0)
+                        drain(live.out_r, output, 0)
                         continue
                     try:
                         live.reader.feed_from_socket()
@@ -494,10 +435,64 @@ class Session:
                         status, self._threads_left = done
                         if surplus := self._surplus(live):  # a frame behind the result: forged
                             return self._violated(live, output, notice, start, surplus)
-                        self._drain(live.out_r, output, 0)
-                        return self._result(status, output, notice, start)  # type: ignore[arg-type]
+                        tail, replaced = self._clean(live)
+                        if surplus := self._surplus(live):  # one a process wrote before it was killed
+                            return self._violated(live, output, notice, start, surplus)
+                        if replaced:
+                            return self._replaced(live, output, notice, start)
+                        drain(live.out_r, output, 0)
+                        return self._result(status, output, notice, start, tail)  # type: ignore[arg-type]
                     if live.reader.eof:
                         return self._died(live, output, notice, start)
+
+    def _clean(self, live: _Live) -> tuple[str, bool]:
+        """Before a run's result: the server kills every process of the session but A and B (one
+        left could write into a later run or relay its channels), through its pids cgroup; and
+        whether A or B exec'd another program (it could answer for later runs). Returns (notice of
+        what was killed, exec'd); ('', False) without cgroups (what a run left dies with the session).
+
+        Raises:
+            InfraFailure: the server is gone.
+        """
+        if "pids" not in live.server.hello.get("cgroups", ()):
+            return "", False
+        # The common case costs a few preads, not a server round trip: the group holds only A and
+        # B. (No process can appear after the read: B's code is not running, and threads it left
+        # get the next run a fresh process.)
+        watch = self._watch_for(live)
+        tail = ""
+        if watch is None or not watch.only_own():  # one pread: only A and B, no thread, no zombie
+            if watch is None or len(watch.pids()) != SESSION_PROCESSES:
+                reply = live.server.request({"op": "clean", "sid": live.sid})
+                killed, left = int(reply.get("killed") or 0), int(reply.get("left") or 0)
+                if left:
+                    self._sandbox._count("survivors_left", left)
+                if killed:
+                    self.survivors += killed
+                    self._sandbox._count("survivors", killed)
+                    tail = (
+                        f"\n[sandbox] the run left {killed} process(es) running (started by its code "
+                        "and not waited for); they were killed when it ended, so nothing it started "
+                        "acts in a later run.\n"
+                    )
+            if watch is not None:
+                watch.only_own()  # learns A and B once they are alone
+        return tail, watch is not None and watch.exec_replaced()
+
+    def _watch_for(self, live: _Live) -> SessionWatch | None:
+        """The process's watch (opened once), or None if its group cannot be opened (ask the server)."""
+        if self._watch is None or self._watch[0] != live.sid:
+            self._close_watch()
+            parent = live.server.launch.groups.session_parents.get("pids")
+            with contextlib.suppress(OSError):
+                if parent is not None:
+                    self._watch = (live.sid, SessionWatch(os.path.join(parent, f"s{live.sid}")))
+        return self._watch[1] if self._watch is not None else None
+
+    def _close_watch(self) -> None:
+        watch, self._watch = self._watch, None
+        if watch is not None:
+            watch[1].close()
 
     def _surplus(self, live: _Live) -> str:
         """Bytes already behind the run's "done" (one non-blocking look): the loop sends nothing
@@ -518,8 +513,12 @@ class Session:
             OSError: the process is gone.
         """
         live.sock.settimeout(max(deadline - time.perf_counter(), 0.001))
+        self._cell += 1  # the loop names the cell `<cell-N>` with this number
         try:
-            _wire.send_frame(live.sock, {"op": "run", "code": code, "nonce": nonce})
+            request = {"op": "run", "code": code, "nonce": nonce, "cell": self._cell}
+            if self._stdin is not None:
+                request["stdin"] = self._stdin
+            _wire.send_frame(live.sock, request)
         finally:
             live.sock.settimeout(None)
 
@@ -583,6 +582,16 @@ class Session:
             live, output, notice, start, ("killed", "protocol_violations", restart, tail)
         )
 
+    def _replaced(self, live: _Live, output: _Output, notice: str | None, start: float) -> ExecResult:
+        tail = (
+            "\n[sandbox] killed: the interpreter replaced itself with another program (exec), which "
+            "could answer for later runs; the session was killed and the next run starts a fresh one.\n"
+        )
+        restart = "the previous run's code replaced the interpreter (exec) and its process was killed"
+        return self._end_session(
+            live, output, notice, start, ("killed", "protocol_violations", restart, tail)
+        )
+
     def _end_session(
         self,
         live: _Live,
@@ -599,7 +608,7 @@ class Session:
         return self._result(status, output, notice, start, tail)
 
     def _died(self, live: _Live, output: _Output, notice: str | None, start: float) -> ExecResult:
-        self._drain(live.out_r, output, DRAIN_S)
+        drain(live.out_r, output, DRAIN_S)
         info = self._reap_dead(live)
         self._sandbox._count("sessions_died")
         status, why = _death_message(info, self._config)
@@ -613,6 +622,6 @@ class Session:
         out_r = os.dup(live.out_r)
         try:
             self._discard()
-            self._drain(out_r, output, DRAIN_S)
+            drain(out_r, output, DRAIN_S)
         finally:
             os.close(out_r)

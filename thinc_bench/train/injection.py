@@ -11,6 +11,18 @@ block) would get negative advantages for bad luck and the clean copies positive 
 group faulted, the group's baseline is the faulted success rate and the advantage ranks only what
 the model did after the failure (rewrote the block or not).
 
+A whole faulted group could still reward avoiding code: a rollout that writes no code never meets
+its failure, so while the model cannot yet recover, the copies that skip code would be the ones that
+score. So an injected rollout earns its answer's reward only when it went through its failures in
+code (`earns_reward`): it met all k of them and then ran a block clean; otherwise 0. A group that
+cannot recover then scores 0 throughout (no advantage, and dynamic sampling drops it) instead of
+teaching "don't call code". This is eval's Recovery@k rule too: a sample that ran fewer than k
+executions is never counted as recovered.
+
+The failure a training rollout meets is not eval's text: `TRAINING_FAULT_OUTPUT` is what the
+training sandbox prints (a plain CPython MemoryError, which any block can raise), so training does
+not fit the exact perturbation Recovery@k measures with (`SandboxConfig.fault_output`).
+
 The choice is a pure function of the run's seed, the global step and the problem text: the same on
 every rank (a group may be spread over processes), the same on a resumed run, independent of the
 engine's batching. Each group is faulted with probability `share` (so the injected share of one
@@ -26,6 +38,27 @@ from dataclasses import dataclass
 from typing import Any
 
 from thinc_bench.errors import ConfigError
+from thinc_bench.sandbox.config import SandboxConfig
+
+TRAINING_FAULT_OUTPUT = (
+    'Traceback (most recent call last):\n  File "<cell-1>", line 1, in <module>\nMemoryError'
+)
+"""The output of an injected failure in GRPO rollouts: a realistic CPython error, never eval's own
+fault text (the recipe's sandbox prints it; a realistic renderer from the sandbox replaces it)."""
+
+
+def training_sandbox_config(sessions: int) -> SandboxConfig:
+    """The GRPO rollout's sandbox: `sessions` slots (one per rollout a process runs at once) and the
+    training fault text for injected failures."""
+    return SandboxConfig(max_sessions=sessions, fault_output=TRAINING_FAULT_OUTPUT)
+
+
+def earns_reward(k: int, met: int, executions: int, errors: int) -> bool:
+    """Whether a rollout given `k` injected failures may keep its answer's reward: k is 0, or it met all
+    k (`met`) and ran at least one block clean after them (`executions` - `errors` > 0; the injected
+    failures count as errors). A rollout that wrote no code, or stopped before its k-th failure, did
+    not recover and earns 0."""
+    return k <= 0 or (met >= k and executions - errors > 0)
 
 
 def parse_share(value: Any, where: str = "inject_failures_share") -> float:

@@ -7,7 +7,8 @@ returns a subclass that logs `importance_ratio/mean`, `/min` and `/max` over the
 each micro-batch (all processes), next to TRL's clip fractions. It keeps the log-probabilities the
 loss pass computed (no second forward pass) and compares them with the generation batch's
 `old_per_token_logps`; where TRL stored none (the batch was sampled from these very weights) the
-ratio is exactly 1, as TRL's loss takes it.
+ratio is exactly 1, as TRL's loss takes it. A micro-batch without a loss token on any process (its
+group dropped by dynamic sampling) adds nothing, so it cannot turn the step's mean into NaN.
 
 It relies on two private methods of TRL 1.16's GRPOTrainer (`_get_per_token_logps_and_entropies`,
 `_compute_loss`); the recipes pin `trl>=1.16`. It never changes the loss.
@@ -15,6 +16,7 @@ It relies on two private methods of TRL 1.16's GRPOTrainer (`_get_per_token_logp
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 RATIO_METRICS = ("importance_ratio/mean", "importance_ratio/min", "importance_ratio/max")
@@ -35,8 +37,10 @@ def with_ratio_logging(trainer_cls: type) -> type:
         def _compute_loss(self, model: Any, inputs: dict[str, Any]) -> Any:
             loss = super()._compute_loss(model, inputs)  # its first call above is the loss pass's
             if self.model.training and self._thinc_logps is not None:
-                for name, value in zip(RATIO_METRICS, _ratio_stats(self, inputs), strict=True):
-                    self._metrics["train"][name].append(value)
+                stats = _ratio_stats(self, inputs)  # a collective: every rank calls it
+                if not math.isnan(stats[0]):  # no loss token here (a dropped group): nothing to average in
+                    for name, value in zip(RATIO_METRICS, stats, strict=True):
+                        self._metrics["train"][name].append(value)
             self._thinc_logps = None
             return loss
 

@@ -17,9 +17,11 @@ the loss denominator; the reward then reads that verdict (`grade_status`) instea
 Per-step statistics (tool calls, execution-error rate, grounding, truncation, the unscored share)
 go through TRL's `log_metric` callback, over the scored rows only; they are not reward functions.
 
-A rollout with injected execution failures (recovery training, `train.injection`) is rewarded like
-any other, on its final answer; while injection is on, the logs split the reward between injected
-and clean rows (`rollout/reward_injected`, `rollout/reward_clean`) so recovery shows over training.
+A rollout with injected execution failures (recovery training, `train.injection`) is rewarded on
+its final answer only when it went through its failures in code (`injection.earns_reward`: it met
+all k and then ran a block clean), else 0, so avoiding code is never what an injected group rewards.
+While injection is on, the logs split the reward, tool calls and grounding between injected and
+clean rows (`rollout/reward_injected`, `rollout/tool_calls_clean`, ...) so recovery shows over training.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from thinc_bench import grading
+from thinc_bench.train.injection import earns_reward
 
 logger = logging.getLogger(__name__)
 
@@ -130,10 +133,27 @@ def exact_match_reward(
     rewards: list[float | None] = [
         None if is_unscored(s) else REWARD_CORRECT if s == "correct" else REWARD_WRONG for s in statuses
     ]
+    _gate_injected(rewards, **columns)
     if log_metric is not None:
         for name, value in rollout_stats(texts, reasons, rewards, **columns).items():
             log_metric(name, value)
     return rewards
+
+
+def _gate_injected(
+    rewards: list[float | None],
+    inject_k: Sequence[int] | None = None,
+    n_injected: Sequence[int] | None = None,
+    n_tool_calls: Sequence[int] | None = None,
+    n_exec_errors: Sequence[int] | None = None,
+    **_: Any,
+) -> None:
+    """Set to 0 the reward of an injected row that did not go through its failures in code."""
+    if inject_k is None or n_injected is None or n_tool_calls is None or n_exec_errors is None:
+        return
+    for i, reward in enumerate(rewards):
+        if reward and not earns_reward(inject_k[i], n_injected[i], n_tool_calls[i], n_exec_errors[i]):
+            rewards[i] = REWARD_WRONG
 
 
 def _as_text(completion: Any) -> str:
@@ -173,7 +193,8 @@ def rollout_stats(
     code; injected failures count), `grounded` whether the final answer equals a printed value
     (trajectories with an answer), `truncated` whether the token budget or tool-call limit stopped
     it. With injection on (`inject_k` given): `injected_frac` the share of
-    rows given k > 0 failures, `reward_injected` / `reward_clean` the mean reward of those rows and
+    rows given k > 0 failures, `tool_calls_injected|clean` and `grounded_injected|clean` the two
+    rates over each part, `reward_injected` / `reward_clean` the mean reward of those rows and
     of the others (as eval's Recovery@k, over every injected row, whether or not it met its
     failures), `injected_failures` the failures an injected row met (below k: it stopped running
     code first). A statistic with no row to average is left out.
@@ -193,6 +214,14 @@ def rollout_stats(
             )
     if inject_k is not None:
         injected = [i for i in scored if inject_k[i] > 0]
+        for part, rows in (("injected", set(injected)), ("clean", set(scored) - set(injected))):
+            stats[f"{STAT_PREFIX}grounded_{part}"] = _mean(
+                [float(v) for i, v in zip(scored, verdicts, strict=True) if i in rows and v is not None]
+            )
+            if n_tool_calls is not None:
+                stats[f"{STAT_PREFIX}tool_calls_{part}"] = _mean(
+                    [float(n_tool_calls[i]) for i in sorted(rows)]
+                )
         stats[STAT_PREFIX + "injected_frac"] = _mean([float(inject_k[i] > 0) for i in scored])
         stats[STAT_PREFIX + "reward_injected"] = _mean([float(rewards[i] or 0) for i in injected])
         stats[STAT_PREFIX + "reward_clean"] = _mean(

@@ -31,6 +31,14 @@ its first k executions failed through the session exactly as eval's Recovery@k d
 answer's. The columns `inject_k` (k given) and `n_injected` (failures the trajectory met) come back
 for the per-step logs, only while injection is on.
 
+Trajectories in flight are bounded by `concurrency` (default: the sandbox's `max_sessions`), as
+eval's `--concurrency` bounds its tasks: a rank may hold more rollouts than the pool has sessions,
+and opening them all at once would leave every open waiting (up to the pool's 600 s) for a slot
+that only a close could free. A trajectory takes the gate before its session and gives it back
+after the close, so an open never waits for a slot this call holds; opens run in their own worker
+threads, so the closes (and the engine's off-loop work) never queue behind them in the loop's
+default executor. The recipe sizes the pool from the rollouts of a rank (all in flight at once).
+
 A trajectory whose rollout raises (a harness bug on one hostile text, issue 37) does not end the
 step: it comes back as the placeholder below with stop reason `harness_error` and the exception in
 `error`; the reward gives it 0 (no escape from a negative reward) and its token leaves the loss.
@@ -45,12 +53,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import math
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -100,6 +110,8 @@ class ThincRollout:
             and an unscored one leaves the loss (`env_mask` 0); empty: the reward grades alone.
         injection: which groups get injected execution failures (recovery training; the
             recipe's curriculum callback sets each stage's); the default injects none.
+        concurrency: trajectories in flight at once, each holding one sandbox session; None (and
+            anything above it): the sandbox's `max_sessions`.
     """
 
     sandbox: Sandbox
@@ -115,6 +127,7 @@ class ThincRollout:
     drawn_log: Path | None = None
     answers: dict[str, str] = field(default_factory=dict)
     injection: FailureInjection = field(default_factory=FailureInjection)
+    concurrency: int | None = None
     _calls: int = field(default=0, init=False, repr=False)
     _step_calls: tuple[int, int] = field(default=(-1, 0), init=False, repr=False)
     """(global step, calls made in it): the seed's call index restarts at every step."""
@@ -260,59 +273,100 @@ class ThincRollout:
         # One seed per trajectory: a rank's copies of a prompt differ, and a resumed run samples as the
         # uninterrupted one did, whatever the engine (hf, colocated vLLM, server) and its batching.
         seeds = [None if seed is None else (seed * 1_000_003 + i) % 2**31 for i in range(len(problems))]
+        width = self.in_flight()
+        gate = asyncio.Semaphore(width)
+        opener = ThreadPoolExecutor(width, thread_name_prefix="rollout-open")  # threads start as needed
         try:
             return list(
                 await asyncio.gather(
                     *(
-                        self._one(p, i, faults[i], generator, logprobs, seeds[i])
+                        self._one(p, i, faults[i], generator, logprobs, seeds[i], gate, opener)
                         for i, p in enumerate(problems)
                     )
                 )
             )
         finally:
+            opener.shutdown(wait=False, cancel_futures=True)
             if close:
                 await generator.aclose()
 
+    def in_flight(self) -> int:
+        """Trajectories run at once: `concurrency` within the sandbox's pool (never more than its slots)."""
+        slots = int(self.sandbox.config.max_sessions)
+        return max(1, min(slots, self.concurrency or slots))
+
     async def _one(
-        self, problem: str, index: int, faults: int, generator: Generator, logprobs: bool, seed: int | None
+        self,
+        problem: str,
+        index: int,
+        faults: int,
+        generator: Generator,
+        logprobs: bool,
+        seed: int | None,
+        gate: asyncio.Semaphore,
+        opener: ThreadPoolExecutor,
     ) -> engine.RolloutResult:
-        messages = build_messages(problem, self.system_prompt)
-        if self.dialect == "tool_call":
-            tools = [python_tool(self.tool_name)]
-            prompt_ids = render_prompt_ids(generator.tokenizer, messages, None, tools)
-        else:
-            prompt_ids = engine.render_prompt(generator, messages)
-        params = SamplingParams(
-            temperature=self.temperature, max_tokens=self.limits.max_tokens, seed=seed, logprobs=logprobs
-        )
-        request_id = f"{self.problem_ids.get(problem, 'problem')}/{self._calls}-{index}"
-        try:
-            session = await asyncio.to_thread(self.sandbox.session, inject_failures=faults)
+        async with gate:  # a slot of the pool is free for every holder: the open below never waits
             try:
-                result = await engine.rollout(
-                    generator,
-                    session,
-                    prompt_ids,
-                    params,
-                    limits=self.limits,
-                    dialect=self.dialect,
-                    response_prefix=self.response_prefix,
-                    exec_on=self.exec_on,
-                    tool_name=self.tool_name,
-                    request_id=request_id,
-                )
-            finally:
-                await asyncio.to_thread(session.close)
-        except ConfigError:
-            raise  # the run's settings, not this trajectory: every rank stops alike
-        except Exception as exc:  # one trajectory never ends the step (issue 37)
-            logger.error("rollout %s raised %s: %s", request_id, type(exc).__name__, exc, exc_info=True)
-            result = engine.RolloutResult(list(prompt_ids), [], [], "", "harness_error")
-            result.error = f"rollout: {type(exc).__name__}: {str(exc)[:500]}"
-            result.logprobs = [] if logprobs else None
+                result = await self._in_session(problem, index, faults, generator, logprobs, seed, opener)
+            except ConfigError:
+                raise  # the run's settings, not this trajectory: every rank stops alike
+            except Exception as exc:  # one trajectory never ends the step (issue 37)
+                result = self._failed(problem, index, generator, logprobs, exc)
         if not result.completion_ids:
             _placeholder(result, generator.tokenizer)
         return result
+
+    def _failed(
+        self, problem: str, index: int, generator: Generator, logprobs: bool, exc: Exception
+    ) -> engine.RolloutResult:
+        """The row of a trajectory whose rollout raised: its prompt, no completion (the placeholder
+        follows), stop reason `harness_error` and the exception as its error."""
+        request_id = f"{self.problem_ids.get(problem, 'problem')}/{self._calls}-{index}"
+        logger.error("rollout %s raised %s: %s", request_id, type(exc).__name__, exc, exc_info=exc)
+        result = engine.RolloutResult(self._prompt_ids(problem, generator), [], [], "", "harness_error")
+        result.error = f"rollout: {type(exc).__name__}: {str(exc)[:500]}"
+        result.logprobs = [] if logprobs else None
+        return result
+
+    def _prompt_ids(self, problem: str, generator: Generator) -> list[int]:
+        messages = build_messages(problem, self.system_prompt)
+        if self.dialect == "tool_call":
+            return render_prompt_ids(generator.tokenizer, messages, None, [python_tool(self.tool_name)])
+        return engine.render_prompt(generator, messages)
+
+    async def _in_session(
+        self,
+        problem: str,
+        index: int,
+        faults: int,
+        generator: Generator,
+        logprobs: bool,
+        seed: int | None,
+        opener: ThreadPoolExecutor,
+    ) -> engine.RolloutResult:
+        prompt_ids = self._prompt_ids(problem, generator)
+        params = SamplingParams(
+            temperature=self.temperature, max_tokens=self.limits.max_tokens, seed=seed, logprobs=logprobs
+        )
+        loop = asyncio.get_running_loop()
+        open_session = functools.partial(self.sandbox.session, inject_failures=faults)
+        session = await loop.run_in_executor(opener, open_session)
+        try:
+            return await engine.rollout(
+                generator,
+                session,
+                prompt_ids,
+                params,
+                limits=self.limits,
+                dialect=self.dialect,
+                response_prefix=self.response_prefix,
+                exec_on=self.exec_on,
+                tool_name=self.tool_name,
+                request_id=f"{self.problem_ids.get(problem, 'problem')}/{self._calls}-{index}",
+            )
+        finally:
+            await asyncio.to_thread(session.close)
 
 
 def sampling_seed(trainer: Any, call: int) -> int:
