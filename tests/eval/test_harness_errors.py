@@ -148,3 +148,30 @@ def test_a_grader_error_is_graded_again_by_a_resumed_run_and_a_timeout_is_not(
         "crashed": "correct",
         "unverifiable": "grader_timeout",
     }
+
+
+@pytest.mark.parametrize(
+    ("target", "stage"),
+    [
+        ("thinc_bench.sandbox.Session.arun", "execute"),
+        ("thinc_bench.grading.Grader.agrade", "grade"),
+        ("thinc_bench.eval.run._measures", "measures"),
+    ],
+)
+def test_the_record_names_the_stage_that_failed(
+    machinery: tuple[Sandbox, Grader],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    target: str,
+    stage: str,
+) -> None:
+    config, run, problems = _setup(tmp_path, ["boom"])
+
+    def boom(*args: Any, **kwargs: Any) -> Any:
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(target, boom)
+    assert _run(config, run, problems, machinery)
+    (record,) = run.records()
+    assert record.status == "harness_error" and record.error == f"{stage}: ZeroDivisionError: a bug"
+    assert (record.text != "") == (stage != "execute")  # a finished rollout's text is kept

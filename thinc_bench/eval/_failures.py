@@ -11,6 +11,7 @@ a bug every trajectory meets is one line.
 from __future__ import annotations
 
 import dataclasses
+import linecache
 import logging
 from collections import Counter
 from collections.abc import Iterator
@@ -48,9 +49,9 @@ _LOOP_MODULES = ("thinc_bench.eval.rollout", "thinc_bench.eval.function_calling"
 
 class Stage:
     """Where a trajectory's processing is (`generate` / `execute` / `parse` / `grade` / `measures`),
-    so a failure names it. Inside the rollout loop the exception's frames tell: what the loop's last
-    frame called is the generator (generate), the session (execute), or the loop's own reading of
-    the text (parse)."""
+    so a failure names it. Inside the rollout loop the exception's innermost frame of the loop tells
+    what it was doing: calling the generator (generate), running code in the session (execute), or
+    reading the text itself (parse)."""
 
     def __init__(self) -> None:
         self.name = "execute"  # the session's start
@@ -58,17 +59,18 @@ class Stage:
     def of(self, exc: BaseException) -> str:
         if self.name != "rollout":
             return self.name
-        frames = [tb.tb_frame for tb in _frames(exc.__traceback__)]
-        loop = [i for i, f in enumerate(frames) if f.f_globals.get("__name__") in _LOOP_MODULES]
-        if not loop or loop[-1] + 1 == len(frames):
+        loop = [
+            tb for tb in _frames(exc.__traceback__) if tb.tb_frame.f_globals.get("__name__") in _LOOP_MODULES
+        ]
+        if not loop:
             return "parse"
-        callee = frames[loop[-1] + 1]
-        module, name = str(callee.f_globals.get("__name__", "")), callee.f_code.co_name
-        if module.startswith("thinc_bench.sandbox") or name in ("arun", "run"):
+        code = loop[-1].tb_frame.f_code
+        if code.co_name.startswith("_execute"):
             return "execute"
-        if module.startswith("thinc_bench.backends") or name in ("generate", "chat"):
+        line = linecache.getline(code.co_filename, loop[-1].tb_lineno)
+        if "generator." in line:
             return "generate"
-        return "parse"
+        return "execute" if "session." in line else "parse"
 
 
 def _frames(tb: TracebackType | None) -> Iterator[TracebackType]:
