@@ -34,9 +34,9 @@ Generation follows GRPOConfig: `use_vllm: false` decodes on the policy itself (h
 `use_vllm: true` with `vllm_mode: colocate` steps TRL's in-process vLLM engine, and with
 `vllm_mode: server` sends requests to `trl vllm-serve`, which TRL keeps in sync with the weights.
 
-With no arguments it runs ThinC-nano on CPU (recipes/configs/grpo_nano.yaml): a short curriculum on
-nano train problems from the SFT checkpoint runs/nano/sft (python recipes/sft.py first) into
-runs/nano/grpo, with the system prompt that checkpoint was trained on:
+Without `--config` it runs ThinC-nano on CPU (recipes/configs/grpo_nano.yaml), any flag given on
+top: a short curriculum on nano train problems from the SFT checkpoint runs/nano/sft (python
+recipes/sft.py first) into runs/nano/grpo, with the system prompt that checkpoint was trained on:
 
     python recipes/grpo.py
 
@@ -70,7 +70,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 
@@ -174,8 +174,9 @@ class ScriptArgs:
         default=0.0,
         metadata={
             "help": "Recovery training: share of GRPO groups (every copy of a prompt at a step) whose first k "
-            "code executions fail as in eval's Recovery@k (not run; the sandbox's fault_output); rewarded on "
-            "the final answer. A curriculum stage may set its own. 0: none (the paper)."
+            "code executions fail as in eval's Recovery@k (not run; a realistic traceback from training's own "
+            "seed stream); rewarded only after the failures were met in code and a block ran clean. A "
+            "curriculum stage may set its own. 0: none (the paper)."
         },
     )
     inject_failures_k: str = field(
@@ -264,6 +265,28 @@ def batch_layout(args: object, updates: int | None = None) -> BatchLayout:
     return BatchLayout(prompts, updates)
 
 
+def parse(argv: Sequence[str]) -> tuple[Any, Any, Any, object, str]:
+    """The recipe's settings from its full argv (`--config` first, as `bare_argv` makes it): script
+    args, GRPOConfig, ModelConfig, the curriculum (None without one) and the precision line. Nothing
+    is loaded; TRL's own checks (bf16 on a machine without it) run here."""
+    from trl import GRPOConfig, ModelConfig, TrlParser
+
+    from thinc_bench.cli import parse_recipe, quiet_libraries
+    from thinc_bench.train.launch import resolve_auto_bf16
+
+    quiet_libraries()  # before TRL's own defaults warn while parsing
+    args, precision = resolve_auto_bf16(argv)
+    args, curriculum = split_config(args)
+    parser = TrlParser((ScriptArgs, GRPOConfig, ModelConfig))
+    own = [f.name for f in fields(ScriptArgs)]
+    try:
+        script_args, training_args, model_args = parse_recipe(parser, args, __doc__.split("\n\n")[0], own)
+    finally:
+        if curriculum is not None:
+            Path(args[args.index("--config") + 1]).unlink()  # the temporary TrlParser copy of the YAML
+    return script_args, training_args, model_args, curriculum, precision
+
+
 def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int:
     """Run the curriculum (or resume it at `--start_stage`); `callbacks` go to the trainer as well."""
     import datasets
@@ -271,11 +294,10 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     import transformers
     from accelerate import PartialState
     from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
-    from trl import GRPOConfig, GRPOTrainer, ModelConfig, TrlParser
+    from trl import GRPOTrainer
 
     from thinc_bench import benchmarks, checkpoint
     from thinc_bench.build_sft.sources import load_source
-    from thinc_bench.cli import parse_recipe
     from thinc_bench.errors import ConfigError
     from thinc_bench.eval.rollout import RolloutLimits
     from thinc_bench.prompts import load_system_prompt, python_tool
@@ -290,7 +312,7 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
         parse_share,
         training_sandbox_config,
     )
-    from thinc_bench.train.launch import bare_argv, resolve_auto_bf16, resolve_model
+    from thinc_bench.train.launch import bare_argv, resolve_model
     from thinc_bench.train.lm_head import install_lm_head
     from thinc_bench.train.micro_batch import with_trimmed_padding
     from thinc_bench.train.policy_ratio import with_ratio_logging
@@ -301,13 +323,7 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     from thinc_bench.train.vllm_sync import use_layerwise_reload
 
     argv = bare_argv(sys.argv[1:] if argv is None else argv, "grpo_nano.yaml", "ThinC-nano GRPO on CPU")
-    argv, precision = resolve_auto_bf16(argv)
-    argv, curriculum = split_config(argv)
-    parser = TrlParser((ScriptArgs, GRPOConfig, ModelConfig))
-    own = [f.name for f in fields(ScriptArgs)]
-    script_args, training_args, model_args = parse_recipe(parser, argv, __doc__.split("\n\n")[0], own)
-    if curriculum is not None:
-        Path(argv[argv.index("--config") + 1]).unlink()  # the temporary TrlParser copy of the YAML
+    script_args, training_args, model_args, curriculum, precision = parse(argv)
     if not model_args.model_name_or_path:
         raise SystemExit("pass --model_name_or_path (the SFT output folder, a Hub id, or bundled-smollm2)")
     model_path = resolve_model(model_args.model_name_or_path)

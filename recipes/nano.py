@@ -76,7 +76,7 @@ RECOVERY_SHARE = 0.3
 """Share of the recovery twin's problems whose trajectory fails (for real, in the sandbox) and is fixed."""
 TEST_PROBLEMS = 16
 """Problems per test part by default, one sample each: the smallest evaluation that still pairs every
-column on all three parts (the whole chain took 80-85 min on 2 float32 cores, training 60 % of it; see
+column on all three parts (the chain's measured time is in README.md, ThinC-nano; the details in
 docs/LOG.md). For a paired difference more problems tell more than more samples of the same ones;
 `--test-problems 48 --samples 4` is the issue's full size (about three times the evaluation time)."""
 INJECT_SHARE = 0.5

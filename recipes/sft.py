@@ -10,10 +10,12 @@ trained truncated: TRL would keep the start of a sequence over `max_length` and 
 log and in the checkpoint's model card (README.md). The paper configs set `max_length` to the
 build's completion budget plus room for the longest prompt, so none is dropped there.
 
-With no arguments it runs ThinC-nano on CPU (recipes/configs/sft_nano.yaml): the bundled SmolLM2-135M
-on ThinC-SFT-nano (built first when missing) into runs/nano/sft, about ten minutes on 2 cores:
+Without `--config` it runs ThinC-nano on CPU (recipes/configs/sft_nano.yaml), any flag given on top:
+the bundled SmolLM2-135M on ThinC-SFT-nano (built first when missing) into runs/nano/sft, about ten
+minutes on 2 cores:
 
     python recipes/sft.py
+    python recipes/sft.py --max_steps 1 --output_dir runs/sft-one-step   # the same, one step
 
 Smallest CPU run (the bundled SmolLM2 on 4 nano trajectories, 3 steps; no paths needed):
 
@@ -32,10 +34,12 @@ OUTPUT_DIR` evaluates it as it was trained.
 from __future__ import annotations
 
 import logging
+import shlex
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 logger = logging.getLogger("recipes.sft")
 
@@ -141,6 +145,51 @@ def data_card(trained: int, dropped: int, max_length: int | None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def parse(argv: Sequence[str]) -> tuple[Any, Any, Any, str]:
+    """The recipe's settings from its full argv (`--config` first, as `bare_argv` makes it): script
+    args, SFTConfig, ModelConfig and the precision line (`bf16: auto` resolved for this machine).
+    Nothing is loaded; TRL's own checks (bf16 on a machine without it) run here."""
+    from trl import ModelConfig, SFTConfig, TrlParser
+
+    from thinc_bench.cli import parse_recipe, quiet_libraries
+    from thinc_bench.train.launch import resolve_auto_bf16
+
+    quiet_libraries()  # before TRL's own defaults warn while parsing
+    args, precision = resolve_auto_bf16(argv)
+    parser = TrlParser((ScriptArgs, SFTConfig, ModelConfig))
+    own = [f.name for f in fields(ScriptArgs)]
+    script_args, training_args, model_args = parse_recipe(parser, args, __doc__.split("\n\n")[0], own)
+    if not script_args.dataset_name or not model_args.model_name_or_path:
+        raise SystemExit(
+            "pass --dataset_name (build_sft output) and --model_name_or_path (a folder or Hub id)"
+        )
+    return script_args, training_args, model_args, precision
+
+
+def grpo_command(output_dir: str, config: str) -> list[str]:
+    """The GRPO command printed after training: from this checkpoint, with the GRPO config of the
+    same kind as the SFT one (`sft_smoke.yaml` -> `grpo_smoke.yaml`) when there is one; the bare
+    nano GRPO run reads runs/nano/sft, so the nano chain prints just `python recipes/grpo.py`."""
+    import yaml
+
+    from thinc_bench.train.launch import RECIPES
+
+    command = ["python", "recipes/grpo.py"]
+    grpo = Path(config).with_name(Path(config).name.replace("sft_", "grpo_", 1))
+    if not Path(config).name.startswith("sft_") or not grpo.is_file():
+        grpo = RECIPES / "configs" / "grpo_nano.yaml"
+    if grpo.resolve() != (RECIPES / "configs" / "grpo_nano.yaml").resolve():
+        try:
+            shown = str(grpo.resolve().relative_to(RECIPES.parent))
+        except ValueError:
+            shown = str(grpo)
+        command += ["--config", shown]
+    base = yaml.safe_load(grpo.read_text(encoding="utf-8")) or {}
+    if Path(str(base.get("model_name_or_path", ""))) != Path(output_dir):
+        command += ["--model_name_or_path", output_dir]
+    return command
+
+
 def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int:
     """Train, save the final model (and tokenizer, from the main process), print the eval command.
 
@@ -148,23 +197,16 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     import torch
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
-    from trl import ModelConfig, SFTConfig, SFTTrainer, TrlParser
+    from trl import SFTTrainer
 
     from thinc_bench import checkpoint
-    from thinc_bench.cli import parse_recipe
     from thinc_bench.train.common import attn_implementation, eval_command
-    from thinc_bench.train.launch import bare_argv, build_data_if_missing, resolve_auto_bf16, resolve_model
+    from thinc_bench.train.launch import bare_argv, build_data_if_missing, resolve_model
     from thinc_bench.train.lm_head import install_lm_head
 
     argv = bare_argv(sys.argv[1:] if argv is None else argv, "sft_nano.yaml", "ThinC-nano SFT on CPU")
-    argv, precision = resolve_auto_bf16(argv)
-    parser = TrlParser((ScriptArgs, SFTConfig, ModelConfig))
-    own = [f.name for f in fields(ScriptArgs)]
-    script_args, training_args, model_args = parse_recipe(parser, argv, __doc__.split("\n\n")[0], own)
-    if not script_args.dataset_name or not model_args.model_name_or_path:
-        raise SystemExit(
-            "pass --dataset_name (build_sft output) and --model_name_or_path (a folder or Hub id)"
-        )
+    config = argv[argv.index("--config") + 1]
+    script_args, training_args, model_args, precision = parse(argv)
 
     set_seed(training_args.seed)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
@@ -237,10 +279,7 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
         )
         print(f"Checkpoint: {training_args.output_dir}")
         print(f"Evaluate this checkpoint:\n  {eval_command(training_args.output_dir)}")
-        grpo = ["python", "recipes/grpo.py"]
-        if Path(training_args.output_dir) != Path("runs/nano/sft"):  # the bare GRPO run's default input
-            grpo += ["--model_name_or_path", training_args.output_dir]
-        print(f"Then reinforce it:\n  {' '.join(grpo)}")
+        print(f"Then reinforce it:\n  {shlex.join(grpo_command(training_args.output_dir, config))}")
     return 0
 
 

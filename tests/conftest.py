@@ -23,18 +23,32 @@ SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 BENCHMARK_DIR = SHARED_DATA / "benchmarks"
 
 
+STRICT_ENV = "THINC_CI"
+"""Set by .ci/run: a missing test input (../shared, chromium) fails there instead of skipping."""
+
+
+def need_shared(path: Path, what: str) -> Path:
+    """`path` under ../shared, or a skip naming it: a fresh clone has no ../shared (benchmark copies,
+    the Qwen3 tokenizer), and its tests run without them; .ci/run sets THINC_CI, so there a
+    missing copy fails instead of quietly skipping."""
+    if not path.exists():
+        message = f"{what} missing at {path}: needs ../shared beside the checkout (README: Benchmark data)"
+        if os.environ.get(STRICT_ENV):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
 @pytest.fixture(scope="session")
 def benchmark_dir() -> Path:
     """The faithful benchmark copies beside the checkout (never copied into the project)."""
-    if not BENCHMARK_DIR.is_dir():
-        pytest.fail(f"benchmark data missing at {BENCHMARK_DIR}; the checkout needs ../shared/data beside it")
-    return BENCHMARK_DIR
+    return need_shared(BENCHMARK_DIR, "benchmark copies")
 
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """Root of ../shared/data: benchmark copies, raw source files and training data."""
-    return SHARED_DATA
+    return need_shared(SHARED_DATA, "../shared/data")
 
 
 @pytest.fixture
@@ -223,8 +237,8 @@ def _tiny_qwen3(folder: Path, template: str | None) -> None:
 @pytest.fixture(scope="session")
 def qwen3_tokenizer_dir() -> Path:
     """The real Qwen3 tokenizer and hybrid chat template (../shared/models/qwen3-tokenizer)."""
-    if not all((QWEN3_TOKENIZER_DIR / n).is_file() for n in QWEN3_TOKENIZER_FILES):
-        pytest.fail(f"the Qwen3 tokenizer is missing at {QWEN3_TOKENIZER_DIR}; the checkout needs ../shared")
+    for name in QWEN3_TOKENIZER_FILES:
+        need_shared(QWEN3_TOKENIZER_DIR / name, "the Qwen3 tokenizer")
     return QWEN3_TOKENIZER_DIR
 
 

@@ -102,3 +102,57 @@ def test_recipe_help_is_short_and_help_all_lists_every_trl_flag(
     assert "--config" in short and "--dataset_name" in short and "--help-all" in short
     assert "--adam_beta1" not in short and "--adam_beta1" in full
     assert len(short.splitlines()) < 150 and 5 * len(short.splitlines()) < len(full.splitlines())
+
+
+def test_quiet_libraries_drops_only_the_lines_nobody_can_act_on(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+    import warnings
+
+    from thinc_bench.cli import quiet_libraries
+
+    quiet_libraries()
+    deepspeed = logging.getLogger("DeepSpeed")
+    with caplog.at_level(logging.INFO, logger="DeepSpeed"):
+        deepspeed.warning(
+            "Setting accelerator to CPU. If you have GPU or other accelerator, we were unable to detect it."
+        )
+        deepspeed.warning("ZeRO-3 partition failed")  # a real one stays
+    assert [r.getMessage() for r in caplog.records if r.name == "DeepSpeed"] == ["ZeRO-3 partition failed"]
+    with warnings.catch_warnings(record=True) as seen:
+        quiet_libraries()  # its filters go in front of the "always" below
+        warnings.warn(
+            "`gradient_checkpointing` is deprecated and will be removed in v6.", FutureWarning, stacklevel=1
+        )
+        warnings.warn("something the user should see", UserWarning, stacklevel=1)
+    assert [str(w.message) for w in seen] == ["something the user should see"]
+    import datasets
+    from transformers.utils import logging as hf_logging
+
+    assert not hf_logging.is_progress_bar_enabled() and not datasets.is_progress_bar_enabled()
+    hf_logging.enable_progress_bar()
+    datasets.enable_progress_bars()
+
+
+def test_eval_help_is_one_usage_line_and_each_flag_once_in_the_docs_spelling(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from thinc_bench.eval import __main__ as thinc_eval
+
+    with pytest.raises(SystemExit) as stop:
+        thinc_eval.main(["--help"])
+    assert stop.value.code == 0
+    text = capsys.readouterr().out
+    lines = text.splitlines()
+    assert lines[0] == "usage: python -m thinc_bench.eval [--flag VALUE ...]" and lines[1] == ""
+    flags = [w for line in lines for w in line.split() if w.startswith("--")]
+    assert "--max-tokens" in flags and "--data-dir" in flags and "--max_tokens" not in flags
+    assert not [f for f in flags if "_" in f.split("=")[0] and f.replace("_", "-") in flags]
+    assert "bundled-smollm2" in text and len(lines) < 160
+    assert thinc_eval.parse_config(["--max_tokens", "64", "--model", "m"]).max_tokens == 64  # still parses
+
+
+def test_recipe_help_keeps_trls_underscore_spelling(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        _recipe("sft").main(["--help"])
+    text = capsys.readouterr().out
+    assert "--max_steps" in text and "--max-steps" not in text and "--learning_rate" in text

@@ -193,3 +193,36 @@ def test_build_sft_without_local_decontamination_copies_fails_before_generating(
     done, elapsed = run_cli(args, tmp_path, module="thinc_bench.build_sft", HF_ENDPOINT=silent_hub)
     assert_one_line_error(done, "cannot be reached", "--decontam-data-dir")
     assert elapsed < FAIL_FAST_S and not (tmp_path / "run" / "rollouts").exists()
+
+
+def test_the_demo_in_a_fresh_clone_names_both_ways_when_the_hub_is_out_of_reach(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hub_at, silent_hub: str
+) -> None:
+    from thinc_bench.eval.config import EvalConfig
+
+    monkeypatch.chdir(tmp_path)  # a clone with no ../shared/data beside it
+    hub_at(silent_hub)
+    with pytest.raises(ConfigError) as caught:
+        EvalConfig()
+    message = str(caught.value)
+    assert "\n" not in message and "cannot be reached" in message
+    assert "--data-dir" in message and "aime2025.jsonl" in message and "--benchmarks nano" in message
+    config = EvalConfig(benchmarks="nano")  # the generated task needs neither copies nor the Hub
+    assert config.benchmarks == "nano" and config.data_dir is None
+
+
+def test_the_demo_in_a_fresh_clone_reads_the_hub_when_it_answers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hub_at, answering_hub: str
+) -> None:
+    from thinc_bench.eval.config import EvalConfig
+
+    monkeypatch.chdir(tmp_path)
+    hub_at(answering_hub)
+    config = EvalConfig()
+    assert config.benchmarks == "aime2025" and config.data_dir is None  # None: the Hub's copy
+
+
+def test_a_benchmark_the_hub_cannot_serve_names_the_generated_one_for_eval(hub_at, silent_hub: str) -> None:
+    hub_at(silent_hub)
+    with pytest.raises(DatasetError, match="--benchmarks nano"):
+        benchmarks.load("aime2025")

@@ -64,7 +64,9 @@ def test_recipes_resolve_bf16_auto_before_trl_parses(
     tmp_path: Path, yaml_bf16: str, cli: list[str], expected: object
 ) -> None:
     config = tmp_path / "recipe.yaml"
-    config.write_text(f"output_dir: {tmp_path / 'out'}\nbf16: {yaml_bf16}\nlearning_rate: 1.0e-5\n")
+    config.write_text(  # use_cpu as the CPU recipes set it: transformers refuses bf16 on a CPU otherwise
+        f"output_dir: {tmp_path / 'out'}\nbf16: {yaml_bf16}\nlearning_rate: 1.0e-5\nuse_cpu: true\n"
+    )
     argv, said = resolve_auto_bf16(["--config", str(config), *cli])
     native = precision.bf16_support("auto").native
     want = native if expected == "native" else expected

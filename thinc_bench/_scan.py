@@ -7,16 +7,20 @@ terminators that may end an open block (its closer, an output opener, a new open
 own), the one rule that keeps a block whole (a terminator inside a Python string or comment of the
 block is code), the left-to-right scan that turns a text into `Piece`s, and that scan resumed on a
 text that only grows (a rollout's: `Resumable`, `GrowingScan`), which must give the same pieces and so
-lives with the rules it depends on (`BARRIER_LINE` says why a checkpoint is safe); hence past 500
-lines. It stays apart from `trajectory` (which turns pieces into `Segment`s) because it is a hardened
-lexer with many small rules. Works on character positions only. Pure: no IO. docs/parsing.md lists
-the cases behind each rule.
+lives with the rules it depends on (`BARRIER_LINE` says why a checkpoint is safe), and what keeps
+every scan linear in the text whatever the model writes (memoised searches, one lexing pass per
+block, no pattern whose quantifiers can read the same characters two ways); hence past 600 lines.
+It stays apart from `trajectory` (which turns pieces into `Segment`s) because it is a hardened lexer
+with many small rules. Works on character positions only. Pure: no IO. docs/parsing.md lists the
+cases behind each rule.
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Callable
+from functools import lru_cache
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
 if TYPE_CHECKING:
@@ -35,18 +39,20 @@ MD_OPEN_LINE = re.compile(
 )
 """A fence opening a Python block on a line of its own: indentation, 3+ backticks or tildes, optional
 spaces, the language, then an optional info string (```` ```python # note ````, `{.python}` is not)."""
-MD_OPEN_INLINE = re.compile(rf"(?i)(?P<fence>`{{3,}})[ \t]*{_LANG}[ \t]*(?:\r?\n|\Z)")
+MD_OPEN_INLINE = re.compile(rf"(?i)(?<!`)(?P<fence>`{{3,}})[ \t]*{_LANG}[ \t]*(?:\r?\n|\Z)")
 """A fence opening a Python block after text on the same line: only the bare tag, then the line ends
-(so "write a ```python block" in prose opens nothing)."""
+(so "write a ```python block" in prose opens nothing). It starts where a run of backticks starts: a
+match inside the run would be the same fence, and trying every position of a 10k-backtick run made
+the search quadratic."""
 XML_OPEN = re.compile(r"<code>(?=[ \t]*(?:\r?\n|\Z)|[ \t]*(?:`{3}|~{3})|[^\s,.;:!?)\]'\"`])")
 """`<code>` opening a block: followed by a line break, a fence or code; "<code> and </code> tags" and
 "`<code>`" are mentions."""
 XML_OPEN_LINE = re.compile(r"(?m)^[ \t]*<code>")
-_TRAILING_FENCE = re.compile(r"(?:`{3,}|~{3,})[ \t]*\Z")
-XML_INNER_FENCE = re.compile(
-    r"[ \t]*(?:\r?\n)*[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*[\w.+-]*[^`\r\n]*(?:\r?\n|\Z)"
-)
-"""A fence line at the start of an xml code block (ReTool writes `<code>\\n```python`); any tag."""
+_TRAILING_FENCE = re.compile(r"(?:(?<!`)`{3,}|(?<!~)~{3,})[ \t]*\Z")
+"""A fence at the very end of a text; each alternative starts where its run starts (linear search)."""
+XML_INNER_FENCE = re.compile(r"[ \t]*(?:(?:\r?\n)+[ \t]*)?(?P<fence>`{3,}|~{3,})[^`\r\n]*(?:\r?\n|\Z)")
+"""A fence line at the start of an xml code block (ReTool writes `<code>\\n```python`); any tag. No two
+adjacent quantifiers read the same characters, so a failed match costs one pass."""
 
 
 class Terminator(NamedTuple):
@@ -96,21 +102,66 @@ def in_string_or_comment(code: str) -> bool:
             i += 1  # the closing quote, or the line break that ends the string
 
 
-def _first(text: str, pattern: re.Pattern[str], body: int, limit: int) -> re.Match[str] | None:
-    """The first match of `pattern` after `body` and before `limit` that is not inside a string or
-    comment of the code from `body` (only matches before `limit` pay for that lexical scan)."""
-    pos = body
-    while (m := pattern.search(text, pos)) is not None and m.start() < limit:
-        if not in_string_or_comment(text[body : m.start()]):
-            return m
-        pos = m.start() + 1
-    return None
+class _Lexer:
+    """`in_string_or_comment(text[body:p])` for any number of cut points `p`, in one pass over the
+    text: the strings and comments of the code from `body` are found once, left to right, as far as
+    the cuts asked reach (asking again for every candidate terminator made a block full of quoted
+    fences quadratic). A cut lies inside a string or comment when it falls after the construct's
+    first character and before its end (a construct never closed runs past the text's end)."""
+
+    def __init__(self, text: str, body: int) -> None:
+        self.text = text
+        self.spans: list[Range] = []
+        self.pos = body  # lexed up to here: outside every string and comment
+
+    def inside(self, p: int) -> bool:
+        """True when the code from `body` cut at `p` ends inside a string or comment."""
+        text, n = self.text, len(self.text)
+        while self.pos < p:
+            j = _OUTSIDE.match(text, self.pos, p).end()  # type: ignore[union-attr]  # matches the empty string at worst
+            if j >= p:
+                self.pos = p
+                break
+            end = self._construct_end(j)
+            self.spans.append((j, end))
+            self.pos = min(end, n)
+        i = bisect_right(self.spans, (p, -1)) - 1  # the last construct starting before p
+        return i >= 0 and p < self.spans[i][1]
+
+    def _construct_end(self, j: int) -> int:
+        """Where the comment or string starting at `j` ends (past the text's end: never closed)."""
+        text, n = self.text, len(self.text)
+        if text[j] == "#":
+            newline = text.find("\n", j)
+            return n + 1 if newline < 0 else newline + 1
+        quote = text[j] * 3 if text.startswith(text[j] * 3, j) else text[j]
+        body = _STRING_BODY[quote].match(text, j + len(quote))
+        if body is None:  # a triple-quoted string never closed
+            return n + 1
+        if len(quote) == 3:
+            return body.end()
+        e = body.end()  # the closing quote or the line break that ends it, else the text ends inside it
+        return n + 1 if e >= n or text[e] == "\\" else e + 1
+
+
+Search = Callable[["re.Pattern[str] | LeadingBlank", int], "re.Match[str] | None"]
+"""`pattern.search(text, pos)` over one text, possibly memoised (`Scanner._search`)."""
 
 
 def code_terminator(
-    text: str, body: int, closer: re.Pattern[str], output: re.Pattern[str], reopen: re.Pattern[str]
+    text: str,
+    body: int,
+    closer: re.Pattern[str] | LeadingBlank,
+    output: re.Pattern[str] | LeadingBlank,
+    reopen: re.Pattern[str] | LeadingBlank,
+    search: Search | None = None,
 ) -> Terminator | None:
     """The first terminator of the code block whose content starts at `body`, or None (still open).
+
+    The earliest candidate of the three kinds that does not lie inside a string or comment of the
+    block wins, `close` before `output` before `reopen` at the same position. Candidates are taken in
+    order of position and the block's code is lexed only up to the winner, so the cost is the
+    block's length, not the text's.
 
     Args:
         text: the whole text.
@@ -118,20 +169,54 @@ def code_terminator(
         closer: the block's closer (its fence at least as long, or `</code>`).
         output: the dialect's output opener; it ends an open block anywhere outside a string.
         reopen: a code opener on a line of its own.
+        search: how to search `text` (a scanner passes its memoised search); plain `search` by default.
     """
-    found: Terminator | None = None
-    candidates: tuple[tuple[TerminatorKind, re.Pattern[str]], ...] = (
-        ("close", closer),
-        ("output", output),
-        ("reopen", reopen),
-    )
-    for kind, pattern in candidates:
-        m = _first(text, pattern, body, len(text) + 1 if found is None else found.start)
-        if m is not None:
-            found = Terminator(kind, m.start(), m.end())
-    return found
+    find: Search = search if search is not None else (lambda pattern, pos: pattern.search(text, pos))
+    lexer = _Lexer(text, body)
+    kinds: tuple[TerminatorKind, ...] = ("close", "output", "reopen")
+    patterns = (closer, output, reopen)
+    nexts = [find(pattern, body) for pattern in patterns]
+    while True:
+        live = [(m.start(), rank) for rank, m in enumerate(nexts) if m is not None]
+        if not live:
+            return None
+        start, rank = min(live)
+        if not lexer.inside(start):
+            m = nexts[rank]
+            assert m is not None
+            return Terminator(kinds[rank], m.start(), m.end())
+        # Every candidate at this position lies in the same string or comment.
+        nexts = [
+            m if m is None or m.start() != start else find(patterns[r], start + 1)
+            for r, m in enumerate(nexts)
+        ]
 
 
+class LeadingBlank:
+    """`pattern.search` for a pattern that starts with `\\s*` (`TOOL_TURN_OPEN`), in linear time.
+
+    Searching such a pattern tries every position of a whitespace run and reads the run to its end
+    from each: quadratic on a long run. The leftmost match starts where the run before the first
+    match of the rest (`core`) starts (or at `pos`), so that is found instead, then matched once.
+    """
+
+    def __init__(self, pattern: re.Pattern[str], core: re.Pattern[str]) -> None:
+        self.pattern, self.core = pattern, core
+
+    def search(self, text: str, pos: int = 0) -> re.Match[str] | None:
+        """The leftmost match of `pattern` in `text` at or after `pos`, or None."""
+        while (m := self.core.search(text, pos)) is not None:
+            start = m.start()
+            while start > pos and text[start - 1].isspace():
+                start -= 1
+            full = self.pattern.match(text, start)
+            if full is not None:
+                return full
+            pos = m.start() + 1
+        return None
+
+
+@lru_cache(maxsize=64)
 def md_closer(fence: str) -> re.Pattern[str]:
     """The closing fence of a block opened with `fence`: the same character, at least as many, alone
     on its line (indentation allowed, as in lists)."""
@@ -212,9 +297,12 @@ TOOL_CALL_OPEN_LINE = re.compile(r"(?m)^[ \t]*<tool_call>")
 TOOL_CALL_CLOSE = re.compile(r"</tool_call>")
 SPECIAL_TOKEN = r"<\|[^<>|\s]{1,40}\|>"
 """Chat markup as a tokenizer decodes a special token (`<|im_end|>`, `<|start_header_id|>`)."""
-TOOL_TURN_OPEN = re.compile(rf"\s*(?:{SPECIAL_TOKEN}[a-z_]{{0,20}}\s*)+<tool_response>")
+_TOOL_TURN_CORE = rf"(?:{SPECIAL_TOKEN}[a-z_]{{0,20}}\s*)+<tool_response>"
+TOOL_TURN_OPEN = re.compile(rf"\s*{_TOOL_TURN_CORE}")
 """Where the harness's tool turn starts after a call: the model's end of turn, the template's markup
 (one special token at least: a model cannot write one without ending its turn), then a response."""
+TOOL_TURN_SEARCH = LeadingBlank(TOOL_TURN_OPEN, re.compile(_TOOL_TURN_CORE))
+"""`TOOL_TURN_OPEN.search` in linear time (a call's terminator search reads whole whitespace runs)."""
 TOOL_RESPONSE_OPEN = re.compile(r"\s*<tool_response>")
 _TURN_MARKUP = re.compile(rf"(?:{SPECIAL_TOKEN}[a-z_]{{0,20}}\s*)+")
 _GENERATION_PROMPT = re.compile(r"assistant\s*\Z")
@@ -225,14 +313,20 @@ TURN_MARKUP_WINDOW = 200
 `<|im_end|>\n<|im_start|>user\n`: 27); a longer run of special tokens there is not a tool turn."""
 
 
-def next_tool_turn(text: str, pos: int) -> int | None:
+_TOOL_RESPONSE_TAG = re.compile(re.escape("<tool_response>"))
+
+
+def next_tool_turn(text: str, pos: int, search: Search | None = None) -> int | None:
     """Start of the first tool turn at or after `pos`: a `<tool_response>` right after chat markup (one
     special token at least, which a model cannot write without ending its turn), the blanks before the
     markup included; `TOOL_TURN_OPEN` matches there. Found wherever the turn lies (after the call,
     after prose or a `</think>` the model wrote after it), never only next to a call, so text after a
     turn's last call cannot hide the turn and leave the call pending. Linear: each `<tool_response>`
-    is checked once, against a bounded window before it."""
-    at = text.find("<tool_response>", pos)
+    is checked once, against a bounded window before it; `search` (a scanner's remembered search)
+    keeps repeated calls over one text from finding the same far tag again and again."""
+    find = search or (lambda pattern, start: pattern.search(text, start))
+    hit = find(_TOOL_RESPONSE_TAG, pos)
+    at = -1 if hit is None else hit.start()
     while at >= 0:
         low = max(pos, at - TURN_MARKUP_WINDOW)
         start = None
@@ -244,7 +338,8 @@ def next_tool_turn(text: str, pos: int) -> int | None:
             while start > pos and text[start - 1].isspace():
                 start -= 1
             return start
-        at = text.find("<tool_response>", at + 1)
+        hit = find(_TOOL_RESPONSE_TAG, at + 1)
+        at = -1 if hit is None else hit.start()
     return None
 
 
@@ -287,6 +382,15 @@ class Checkpoint(NamedTuple):
     n_pieces: int
 
 
+_NONBLANK = re.compile(r"\S")
+
+
+@lru_cache(maxsize=8)
+def _line_opener(output_open: re.Pattern[str]) -> re.Pattern[str]:
+    """The blanks that start a line on which `output_open` follows (the match ends at the opener)."""
+    return re.compile(rf"(?m)^[ \t]*(?={output_open.pattern})")
+
+
 def finish(pieces: list[Piece], plan_closed: bool) -> list[Piece]:
     """The pieces as `parse` gives them: a plan that never closed is unclosed in every stretch."""
     return pieces if plan_closed else [p._replace(closed=False) if p.kind == "plan" else p for p in pieces]
@@ -313,6 +417,22 @@ class Scanner:
         self.close_from = close_from
         self.plan_closed = False
         self.pieces: list[Piece] = []
+        self._memo: dict[object, tuple[int, re.Match[str] | None]] = {}
+        self._memo_text = text
+        self._line_start: dict[int, bool] = {}
+
+    def _search(self, pattern: re.Pattern[str] | LeadingBlank, pos: int) -> re.Match[str] | None:
+        """`pattern.search(self.text, pos)`, remembered: a search from an earlier position whose match
+        starts at or after `pos` (or that found none) is the answer, so a pattern that does not occur
+        again is searched to the end once per text, not once per piece (that was quadratic)."""
+        hit = self._memo.get(pattern)
+        if hit is not None:
+            start, m = hit
+            if start <= pos and (m is None or m.start() >= pos):
+                return m
+        m = pattern.search(self.text, pos)
+        self._memo[pattern] = (pos, m)
+        return m
 
     def run(self) -> list[Piece]:
         """Scan the whole text; the pieces partition it in order."""
@@ -324,6 +444,8 @@ class Scanner:
         stay raw (see `finish`). Returns the last checkpoint passed at or before `safe_before` (`at`
         when none is later): where a later scan of a longer text may start (`Resumable`)."""
         text, pos = self.text, at.pos
+        if self._memo_text is not text:  # `Resumable` gives the scanner a longer text
+            self._memo, self._line_start, self._memo_text = {}, {}, text
         self.in_plan, self.plan_closed = at.in_plan, at.plan_closed
         safe = at
         while True:
@@ -348,7 +470,7 @@ class Scanner:
 
     def _next_event(self, pos: int) -> tuple[Literal["think", "code", "output"], re.Match[str]] | None:
         found: list[tuple[int, int, Literal["think", "code", "output"], re.Match[str]]] = []
-        if self.in_plan and (closer := THINK_CLOSE.search(self.text, max(pos, self.close_from))) is not None:
+        if self.in_plan and (closer := self._search(THINK_CLOSE, max(pos, self.close_from))) is not None:
             found.append((closer.start(), 0, "think", closer))
         if (code := self._code_open(pos)) is not None:
             found.append((code.start(), 1, "code", code))
@@ -361,11 +483,11 @@ class Scanner:
 
     def _code_open(self, pos: int) -> re.Match[str] | None:
         if self.d.name == "xml":
-            return XML_OPEN.search(self.text, pos)
+            return self._search(XML_OPEN, pos)
         if self.d.name == "tool_call":
-            return TOOL_CALL_OPEN.search(self.text, pos)
-        line = MD_OPEN_LINE.search(self.text, pos)
-        inline = MD_OPEN_INLINE.search(self.text, pos)
+            return self._search(TOOL_CALL_OPEN, pos)
+        line = self._search(MD_OPEN_LINE, pos)
+        inline = self._search(MD_OPEN_INLINE, pos)
         if line is None or (inline is not None and inline.start() < line.start()):
             return inline
         return line
@@ -382,15 +504,32 @@ class Scanner:
             same_turn = after_output and text.endswith("</tool_response>", 0, pos)  # no tail taken yet
             if same_turn and (response := TOOL_RESPONSE_OPEN.match(text, pos)) is not None:
                 return response  # the next response of the same tool turn
-            start = next_tool_turn(text, pos)
+            start = next_tool_turn(text, pos, self._search)
             return None if start is None else TOOL_TURN_OPEN.match(text, start)
-        for opener in self.d.output_open.finditer(text, pos):
-            if after_code and not text[pos : opener.start()].strip():
-                return opener
-            line_start = text.rfind("\n", 0, opener.start()) + 1
-            if not self.in_plan and not text[line_start : opener.start()].strip(" \t"):
-                return opener
-        return None
+        first = self._search(self.d.output_open, pos)
+        if first is None:
+            return None
+        if after_code:
+            blank = self._search(_NONBLANK, pos)
+            if blank is None or blank.start() >= first.start():
+                return first
+        if self.in_plan:
+            return None
+        if self._at_line_start(first.start()):
+            return first
+        # Any later opener at the start of a line lies on a line that starts after `first`.
+        line = self._search(_line_opener(self.d.output_open), pos)
+        return None if line is None else self.d.output_open.match(text, line.end())
+
+    def _at_line_start(self, at: int) -> bool:
+        """Only spaces and tabs stand between the start of the line and `at`."""
+        known = self._line_start.get(at)
+        if known is None:
+            i = at
+            while i > 0 and self.text[i - 1] in " \t":
+                i -= 1
+            known = self._line_start[at] = i == 0 or self.text[i - 1] == "\n"
+        return known
 
     def _code(self, opener: re.Match[str]) -> Piece:
         text, body = self.text, opener.end()
@@ -400,7 +539,7 @@ class Scanner:
             closer, reopen = XML_CODE_CLOSE, XML_OPEN_LINE
         else:
             closer, reopen = md_closer(opener.group("fence")), MD_OPEN_LINE
-        end = code_terminator(text, body, closer, self.d.output_open, reopen)
+        end = code_terminator(text, body, closer, self.d.output_open, reopen, self._search)
         if end is None:
             return self._block("code", (opener.start(), len(text)), (body, len(text)), closed=False)
         if end.kind == "close":
@@ -418,7 +557,9 @@ class Scanner:
         turn ended in without its closer is closed by the tool turn after it (the rollout ran it, as
         vLLM's parser reads one)."""
         text, body = self.text, opener.end()
-        end = code_terminator(text, body, TOOL_CALL_CLOSE, TOOL_TURN_OPEN, TOOL_CALL_OPEN_LINE)
+        end = code_terminator(
+            text, body, TOOL_CALL_CLOSE, TOOL_TURN_SEARCH, TOOL_CALL_OPEN_LINE, self._search
+        )
         stop = len(text) if end is None else end.start
         inner = text[body:stop]
         start = body + len(inner) - len(inner.lstrip())
@@ -428,7 +569,7 @@ class Scanner:
         return self._block("code", (opener.start(), span_end), content, closed=closed)
 
     def _output(self, opener: re.Match[str]) -> Piece:
-        closer = self.d.output_close.search(self.text, opener.end())
+        closer = self._search(self.d.output_close, opener.end())
         if closer is None:
             span = (opener.start(), len(self.text))
             return self._block("output", span, (opener.end(), len(self.text)), closed=False)

@@ -405,6 +405,8 @@ def _read_hub(spec: BenchmarkSpec, local_flag: str) -> list[dict[str, Any]]:
     from thinc_bench import hub
 
     fix = f"pass {local_flag} with a local copy, e.g. {local_flag} ../shared/data/benchmarks"
+    if local_flag == "--data-dir":  # eval's flag: its generated benchmark needs no data at all
+        fix += ", or --benchmarks nano (generated here, no data needed)"
     reason = hub.probe_failure()
     if reason is not None:
         raise DatasetError(
@@ -435,11 +437,11 @@ def _to_problems(
 ) -> list[Problem]:
     if not rows:
         raise DatasetError(f"benchmark {benchmark!r}: {origin} has no rows; fix the file or the split")
-    for column in (problem_column, answer_column):
+    for column, param in ((problem_column, "problem_column"), (answer_column, "answer_column")):
         if column not in rows[0]:
-            raise DatasetError(
+            raise DatasetError(  # eval has no column flags: the file is what a user can change
                 f"benchmark {benchmark!r}: {origin} has no column {column!r} (columns: {', '.join(rows[0])}); "
-                "pass the right column name"
+                f"rename the file's column to {column!r} (from Python: benchmarks.load(..., {param}=NAME))"
             )
     problems = []
     for index, row in enumerate(rows):
@@ -447,8 +449,8 @@ def _to_problems(
             problem_id = make_id(row, index)
         except KeyError as exc:
             raise DatasetError(
-                f"benchmark {benchmark!r}: {origin} row {index} has no id column {exc.args[0]!r}; "
-                "pass the right id column (or none, to number rows)"
+                f"benchmark {benchmark!r}: {origin} row {index} has no id column {exc.args[0]!r}; give every "
+                "row one (from Python: benchmarks.load(..., id_column=None) numbers the rows)"
             ) from None
         answer = row[answer_column]
         if answer is None or not str(answer).strip():

@@ -21,6 +21,7 @@ __all__ = [
     "one_line_errors",
     "parse_dataclasses",
     "parse_recipe",
+    "quiet_libraries",
     "reject_unknown",
 ]
 
@@ -34,13 +35,48 @@ def _fail(message: str) -> NoReturn:
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """HfArgumentParser's formatter, without "(default: None)": a None default means "see the help",
-    which already says what it resolves to ("default 16, demo 2")."""
+    """HfArgumentParser's formatter for a reader: each flag once, in the spelling the docs use (dashes,
+    `--max-tokens`; both spellings still parse), a one-line usage instead of every flag twice, and
+    no "(default: None)": a None default means "see the help", which says what it resolves to."""
+
+    spelling = "-"
+    """The separator the docs write flags with: "-" for eval, build_sft and report, "_" for the
+    recipes (TRL's own spelling)."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         if action.default is None:
             return action.help
         return super()._get_help_string(action)
+
+    def add_usage(self, usage: Any, actions: Any, groups: Any, prefix: Any = None) -> None:
+        if usage is not argparse.SUPPRESS:
+            super().add_usage(usage or "%(prog)s [--flag VALUE ...]", [], groups, prefix)
+
+    def _get_default_metavar_for_optional(self, action: argparse.Action) -> str:
+        """N for a number, the flag's name when short, else VALUE: `--max-tokens N`, not `--max-tokens
+        MAX_TOKENS`, so a flag and its help share a line."""
+        if action.type in (int, float):
+            return "N"
+        return action.dest.upper() if len(action.dest) <= 8 else "VALUE"
+
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        long = [o for o in action.option_strings if o.startswith("--")]
+        other = "_" if self.spelling == "-" else "-"
+        shown = [o for o in long if other not in o[2:]] or long
+        if len(shown) == len(action.option_strings) or not shown:
+            return super()._format_action_invocation(action)
+        short = [o for o in action.option_strings if not o.startswith("--")]
+        options = [*short, shown[0]]
+        if action.nargs == 0:
+            return ", ".join(options)
+        metavar = self._format_args(action, self._get_default_metavar_for_optional(action))
+        return ", ".join(f"{o} {metavar}" for o in options)
+
+
+class RecipeHelpFormatter(HelpFormatter):
+    """The recipes' `--help`: TRL's underscore spelling (`--max_steps`), as their docs write it."""
+
+    spelling = "_"
 
 
 def one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -130,9 +166,50 @@ def parse_recipe(parser: Any, argv: Sequence[str], description: str, own: Iterab
     if "--help-all" not in args:
         short_help(parser, own)
     one_line_errors(parser)
+    parser.formatter_class = RecipeHelpFormatter
     try:
         *configs, rest = parser.parse_args_and_config(args, return_remaining_strings=True)
     except ValueError as exc:  # TrlParser's own checks of the YAML (not a mapping, a bad `env`)
         _fail(str(exc))
     reject_unknown(parser, rest, what="flag or config key")
     return tuple(configs)
+
+
+_UNACTIONABLE_LOGS = {
+    # deepspeed, imported by accelerate/transformers on a CPU machine, though nothing here uses it
+    "DeepSpeed": ("Setting accelerator to CPU",),
+}
+"""Library log lines a user can do nothing about, by logger name and message start."""
+_UNACTIONABLE_WARNINGS = (
+    # TRL defaults the field under its old name; renaming it in our configs would break the vLLM
+    # CPU venv's older transformers, which lacks the new one
+    r"`gradient_checkpointing` is deprecated",
+)
+"""Library warnings (message regexes) a user can do nothing about."""
+
+
+class _DropLines:
+    def __init__(self, starts: tuple[str, ...]) -> None:
+        self.starts = starts
+
+    def filter(self, record: Any) -> bool:
+        return not str(record.getMessage()).startswith(self.starts)
+
+
+def quiet_libraries(verbose: bool = False) -> None:
+    """A clean run prints its own lines only: libraries' loading bars off (transformers' and
+    datasets'; kept with `verbose`, the debug or info log level; a trainer's own progress bar stays) and the few library messages nobody can act on dropped, by exact
+    text, so every other warning still shows. What a run depends on is in config.json either way."""
+    import logging
+    import warnings
+
+    for name, starts in _UNACTIONABLE_LOGS.items():
+        logging.getLogger(name).addFilter(_DropLines(starts))  # survives the library's own setup
+    for pattern in _UNACTIONABLE_WARNINGS:
+        warnings.filterwarnings("ignore", message=pattern)
+    if not verbose:
+        import datasets
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+        datasets.disable_progress_bars()  # TRL's per-step dataset passes ("Truncating train dataset")

@@ -260,13 +260,27 @@ class ToolCall(NamedTuple):
         return None
 
 
+MAX_JSON_INT_DIGITS = 4_000
+"""Longer integers in a call's JSON are read as floats (inf): int() refuses more than 4,300 digits, and
+only the call's `name` and `code` are used."""
+
+
+def _json(text: str) -> object:
+    """`json.loads` for model-written JSON: a huge integer does not raise ValueError, and nesting past
+    the recursion limit (`[[[[...`) is a JSONDecodeError like any other malformed JSON."""
+    try:
+        return json.loads(text, parse_int=lambda s: int(s) if len(s) <= MAX_JSON_INT_DIGITS else float(s))
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", text, 0) from None
+
+
 def parse_call(body: str) -> ToolCall:
     """Read the JSON body of a `<tool_call>`: `{"name": ..., "arguments": {"code": ...}}`.
 
     `arguments` given as a JSON string (as the OpenAI API writes it) is decoded too.
     """
     try:
-        call = json.loads(body)
+        call = _json(body)
     except json.JSONDecodeError as exc:
         return ToolCall(None, None, f"the tool call is not valid JSON ({exc.msg} at character {exc.pos})")
     if not isinstance(call, dict):
@@ -277,11 +291,10 @@ def parse_call(body: str) -> ToolCall:
     arguments = call.get("arguments")
     if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments)
+            arguments = _json(arguments)
         except json.JSONDecodeError:
             return ToolCall(name, None, "the tool call's 'arguments' string is not a JSON object")
-    code = arguments.get("code") if isinstance(arguments, dict) else None
-    if not isinstance(code, str):
+    if not isinstance(arguments, dict) or not isinstance(code := arguments.get("code"), str):
         return ToolCall(name, None, "the tool call has no string argument 'code'")
     return ToolCall(name, code, None, arguments)
 
@@ -760,7 +773,7 @@ def unexecuted_code(traj: Trajectory) -> list[Segment]:
         return missing + calls
     return [
         s
-        for s, after in zip(segments, [*segments[1:], None], strict=True)
+        for s, after in zip(segments, [*segments[1:], None][: len(segments)], strict=True)
         if s.kind == "code" and s.closed and (after is None or after.kind != "output")
     ]
 

@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import need_shared
 
 from thinc_bench import trajectory
 from thinc_bench.backends import smollm2_gguf
@@ -64,7 +65,11 @@ def _args(source: Path, out: Path, teacher: Path, *extra: str) -> list[str]:
         "--student-tokenizer",
         str(smollm2_gguf()),
         "--decontam-data-dir",
-        str(Path(__file__).resolve().parents[3] / "shared" / "data" / "benchmarks"),
+        str(
+            need_shared(
+                Path(__file__).resolve().parents[3] / "shared" / "data" / "benchmarks", "benchmark copies"
+            )
+        ),
         "--out",
         str(out),
         *extra,
@@ -433,7 +438,7 @@ def test_bad_thresholds_are_config_errors() -> None:
         BuildSFTConfig(teacher="t", samples_per_problem=0)
 
 
-def test_demo_preset_applies_only_without_a_teacher() -> None:
+def test_demo_preset_applies_only_without_a_teacher(shared_data) -> None:  # the demo reads ../shared/data
     demo = BuildSFTConfig()
     assert (demo.limit, demo.samples_per_problem, demo.exec_on, demo.student_tokenizer) == (
         3,

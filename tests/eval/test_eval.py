@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import socket
@@ -504,12 +505,38 @@ def test_sigint_saves_what_finished_says_how_to_resume_and_the_rerun_completes(
     resume = line.split("resume with: ", 1)[1]
     assert resume == shlex.join(["python", "-m", "thinc_bench.eval", *args])
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["partial"] == {"saved": saved, "planned": 16}
-    assert "Incomplete run" in (out / "report.html").read_text()
+    assert summary["partial"] == {"saved": saved, "planned": 16, "problems": {"tiny": 2}}
+    report = (out / "report.html").read_text()
+    assert "Incomplete run" in report and re.search(r"\d of 2 problems · run interrupted", report)
     assert subprocess.run(cmd, capture_output=True, timeout=300).returncode == 0
     keys = Counter((r["problem_id"], r["sample_idx"], r["k"]) for r in _records(out))
     assert len(keys) == 16 and set(keys.values()) == {1}
     assert "partial" not in json.loads((out / "summary.json").read_text())
+
+
+def test_ctrl_c_while_the_report_is_written_says_every_trajectory_was_saved(
+    two_problem_benchmark, scripted_turns, tmp_path, capsys, monkeypatch
+):
+    import thinc_bench.report
+
+    real = thinc_bench.report.write_report
+
+    def interrupted(run_dir):  # the user's Ctrl-C lands while the report is being rendered
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(thinc_bench.report, "write_report", interrupted)
+    out = tmp_path / "run"
+    args = _scripted_args(two_problem_benchmark, scripted_turns, out, "--samples", "1")
+    assert thinc_eval.main(args) == 130
+    err = capsys.readouterr().err
+    assert "nothing was saved" not in err
+    (line,) = [x for x in err.splitlines() if x.startswith("interrupted")]
+    assert f"2 of 2 trajectories saved in {out}" in line and line.endswith(
+        shlex.join(["python", "-m", "thinc_bench.eval", *args])
+    )
+    assert len(_records(out)) == 2 and not (out / "report.html").exists()
+    monkeypatch.setattr(thinc_bench.report, "write_report", real)
+    assert thinc_eval.main(args) == 0 and (out / "report.html").is_file()
 
 
 def test_raising_limit_extends_the_run_and_lowering_it_is_refused(
@@ -554,3 +581,35 @@ def test_several_servers_by_comma_list_or_repeated_flag_and_replicas_not_hashed(
     dp = thinc_eval.parse_config(["--model", "m", "--backend", "vllm", "--data-parallel-size", "8"])
     assert dp.backend_options() == {"data_parallel_size": 8}
     assert dp.settings() == thinc_eval.parse_config(["--model", "m", "--backend", "vllm"]).settings()
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--limit", "-3"], "--limit -3: use a positive number"),
+        (["--limit", "0"], "--limit 0: use a positive number"),
+        (["--benchmarks", "nano,nano_unseen,nano"], "names nano more than once"),
+    ],
+)
+def test_bad_limits_and_repeated_benchmarks_are_one_line_before_anything_runs(
+    flags, says, tmp_path, capsys
+) -> None:
+    out = tmp_path / "run"
+    args = ["--model", str(tmp_path / "no-such-model"), "--benchmarks", "nano", *flags, "--out", str(out)]
+    assert thinc_eval.main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and says in err, err
+    assert not out.exists()
+
+
+def test_a_benchmark_file_with_other_columns_says_to_rename_them_not_to_pass_a_flag(tmp_path) -> None:
+    from thinc_bench import benchmarks
+    from thinc_bench.errors import DatasetError
+
+    path = tmp_path / "mine.jsonl"
+    path.write_text(json.dumps({"id": "a", "question": "1+1?", "answer": "2"}) + "\n")
+    with pytest.raises(DatasetError) as caught:
+        benchmarks.load(str(path))
+    message = str(caught.value)
+    assert "no column 'problem'" in message and "question" in message
+    assert "rename the file's column to 'problem'" in message and "pass the right" not in message

@@ -93,3 +93,29 @@ def test_evaluate_resumes_like_the_cli(scripted_run, scripted_turns, capsys):
 def test_load_run_of_a_folder_that_is_not_a_run_is_one_clear_error(tmp_path):
     with pytest.raises(ConfigError, match="not a run directory"):
         thinc_bench.load_run(tmp_path)
+
+
+def _readme_api_lines() -> list[str]:
+    """The README's Python API snippet from `df = run.samples` on (the lines that need only a run)."""
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## Python API", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    lines = block.splitlines()
+    return lines[next(i for i, line in enumerate(lines) if line.startswith("df = run.samples")) :]
+
+
+def test_the_readmes_pandas_snippet_gives_summary_accuracy_with_grader_timeouts(tmp_path):
+    from report.synthetic import synthetic_run
+
+    path = synthetic_run(tmp_path / "run", model="org/m", ks=(0, 1), lost="grader_timeout", p_correct=0.7)
+    run = thinc_bench.load_run(path)
+    names = {"run": run}
+    exec("\n".join(_readme_api_lines()), names)  # noqa: S102 - the README's own lines, run as a user would
+    naive = run.samples[run.samples.k == 0].groupby("benchmark")["correct"].mean()
+    per_problem = names["problems"].groupby("benchmark").accuracy.mean()
+    for benchmark, block in run.summary["per_benchmark"].items():
+        expected = block["accuracy"]["value"]
+        assert names["accuracy"][benchmark] == pytest.approx(expected), benchmark
+        assert per_problem[benchmark] == pytest.approx(expected), benchmark
+        assert naive[benchmark] != pytest.approx(expected)  # the timeouts would count as wrong

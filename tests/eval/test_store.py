@@ -146,3 +146,53 @@ def test_raising_the_limit_keeps_the_samples_and_lowering_it_is_refused(tmp_path
     assert json.loads((tmp_path / "config.json").read_text())["settings"]["limit"] is None
     with pytest.raises(ConfigError, match="differ: limit"):
         RunDir.open(tmp_path, {**SETTINGS, "limit": 1})
+
+
+def test_an_unwritable_out_is_one_line_before_anything_loads(tmp_path, capsys) -> None:
+    from thinc_bench.eval import __main__ as thinc_eval
+
+    file = tmp_path / "notes.txt"
+    file.write_text("mine\n")
+    for out, says in ((file, "is a file, not a folder"), (file / "run", "is a file, so no folder")):
+        # a model that does not exist: the --out check must come first, before any loading
+        args = ["--model", str(tmp_path / "no-such-model"), "--benchmarks", "nano", "--out", str(out)]
+        assert thinc_eval.main(args) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and str(out) in err and says in err, err
+        assert file.read_text() == "mine\n"
+
+
+def test_a_read_only_out_is_refused_naming_the_folder(tmp_path) -> None:
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    code = (
+        "import sys\nfrom thinc_bench.eval.store import check_writable\n"
+        "for out in sys.argv[1:]:\n    try:\n        check_writable(out)\n"
+        "    except Exception as e:\n        print(e)\n"
+    )
+    outs = [str(locked), str(locked / "run")]
+    if os.geteuid() == 0:  # root writes through permissions: make it a read-only mount instead
+        if shutil.which("bwrap") is None:
+            pytest.skip("as root a read-only folder needs a read-only mount: install bubblewrap")
+        command = ["bwrap", "--dev-bind", "/", "/", "--ro-bind", str(locked), str(locked)]
+    else:
+        locked.chmod(0o555)
+        command = []
+    repo = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": repo}
+    try:
+        done = subprocess.run(
+            [*command, sys.executable, "-c", code, *outs], capture_output=True, text=True, env=env, timeout=60
+        )
+    finally:
+        locked.chmod(0o755)
+    lines = done.stdout.splitlines()
+    assert len(lines) == 2, done
+    for out, line in zip(outs, lines, strict=True):
+        assert line.startswith(f"--out {out}: cannot write in {locked}"), line
+    assert not (locked / "run").exists()

@@ -16,6 +16,7 @@ from typing import Any
 import math_verify
 import pytest
 import sympy
+from conftest import need_shared
 
 from thinc_bench.grading import final_answer, normalize_answer
 from thinc_bench.grading._direct import direct_parse, direct_verdict
@@ -79,6 +80,7 @@ def _lattice() -> list[str]:
 
 
 def _benchmark_golds() -> list[str]:
+    need_shared(BENCHMARKS, "benchmark copies")
     return [json.loads(line)["answer"] for p in sorted(BENCHMARKS.glob("*.jsonl")) for line in p.open()]
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import need_shared
 
 from thinc_bench import trajectory
 from thinc_bench.errors import ConfigError, GraderError
@@ -60,6 +61,7 @@ def _same_integer_other_form(gold: str) -> str:
 
 
 def _benchmark_golds() -> list[tuple[str, str]]:
+    need_shared(BENCHMARKS, "benchmark copies")
     rows: list[tuple[str, str]] = []
     for path in sorted(BENCHMARKS.glob("*.jsonl")):
         rows += [

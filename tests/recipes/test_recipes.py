@@ -18,6 +18,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from conftest import need_shared
 from safetensors.torch import load_file
 
 from thinc_bench.backends import smollm2_gguf
@@ -185,7 +186,7 @@ def test_sft_smoke_trains_masks_interpreter_tokens_and_evaluates(
         "--student-tokenizer",
         str(smollm2_gguf()),
         "--decontam-data-dir",
-        str(REPO.parent / "shared" / "data" / "benchmarks"),
+        str(need_shared(REPO.parent / "shared" / "data" / "benchmarks", "benchmark copies")),
     ]
     assert build_sft.main([*args, "--out", str(build)]) == 0
 
@@ -585,7 +586,10 @@ def test_sft_two_processes_train_identical_ranks_and_evaluate(
         str(source),
     ]
     args += ["--student-tokenizer", tiny_llama_folder, "--out", str(build)]
-    args += ["--decontam-data-dir", str(REPO.parent / "shared" / "data" / "benchmarks")]
+    args += [
+        "--decontam-data-dir",
+        str(need_shared(REPO.parent / "shared" / "data" / "benchmarks", "benchmark copies")),
+    ]
     assert build_sft.main(args) == 0
 
     out = tmp_path / "sft"

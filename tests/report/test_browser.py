@@ -2,12 +2,14 @@
 request, the viewer's filters change what is visible, and a screenshot is kept as a test artifact.
 
 Driven by Playwright (PyPI) on Debian's `chromium` (`executable_path`), since Playwright's own browser
-download cannot be reached here; .ci/run installs chromium, and without it the test fails and says so.
+download cannot be reached here; .ci/run installs chromium (without it the test fails there, and skips
+elsewhere, saying so).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -68,7 +70,10 @@ class Events:
 def chromium():
     executable = chromium_path()
     if executable is None:
-        pytest.fail("chromium not found: install it with `apt-get install -y chromium` (.ci/run does)")
+        message = "chromium not found: install it with `apt-get install -y chromium` (Debian; .ci/run does)"
+        if os.environ.get("THINC_CI"):  # CI must run it; a newcomer's `make test` says why it skipped
+            pytest.fail(message)
+        pytest.skip(message)
     with sync_playwright() as p:
         b = p.chromium.launch(
             executable_path=executable,
@@ -262,3 +267,30 @@ def test_a_four_run_compare_fits_the_window_has_unique_ids_and_names_what_differ
     data = viewer_data(html)
     assert str(four_runs.parent) not in json.dumps(data)
     assert "SmolLM2-135M-Instruct.gguf" in html  # the model's name instead
+
+
+def test_labels_that_differ_at_the_end_are_shown_whole_and_the_verdict_key_has_its_colours(
+    chromium, tmp_path
+) -> None:
+    labels = ["ThinC SFT + GRPO", "ThinC SFT + GRPO, injected failures in half the groups"]
+    runs = [
+        f"{label}={synthetic_run(tmp_path / str(i), model=f'org/m{i}', sizes={'nano': 3}, samples=1)}"
+        for i, label in enumerate(labels)
+    ]
+    out = write_comparison(runs, tmp_path / "labels.html")
+    page = chromium.new_page(viewport={"width": WINDOW_PX, "height": 900})
+    try:
+        page.goto(out.resolve().as_uri(), wait_until="load")
+        cells = page.evaluate(
+            "[...document.querySelectorAll('table.glance th.label')].map("
+            "(e) => [e.innerText.trim(), e.scrollWidth <= e.clientWidth])"
+        )
+        assert cells == [[label, True] for label in labels]
+        colours = page.evaluate(
+            "[...document.querySelectorAll('#problems .key .v')].map((e) => getComputedStyle(e).backgroundColor)"
+        )
+        assert len(colours) == 3 and len(set(colours)) == 3, colours  # correct, incorrect, not scored
+        settings = page.locator("details.all-settings").text_content() or ""
+        assert "None" not in settings and "top_k –" in settings  # a setting left unset reads as "–"
+    finally:
+        page.close()

@@ -350,3 +350,61 @@ def test_paired_pairs_are_chosen_by_label_and_a_wrong_label_is_a_one_line_error(
     assert code == 2 and len(err.splitlines()) == 1
     assert "--paired 'strong:weak'" in err and "strong-4b, weak-1.7b" in err
     assert not (tmp_path / "x.html").exists()
+
+
+def _interrupt(run: Path, planned_problems: dict[str, int]) -> None:
+    """What eval's finish writes for a run stopped early: `partial` with the plan it did not finish."""
+    summary = json.loads((run / "summary.json").read_text())
+    saved = len((run / "samples.jsonl").read_text().splitlines())
+    summary["partial"] = {"saved": saved, "planned": 2 * saved, "problems": planned_problems}
+    (run / "summary.json").write_text(json.dumps(summary))
+
+
+def test_an_interrupted_run_is_marked_on_its_numbers_and_a_finished_one_is_not(tmp_path) -> None:
+    done = synthetic_run(tmp_path / "done", model="org/done", sizes={"aime2025": 6}, samples=1)
+    stopped = synthetic_run(tmp_path / "stopped", model="org/stopped", sizes={"aime2025": 3}, samples=1)
+    _interrupt(stopped, {"aime2025": 6})
+    html = write_comparison([done, stopped], tmp_path / "c.html").read_text()
+    glance = html[
+        html.index('<table class="glance">') : html.index("</table>", html.index('<table class="glance">'))
+    ]
+    rows = dict(re.findall(r'<tr data-run="(\d)">(.*?)</tr>', glance, re.S))
+    assert "run interrupted" not in rows["0"]
+    scored = json.loads((stopped / "summary.json").read_text())["per_benchmark"]["aime2025"]["accuracy"]
+    assert f"{scored['n_problems']} of 6 problems · run interrupted" in rows["1"]  # the benchmark's cell
+    assert "3 of 6 trajectories · run interrupted" in rows["1"]  # the average's
+    single = write_comparison([stopped], tmp_path / "s.html").read_text()
+    assert single.count(f"{scored['n_problems']} of 6 problems · run interrupted") == 2  # glance, all metrics
+
+
+def test_the_average_says_when_a_run_covers_fewer_benchmarks_than_the_table(tmp_path) -> None:
+    both = synthetic_run(
+        tmp_path / "both", model="org/both", sizes={"aime2025": 2, "hmmt_feb2025": 2}, samples=1
+    )
+    one = synthetic_run(tmp_path / "one", model="org/one", sizes={"hmmt_feb2025": 2}, samples=1)
+    average = build_data([both, one])["headline"]["rows"][-1]
+    assert average["groups"][0][0].get("note") is None
+    assert average["groups"][1][0]["note"] == "1/2 benchmarks"
+
+
+def test_heat_maps_draw_a_panel_only_for_runs_with_samples_of_that_benchmark(tmp_path) -> None:
+    both = synthetic_run(
+        tmp_path / "both", model="org/both", sizes={"aime2025": 2, "hmmt_feb2025": 2}, samples=1
+    )
+    one = synthetic_run(tmp_path / "one", model="org/one", sizes={"hmmt_feb2025": 2}, samples=1)
+    figures = {f["key"]: str(f["svg"]) for f in build_data([both, one])["figures"] if f.get("svg")}
+
+    def titles(key: str) -> set[str]:
+        return set(re.findall(r">([a-z]+)</text>", figures[key])) & {"both", "one"}
+
+    assert titles("heatmap-hmmt_feb2025") == {"both", "one"}
+    assert titles("heatmap-aime2025") == {"both"}  # no empty frame for the run that never saw it
+
+
+def test_a_run_without_a_scored_sample_renders_without_a_warning(tmp_path) -> None:
+    import warnings
+
+    run = synthetic_run(tmp_path / "run", model="org/m", sizes={"aime2025": 1}, samples=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib's "constrained_layout not applied" among them
+        write_comparison([run], tmp_path / "page.html")

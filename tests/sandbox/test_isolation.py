@@ -91,6 +91,24 @@ def test_jail_is_used_when_bubblewrap_works() -> None:
         assert [name for name in summary["inactive"] if "oom_score_adj" not in name] == []
 
 
+def test_a_protection_the_host_withholds_is_logged_at_info_and_still_recorded(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    if _jail.bwrap_problem() is not None:
+        pytest.skip(f"bubblewrap unavailable here: {_jail.bwrap_problem()}")
+    with caplog.at_level(logging.INFO, logger="thinc_bench.sandbox"), Sandbox() as sb, sb.session() as s:
+        s.run("1")
+        summary = sb.protection_summary()
+    inactive = list(summary["inactive"])
+    if [name for name in inactive if "oom_score_adj" not in name] or not inactive:
+        pytest.skip(f"this host misses other protections, or none: {inactive}")
+    # only the OOM-killer exemption is missing (a host without CAP_SYS_RESOURCE): nothing to act on
+    warned = [r for r in caplog.records if r.levelno >= logging.WARNING and "protection" in r.getMessage()]
+    assert warned == []
+    (info,) = [r for r in caplog.records if "oom_score_adj" in r.getMessage()]
+    assert info.levelno == logging.INFO and "CAP_SYS_RESOURCE" in info.getMessage()
+
+
 def test_degraded_mode_removes_host_scratch_folder(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(_jail.NO_NAMESPACES_ENV, "1")
     with Sandbox(SandboxConfig(isolation="none")) as sb:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from conftest import need_shared
+
 from thinc_bench import benchmarks
 from thinc_bench.benchmarks import PAPER_BENCHMARKS, Problem
 from thinc_bench.train.source import decontaminate
@@ -17,6 +19,7 @@ def _problem(pid: str, text: str, answer: str) -> Problem:
 
 
 def test_copies_renumbered_copies_and_translations_are_removed_and_reported() -> None:
+    need_shared(BENCHMARKS, "benchmark copies")
     aime = {n: benchmarks.load(n, BENCHMARKS, check_golds=False) for n in ("aime2025",)}
     original = next(p for p in aime["aime2025"] if p.id == "2025-I-1")
     training = [

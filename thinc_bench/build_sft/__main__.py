@@ -207,6 +207,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.basicConfig(
             level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
         )
+        from thinc_bench.cli import quiet_libraries
+
+        quiet_libraries(verbose=config.log_level.lower() in ("debug", "info"))
         return _main(config)
     except ThincError as exc:
         print(f"error: {exc}", file=sys.stderr)  # noqa: T201 - the CLI owns the terminal

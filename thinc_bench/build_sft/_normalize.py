@@ -57,4 +57,7 @@ def maths_tokens(text: str) -> list[str]:
 def answer_key(answer: str) -> str:
     """The form two equal gold answers share: `$` and whitespace dropped, integers without leading zeros."""
     key = _SPACE.sub("", answer).replace("$", "")
-    return str(int(key)) if _INTEGER.fullmatch(key) else key.casefold()
+    if _INTEGER.fullmatch(key) is None:
+        return key.casefold()
+    digits = key.lstrip("+-").lstrip("0") or "0"  # as digits: int() refuses more than 4,300 of them
+    return "-" + digits if key.startswith("-") and digits != "0" else digits

@@ -234,7 +234,7 @@ class BuildSFTConfig:
     student_tokenizer: str | None = field(
         default=None,
         metadata={
-            "help": f"Student tokenizer (Hub id, folder or .gguf) for plan share, input_ids and masks; "
+            "help": f"Student tokenizer (Hub id, folder, .gguf or bundled-smollm2) for plan share, input_ids and masks; "
             f"default {DEFAULT_STUDENT_TOKENIZER}, demo the bundled SmolLM2."
         },
     )

@@ -124,6 +124,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.basicConfig(
             level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
         )
+        from thinc_bench.cli import quiet_libraries
+
+        quiet_libraries(verbose=config.log_level.lower() in ("debug", "info"))
         return _main(config, args)
     except ThincError as exc:
         print(f"error: {exc}", file=sys.stderr)  # noqa: T201 - the CLI owns the terminal
@@ -139,8 +142,17 @@ def _main(config: EvalConfig, argv: Sequence[str]) -> int:
     prepared = prepare(config)
     print(plan_line(prepared), file=sys.stderr, flush=True)  # noqa: T201 - the CLI owns the terminal
     started = time.perf_counter()
-    summary, complete = execute(prepared, stop_on_signals=True)
     out = prepared.out
+    try:
+        summary, complete = execute(prepared, stop_on_signals=True)
+    except KeyboardInterrupt:  # after the rollouts: while summary.json or the report was being written
+        saved = len(prepared.run.records())
+        print(  # noqa: T201
+            f"interrupted while writing the summary and report: {saved} of {prepared.planned} trajectories "
+            f"saved in {out}; rerun to write them: {resume_command(argv, out)}",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
     if not complete:
         saved = (summary.get("partial") or {}).get("saved", prepared.planned)
         print(  # noqa: T201

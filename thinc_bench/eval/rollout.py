@@ -288,8 +288,9 @@ async def rollout(
             outs: list[str], trigger: Trigger = trigger, stop: str | None = stop, text: str = text
         ) -> str:
             if calling:
-                guarded = [spec.guard(neutralise_markup(tokenizer, out)) for out in outs]
-                return tool_turn_text(tokenizer, tool_name, guarded, template_kwargs)
+                return tool_turn_text(
+                    tokenizer, tool_name, [spec.guard(out) for out in outs], template_kwargs
+                )
             written = harness_block(text, trigger, outs[0], spec)
             return written if stop is None else _after_stop(written, text, stop)
 
@@ -335,7 +336,10 @@ def _fit_output(
     `block(outputs)` formats the whole harness-written text for the outputs (one per tool call, or
     one for a code block); the cut keeps the longest prefix of their concatenation that fits (binary
     search over characters: one encode per step), and every output after the cut is the note alone.
+    Every output is neutralised first (`neutralise_markup`): in any dialect, text the code printed
+    never becomes a special or added token, so it can neither end the turn nor forge one.
     """
+    outputs = [neutralise_markup(tokenizer, output) for output in outputs]
     written = block(outputs)
     ids = tokenizer.encode(written, add_special_tokens=False)
     if len(ids) <= room:

@@ -13,7 +13,7 @@ import asyncio
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -436,10 +436,17 @@ async def _until_stopped(tasks: list[asyncio.Future[None]], stop: asyncio.Event 
         await asyncio.gather(*pending, return_exceptions=True)  # each closes its sandbox session
 
 
-def finish(config: EvalConfig, run: RunDir, *, planned: int | None = None) -> dict[str, Any]:
+def finish(
+    config: EvalConfig,
+    run: RunDir,
+    *,
+    planned: int | None = None,
+    problems: Mapping[str, int] | None = None,
+) -> dict[str, Any]:
     """Write summary.json, samples.parquet and report.html from the run directory alone; return the
     summary. With `planned` (the trajectories the run asks for) and fewer saved, the summary says
-    `partial: {saved, planned}` and the report flags the run as incomplete."""
+    `partial: {saved, planned, problems}` (`problems`: the problems planned per benchmark) and the
+    report marks the run's numbers as those of an interrupted run."""
     from thinc_bench import grading
     from thinc_bench.eval.results import write_parquet
     from thinc_bench.eval.summary import summarize
@@ -454,6 +461,8 @@ def finish(config: EvalConfig, run: RunDir, *, planned: int | None = None) -> di
     summary = summarize(records, same=grading.equivalent, benchmarks=order, samples=int(config.samples or 1))
     if planned is not None and len(records) < planned:  # stopped early (an outage's records count)
         summary["partial"] = {"saved": len(records), "planned": planned}
+        if problems:
+            summary["partial"]["problems"] = dict(problems)
     run.write_summary(summary)
     write_parquet(run.path, records)
     write_report(run.path)

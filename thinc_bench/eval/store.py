@@ -356,6 +356,36 @@ class RunDir:
                 handle.truncate(good_end)
 
 
+def check_writable(path: str | Path, flag: str = "--out") -> None:
+    """Refuse, before anything is loaded, an output folder the run could not write: a file, a path
+    under a file, or a folder (or its nearest existing parent) this user cannot write in. Nothing is
+    created here; the run writes its folder with its first record.
+
+    Raises:
+        ConfigError: one line naming the path and the fix.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(
+            f"{flag} {path} is a file, not a folder; pass a folder path (new, or a run to resume)"
+        )
+    existing = path
+    while not existing.exists():
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    if existing != path and not existing.is_dir():
+        raise ConfigError(
+            f"{flag} {path}: {existing} is a file, so no folder can be made under it; pass another path"
+        )
+    target = path if path.exists() else existing
+    if not os.access(target, os.W_OK | os.X_OK):
+        raise ConfigError(
+            f"{flag} {path}: cannot write in {target} (read-only, or not yours); pass {flag} in a folder "
+            "you can write, e.g. runs/NAME"
+        )
+
+
 def _raises_limit(old: Any, new: Any) -> bool:
     """Whether `new` keeps every problem of `old` (`--limit` N takes the first N): None is all."""
     return old is not None and (new is None or int(new) > int(old))

@@ -29,7 +29,13 @@ from thinc_bench.grading._judge import (
     is_grounded,
 )
 from thinc_bench.grading._printed import code_printed
-from thinc_bench.grading._text import extract_answer, final_answer, final_text, normalize_answer
+from thinc_bench.grading._text import (
+    as_trajectory,
+    extract_answer,
+    final_answer,
+    final_text,
+    normalize_answer,
+)
 from thinc_bench.trajectory import Trajectory
 
 __all__ = [
@@ -39,6 +45,7 @@ __all__ = [
     "Grader",
     "Trajectory",
     "agrade",
+    "as_trajectory",
     "check_golds",
     "code_printed",
     "equivalent",

@@ -213,15 +213,15 @@ class Grader:
         answer = final_answer(pred)
         if answer is None:
             return _done(Grade("no_answer", None))
-        if len(answer) > MAX_ANSWER_CHARS:
-            return _done(Grade("unparseable_answer", answer, f"answer longer than {MAX_ANSWER_CHARS} chars"))
         g = normalize_answer(gold)
         a = align_to_gold(normalize_answer(answer), g)
         if canonical_surface(g) == canonical_surface(a):  # the same text: right even if it never parses
             return _done(Grade("correct", answer))
         gi, ai = as_integer(g), as_integer(a)
-        if gi is not None and ai is not None:  # exact: both sides are plain integers
+        if gi is not None and ai is not None:  # exact at any length: both sides are plain integers
             return _done(Grade("correct" if gi == ai else "incorrect", answer))
+        if len(answer) > MAX_ANSWER_CHARS:
+            return _done(Grade("unparseable_answer", answer, f"answer longer than {MAX_ANSWER_CHARS} chars"))
         return _then(self._run([Task("verify", g, a)])[0], lambda r: Grade(r.outcome, answer, r.detail))
 
     def grade(self, *, gold: str, pred: "str | Trajectory") -> Grade:
@@ -231,6 +231,8 @@ class Grader:
             gold: the reference answer in its source form ("025", "33,124,147", LaTeX).
             pred: the whole response (text or parsed trajectory); its answer is `final_answer(pred)`,
                 the last box of the final text, or a final run of boxes graded together as a list.
+                Plain integers are compared exactly at any length; any other answer longer than
+                MAX_ANSWER_CHARS is unparseable_answer without a parse.
 
         Returns:
             The Grade; an answer that cannot be judged in bounded time is `grader_timeout` (not
@@ -273,6 +275,8 @@ class Grader:
         ia, ib = as_integer(na), as_integer(nb)
         if ia is not None and ib is not None:
             return ia == ib
+        if max(len(na), len(nb)) > MAX_ANSWER_CHARS:  # too long to parse: only the same text is equal
+            return False
         return self._run([Task("verify", na, nb)])[0].result().outcome == "correct"
 
     def check_golds(self, golds: Sequence[str]) -> list[bool]:
@@ -299,7 +303,8 @@ class Grader:
 
         Only what the code printed counts (`_printed.code_printed`: no tracebacks, warnings or
         harness notices). Integer answers need a standalone printed number of the same value (1 is
-        not in "10", 20 not in "1e+20", 234 not in "1,234,567"; `Fraction(1, 2)` reads as 1/2).
+        not in "10", 20 not in "1e+20", 234 not in "1,234,567"; `Fraction(1, 2)` reads as 1/2),
+        compared as digit strings at any length (a printed `2**20000` grounds its own 6,021 digits).
         Other answers are compared by math-verify with up to MAX_GROUNDING_CANDIDATES printed
         values (numbers, fractions, sympy prints, list elements). A decimal grounds an irrational
         answer when they agree to math-verify's 6-decimal float rounding (0.7071067811865476

@@ -10,7 +10,6 @@ are listed as candidates for math-verify. Pure and linear; it does not compare v
 
 import re
 from collections.abc import Iterator, Sequence
-from decimal import Decimal, InvalidOperation
 
 from thinc_bench.grading._text import IntegerForm
 
@@ -79,22 +78,26 @@ def _fraction_value(m: re.Match[str]) -> str:
 
 
 def _token_value(sign: str, whole: str, frac: str | None, exp: str | None) -> IntegerForm | None:
-    """The integer a printed number token shows (25, -3, 25.0, 1,234, 1e+20), else None."""
-    whole = whole.replace(",", "")
-    if exp is None:
-        if frac is not None and frac.strip("0"):
+    """The integer a printed number token shows (25, -3, 25.0, 1,234, 1e+20), else None.
+
+    Worked on the digit strings, never through int/Decimal: a printed `2**20000` has 6,021 digits
+    (past Python's 4,300-digit int/str limit) and still grounds an answer with the same digits. An
+    exponent beyond MAX_EXPONENT (or of more than a few digits) is no integer the code meant.
+    """
+    whole, frac = whole.replace(",", ""), frac or ""
+    shift = 0
+    if exp is not None:
+        magnitude = exp.lstrip("+-").lstrip("0") or "0"
+        if len(magnitude) > len(str(MAX_EXPONENT)) or int(magnitude) > MAX_EXPONENT:
             return None
-        digits = whole.lstrip("0") or "0"
-    else:
-        if abs(int(exp)) > MAX_EXPONENT:
-            return None
-        try:
-            value = Decimal(f"{whole}.{frac or '0'}e{exp}")
-        except InvalidOperation:
-            return None
-        if value != value.to_integral_value():
-            return None
-        digits = str(int(value))
+        shift = -int(magnitude) if exp.startswith("-") else int(magnitude)
+    mantissa = whole + frac
+    point = len(whole) + shift  # the dot stands after `point` digits of the mantissa
+    if point < 0:
+        point, mantissa = 0, "0" * -point + mantissa
+    if mantissa[point:].strip("0"):
+        return None  # a fraction is left after the dot
+    digits = (mantissa[:point] + "0" * (point - len(mantissa))).lstrip("0") or "0"
     return IntegerForm("-" if sign == "-" and digits != "0" else "", digits)
 
 

@@ -29,42 +29,101 @@ MIN_INTEGER_LITERAL = 10
 """Integer literals below this are structure (exponents, ranges, indices, "step 2"), not a computed
 value: they are not counted as NL literals. Non-integer literals always count."""
 
-_NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+(?![\d,])|\d+(?:\.\d+)?)(?![\w])")
-"""A decimal number in prose or output; "1,234,567" is one number, "1,2,3" three."""
+MAX_EXACT_DIGITS = 1_000
+"""Numbers with more significant digits than this, or a decimal exponent beyond it, are compared by
+their canonical digit string (`Number`) rather than as exact fractions: Python refuses int/str
+conversions past 4,300 digits, and a literal `1e999999` would build a million-digit integer."""
+
+Number = Fraction | str
+"""A number's exact value: a Fraction, or past MAX_EXACT_DIGITS its canonical decimal string (no
+leading or trailing zeros: `777...7`, `0.000123...`), or `DIGITSeEXP` when the exponent is past the
+limit too (`1e999999999`, never written out). A value has one canonical form, so two numbers are
+equal exactly when their `Number`s are, on either side of the limit."""
+
+_NUMBER = re.compile(r"(?<![\w.])((?<!,)(?=(\d{1,3}(?:,\d{3})+))\2(?![\d,])|\d+(?:\.\d+)?)(?![\w])")
+"""A decimal number in prose or output; "1,234,567" is one number, "1,2,3" three. A grouped number
+starts a run of digits and commas (after a comma it is a list item: "1234,567,890" reads as three
+numbers), and its groups are taken whole (a lookahead capture, no backtracking into them): retrying
+the groups from every comma of a long run that ends badly ("1,234,...,234,5") was quadratic."""
+_LITERAL = re.compile(r"(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?")
+"""A Python decimal or float literal, underscores removed: whole digits, fraction digits, exponent."""
+MAX_EXPONENT_CHARS = 9
+"""An exponent written with more digits is no value the code can mean (`1e1000000000` is inf)."""
 
 Contains = Callable[[str, str], bool]
 """contains(answer, text): whether `text` shows a value mathematically equal to `answer`."""
 
 
-def _numbers(text: str) -> set[Fraction]:
+def number_value(whole: str, frac: str = "", exp: int = 0) -> Number:
+    """The exact value of the decimal `whole.frac * 10**exp` (digit strings), without converting a
+    number longer than MAX_EXACT_DIGITS (see `Number`)."""
+    digits = (whole + frac).lstrip("0")
+    significant = digits.rstrip("0")
+    scale = exp - len(frac) + len(digits) - len(significant)  # value = int(significant) * 10**scale
+    if not significant:
+        return Fraction(0)
+    if abs(scale) > MAX_EXACT_DIGITS:
+        return f"{significant}e{scale}"
+    if len(significant) <= MAX_EXACT_DIGITS:
+        return Fraction(int(significant)) * Fraction(10) ** scale
+    if scale >= 0:
+        return significant + "0" * scale
+    point = len(significant) + scale  # digits before the dot
+    return f"{significant[:point]}.{significant[point:]}" if point > 0 else f"0.{'0' * -point}{significant}"
+
+
+def _numbers(text: str) -> set[Number]:
     """The magnitudes of the decimal numbers written in `text` (signs are separate tokens in code)."""
-    return {Fraction(m.group(1).replace(",", "")) for m in _NUMBER.finditer(text)}
+    values: set[Number] = set()
+    for m in _NUMBER.finditer(text):
+        whole, _, frac = m.group(1).replace(",", "").partition(".")
+        values.add(number_value(whole, frac))
+    return values
 
 
-def code_literals(code: str) -> list[Fraction]:
+def _literal_value(text: str) -> Number | None:
+    """The value of one Python number literal (`0x1F`, `1_000`, `2.5e1`), or None when it has none we
+    compare (an exponent too long to mean anything, a binary literal past MAX_EXACT_DIGITS)."""
+    text = text.replace("_", "")
+    if text[:2].lower() in ("0x", "0o", "0b"):
+        try:
+            value = int(text, 0)  # power-of-two bases: linear, no digit limit
+        except ValueError:
+            return None
+        return Fraction(value) if value.bit_length() <= 3 * MAX_EXACT_DIGITS else None
+    m = _LITERAL.fullmatch(text)
+    if m is None or not (m.group(1) or m.group(2)):
+        return None
+    exp = m.group(3) or "0"
+    if len(exp.lstrip("+-")) > MAX_EXPONENT_CHARS:
+        return None
+    return number_value(m.group(1), m.group(2) or "", int(exp))
+
+
+def _order(value: Number) -> tuple[int, Fraction, str]:
+    return (0, value, "") if isinstance(value, Fraction) else (1, Fraction(0), value)
+
+
+def code_literals(code: str) -> list[Number]:
     """Magnitudes of the numeric literals of a code block, in order (strings and comments excluded).
 
     Code that does not tokenize (a block cut by the budget) falls back to the numbers in its text.
     """
-    values: list[Fraction] = []
+    values: list[Number] = []
     try:
         for token in tokenize.generate_tokens(io.StringIO(code).readline):
             if token.type != tokenize.NUMBER or token.string[-1] in "jJ":
                 continue
-            text = token.string.replace("_", "")
-            try:
-                values.append(
-                    Fraction(int(text, 0)) if text[:2].lower() in ("0x", "0o", "0b") else Fraction(text)
-                )
-            except ValueError:  # a literal Fraction cannot read ("1e999" still can; "0777" cannot)
-                continue
+            value = _literal_value(token.string)
+            if value is not None:
+                values.append(value)
     except (tokenize.TokenError, IndentationError, SyntaxError):
-        return sorted(_numbers(code))
+        return sorted(_numbers(code), key=_order)
     return values
 
 
-def _substantive(value: Fraction) -> bool:
-    return value.denominator != 1 or value >= MIN_INTEGER_LITERAL
+def _substantive(value: Number) -> bool:
+    return isinstance(value, str) or value.denominator != 1 or value >= MIN_INTEGER_LITERAL
 
 
 def posthoc(traj: Trajectory, answer: str | None, contains: Contains) -> bool | None:
@@ -92,7 +151,10 @@ def posthoc(traj: Trajectory, answer: str | None, contains: Contains) -> bool | 
     if not outputs:
         return None
     first_hit = next((i for i in outputs if contains(answer, segments[i].content)), outputs[-1])
-    return any(s.kind in PROSE_KINDS and contains(answer, s.content) for s in segments[:first_hit])
+    # One check over all the prose before O (its segments a line apart), not one per segment: a text
+    # of thousands of prose stretches would cost thousands of judge calls.
+    prose = "\n".join(s.content for s in segments[:first_hit] if s.kind in PROSE_KINDS)
+    return bool(prose) and contains(answer, prose)
 
 
 def nl_literals(traj: Trajectory, problem: str) -> list[str]:
@@ -112,8 +174,8 @@ def nl_literals(traj: Trajectory, problem: str) -> list[str]:
         The literals found, in the order first typed, as plain decimal strings ("21", "7/2").
     """
     known = _numbers(problem)
-    prose: set[Fraction] = set()
-    found: list[Fraction] = []
+    prose: set[Number] = set()
+    found: list[Number] = []
     for segment in traj.segments:
         if segment.kind in PROSE_KINDS:
             prose |= _numbers(segment.content)

@@ -247,9 +247,21 @@ def tool_turn_text(
 
 def neutralise_markup(tokenizer: Any, output: str) -> str:
     """`output` with the text of every added token broken by a space after its first character
-    (`<|im_end|>` -> `< |im_end|>`), so printed markup is read as text, never as a turn boundary."""
-    for token in getattr(tokenizer, "added_tokens_decoder", {}).values():
-        content = str(getattr(token, "content", ""))
-        if len(content) > 1 and content in output:
+    (`<|im_end|>` -> `< |im_end|>`), so printed markup is read as text, never as a turn boundary.
+
+    The rollout applies it to every interpreter output in every dialect (`eval.rollout._fit_output`).
+    Whitespace-only added tokens (some code tokenizers add runs of spaces) are left alone: they read as
+    the same blanks, and breaking them would change every indented line. Idempotent.
+    """
+    contents = sorted(
+        {
+            str(getattr(token, "content", ""))
+            for token in getattr(tokenizer, "added_tokens_decoder", {}).values()
+        },
+        key=len,
+        reverse=True,
+    )
+    for content in contents:
+        if len(content) > 1 and not content.isspace() and content in output:
             output = output.replace(content, content[0] + " " + content[1:])
     return output

@@ -110,8 +110,10 @@ def _training_log(path: str | Path) -> tuple[str, list[dict[str, Any]]]:
 
 
 def render(data: dict[str, Any]) -> str:
-    """The report page for a data dict from `build_data`."""
-    return environment().get_template("report.html.jinja").render(**data)
+    """The report page for a data dict from `build_data`, stamped with the renderer's id."""
+    from thinc_bench.report._stamp import renderer_id
+
+    return environment().get_template("report.html.jinja").render(**data, renderer=renderer_id())
 
 
 def write_report(run_dir: str | Path) -> Path:

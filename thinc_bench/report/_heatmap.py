@@ -60,13 +60,12 @@ def heatmap_figure(runs: Sequence[Run], benchmark: str) -> Markup:
     from matplotlib.colors import ListedColormap
 
     with _style():
-        grids = [
-            (run, *_heat_grid([s for s in run.samples if s["benchmark"] == benchmark and s["k"] == 0]))
-            for run in runs
-        ]
+        clean = [[s for s in run.samples if s["benchmark"] == benchmark and s["k"] == 0] for run in runs]
+        # a run without a clean sample of this benchmark gets no panel (an empty frame says nothing)
+        grids = [(run, *_heat_grid(mine)) for run, mine in zip(runs, clean, strict=True) if mine]
         rows = max((len(g[1]) for g in grids), default=1)
         per_panel = min(0.8 + 0.12 * rows, MAX_HEIGHT_IN)
-        fig, axes = panels(len(runs), per_panel, max_cols=2 if len(runs) > 1 else 1)
+        fig, axes = panels(len(grids), per_panel, max_cols=2 if len(grids) > 1 else 1)
         for ax, (run, grid, problems, n, per_row) in zip(axes, grids, strict=True):
             ax.imshow(
                 grid,
@@ -92,7 +91,8 @@ def heatmap_figure(runs: Sequence[Run], benchmark: str) -> Markup:
 
 
 def heatmap_figures(runs: Sequence[Run], benchmarks: Sequence[str]) -> list[dict[str, Any]]:
-    """One correctness figure per benchmark, as `figures.all_figures` gives its figures."""
+    """One correctness figure per benchmark that some run has clean samples of, as
+    `figures.all_figures` gives its figures."""
     return [
         {
             "key": f"heatmap-{name}",
@@ -102,4 +102,5 @@ def heatmap_figures(runs: Sequence[Run], benchmarks: Sequence[str]) -> list[dict
             "svg": heatmap_figure(runs, name),
         }
         for name in benchmarks
+        if any(s["benchmark"] == name and s["k"] == 0 for run in runs for s in run.samples)
     ]

@@ -105,8 +105,13 @@ def panels(n: int, row_height_in: float, max_cols: int = MAX_PANELS_PER_ROW) -> 
     return fig, axes[:n]
 
 
-def _short(label: str, limit: int = 28) -> str:
-    return label if len(label) <= limit else label[: limit - 1] + "…"
+def _short(label: str, limit: int = 36) -> str:
+    """The label, or its start and end around "…": runs' labels often differ only at the end
+    ("ThinC SFT + GRPO" and "ThinC SFT + GRPO, injected failures")."""
+    if len(label) <= limit:
+        return label
+    head = (limit - 1) // 2
+    return label[:head] + "…" + label[-(limit - 1 - head) :]
 
 
 def svg_figure(fig: Figure) -> Markup:
@@ -146,7 +151,7 @@ def _grouped_bars(
     centres = list(range(len(names)))
     for r, run in enumerate(runs):
         xs = [c - 0.4 + width * (r + 0.5) for c in centres]
-        ys = [100 * v if v is not None else float("nan") for v in values[r]]
+        ys = [100 * v if v is not None else 0.0 for v in values[r]]  # n/a: no bar (NaN upsets the layout)
         err = [100 * e if e is not None else 0.0 for e in errors[r]] if errors else None
         for x, v in zip(xs, values[r], strict=True):
             if v is None:  # no value is not zero: a mark where the bar would stand, explained in the caption

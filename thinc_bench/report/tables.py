@@ -231,12 +231,31 @@ def _coverage(by_k: dict[str, Any]) -> str | None:
     return f"{used}/{total} problems" if total > used else None
 
 
-def _average_cells(run: Run) -> list[dict[str, Any]]:
-    """The average row: benchmarks without a scored sample are left out of it, and the cell says so."""
+def _mark_interrupted(cell: dict[str, Any], run: Run, benchmark: str | None) -> None:
+    """Say on an accuracy cell of an interrupted run, where readers look, that it covers part of the
+    plan: "3 of 6 problems · run interrupted" (the whole run's trajectories on the average)."""
+    partial = run.summary.get("partial")
+    if not partial:
+        return
+    planned = (partial.get("problems") or {}).get(benchmark) if benchmark else None
+    if planned is not None:
+        block = run.summary.get("per_benchmark", {}).get(benchmark) or {}
+        scored = int((block.get("accuracy") or {}).get("n_problems") or 0)
+        cell["note"] = f"{scored} of {planned} problems · run interrupted"
+    else:
+        cell["note"] = f"{partial.get('saved')} of {partial.get('planned')} trajectories · run interrupted"
+    cell["note_title"] = "the run was stopped before its plan finished; rerun its command to resume it"
+    cell["interrupted"] = True
+
+
+def _average_cells(run: Run, shown: int) -> list[dict[str, Any]]:
+    """The average row: benchmarks without a scored sample (or not in the run, of the `shown` columns)
+    are left out of it, and the cell says so."""
     overall = run.summary.get("overall", {})
     per = run.summary.get("per_benchmark", {})
     blocks = [b for b in per.values() if "accuracy" in b]
-    partial = f"{len(blocks)}/{len(per)} benchmarks" if 0 < len(blocks) < len(per) else None
+    total = max(len(per), shown)
+    partial = f"{len(blocks)}/{total} benchmarks" if 0 < len(blocks) < total else None
     cells = []
     for metric in METRICS:
         if metric.key == "accuracy":
@@ -313,10 +332,14 @@ def headline(runs: Sequence[Run], benchmarks: Sequence[str]) -> dict[str, Any]:
             m: sorted({k for run in runs if (k := _largest_key(run.summary, name, m)) is not None}, key=int)
             for m in ("pass_at_k", "maj_at_k")
         }
+        for run, group in zip(runs, groups, strict=True):
+            _mark_interrupted(group[0], run, name)
         _mark_best(groups, frozenset(m for m, found in ks.items() if found and len(found) > 1))
         infra = [_excluded_cell(run.summary.get("per_benchmark", {}).get(name, {})) for run in runs]
         rows.append({"benchmark": name, "groups": groups, "ks": ks, "infra": infra, "average": False})
-    averages = [_average_cells(run) for run in runs]
+    averages = [_average_cells(run, len(benchmarks)) for run in runs]
+    for run, group in zip(runs, averages, strict=True):
+        _mark_interrupted(group[0], run, None)
     differ = {m for row in rows for m, found in row["ks"].items() if found and len(found) > 1}
     _mark_best(averages, frozenset(differ))
     infra = [_excluded_cell(run.summary.get("overall", {})) for run in runs]

@@ -238,11 +238,16 @@ def _bwrap_namespaces_and_caps(oom_protected: bool) -> list[str]:
 
 @dataclass(frozen=True)
 class Protection:
-    """One line of the protection summary: what it is, whether it is active, and why not."""
+    """One line of the protection summary: what it is, whether it is active, and why not.
+
+    `minor`: its absence leaves every session contained and the user has nothing to do about it
+    (a host that withholds a capability), so it is logged at INFO, not as a warning; config.json
+    records it like every other line."""
 
     name: str
     active: bool
     why: str = ""
+    minor: bool = False
 
 
 def describe_protections(launch: Launch, hello: dict[str, Any]) -> list[Protection]:
@@ -303,10 +308,13 @@ def describe_protections(launch: Launch, hello: dict[str, Any]) -> list[Protecti
             "memory" in launch.groups.paths,
             groups.get("memory", ""),
         ),
-        line(
+        Protection(
             "fork-server exempt from the host's OOM killer (oom_score_adj -1000)",
             bool(hello.get("oom_protected")),
-            "needs CAP_SYS_RESOURCE, which this host does not grant (sessions still get +500)",
+            ""
+            if hello.get("oom_protected")
+            else "needs CAP_SYS_RESOURCE, which this host does not grant (sessions still get +500)",
+            minor=True,
         ),
         line(
             "per-session CPU share and quota (cpu cgroup, cpus_per_session)",

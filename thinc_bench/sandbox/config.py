@@ -145,6 +145,14 @@ class SandboxConfig:
             "lines, a seeded realistic exception), so a model cannot tell it from a real failure."
         },
     )
+    fault_seed: str = field(
+        default="",
+        metadata={
+            "help": "Salt of the rendered injected failures' draws (with the cell number and code). "
+            "GRPO's training sandbox sets its own, so training never fits the exact texts that "
+            "eval's Recovery@k injects for the same code."
+        },
+    )
 
     def __post_init__(self) -> None:
         if self.isolation not in ("auto", "bwrap", "none"):

@@ -386,14 +386,19 @@ class Sandbox:
         self._logged = True
         if server.hello.get("preload_failed"):
             logger.warning("sandbox preload failed for: %s", "; ".join(server.hello["preload_failed"]))
-        missing = [p for p in lines if not p.active]
+        missing = [p for p in lines if not p.active and not p.minor]
+        minor = [p for p in lines if not p.active and p.minor]
         if missing:  # name only what is missing; config.json keeps the whole summary
             logger.warning(
                 "sandbox protections missing: %s",
                 "; ".join(f"{p.name} (because {p.why})" for p in missing),
             )
         else:
-            logger.info("sandbox protections: all %d active", len(lines))
+            logger.info("sandbox protections: all %d that contain a session active", len(lines) - len(minor))
+        if minor:  # nothing for the user to do: the host withholds it, and sessions stay contained
+            logger.info(
+                "sandbox: not available on this host: %s", "; ".join(f"{p.name} ({p.why})" for p in minor)
+            )
 
     def _after_fork_in_child(self) -> None:
         """Reset process-local state in a forked child (see the module docstring)."""

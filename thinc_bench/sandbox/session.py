@@ -268,10 +268,14 @@ class Session:
 
     def _fault(self, code: str, cell: int) -> str:
         """The injected failure's text: the configured one, else a traceback of this cell drawn
-        with a seed of the code and cell number (the same block fails the same way on a rerun)."""
+        with a seed of the code and cell number (the same block fails the same way on a rerun) and
+        the config's `fault_seed` (training's draws are not eval's)."""
         if self._config.fault_output:
             return self._config.fault_output
-        return render_fault(code, cell, random.Random(f"{cell}\0{code}"))
+        salt = self._config.fault_seed
+        return render_fault(
+            code, cell, random.Random(f"{salt}\0{cell}\0{code}" if salt else f"{cell}\0{code}")
+        )
 
     async def arun(self, code: str, timeout: float | None = None, *, stdin: str | None = None) -> ExecResult:
         """Same as `run`, for asyncio: runs in the Sandbox's bounded worker pool.

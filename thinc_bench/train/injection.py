@@ -19,9 +19,9 @@ cannot recover then scores 0 throughout (no advantage, and dynamic sampling drop
 teaching "don't call code". This is eval's Recovery@k rule too: a sample that ran fewer than k
 executions is never counted as recovered.
 
-The failure a training rollout meets is not eval's text: `TRAINING_FAULT_OUTPUT` is what the
-training sandbox prints (a plain CPython MemoryError, which any block can raise), so training does
-not fit the exact perturbation Recovery@k measures with (`SandboxConfig.fault_output`).
+The failure a training rollout meets is drawn like eval's (the sandbox's `render_fault`: a real
+traceback of that cell, a seeded realistic exception) but from its own seed stream
+(`TRAINING_FAULT_SEED`), so training does not fit the exact texts Recovery@k injects for the same code.
 
 The choice is a pure function of the run's seed, the global step and the problem text: the same on
 every rank (a group may be spread over processes), the same on a resumed run, independent of the
@@ -40,17 +40,14 @@ from typing import Any
 from thinc_bench.errors import ConfigError
 from thinc_bench.sandbox.config import SandboxConfig
 
-TRAINING_FAULT_OUTPUT = (
-    'Traceback (most recent call last):\n  File "<cell-1>", line 1, in <module>\nMemoryError'
-)
-"""The output of an injected failure in GRPO rollouts: a realistic CPython error, never eval's own
-fault text (the recipe's sandbox prints it; a realistic renderer from the sandbox replaces it)."""
+TRAINING_FAULT_SEED = "grpo"
+"""The salt of GRPO's injected-failure draws (`SandboxConfig.fault_seed`): eval's sessions use none."""
 
 
 def training_sandbox_config(sessions: int) -> SandboxConfig:
-    """The GRPO rollout's sandbox: `sessions` slots (one per rollout a process runs at once) and the
-    training fault text for injected failures."""
-    return SandboxConfig(max_sessions=sessions, fault_output=TRAINING_FAULT_OUTPUT)
+    """The GRPO rollout's sandbox: `sessions` slots (one per rollout a process runs at once) and
+    injected failures rendered from training's own seed stream."""
+    return SandboxConfig(max_sessions=sessions, fault_seed=TRAINING_FAULT_SEED)
 
 
 def earns_reward(k: int, met: int, executions: int, errors: int) -> bool:

@@ -1,8 +1,8 @@
 """What a recipe does around training: its bare-run defaults, the model name it loads, the data it
 builds when missing, and the record it leaves in the checkpoint for eval (`thinc_bench.checkpoint`).
 
-`python recipes/sft.py` and `python recipes/grpo.py` with no arguments run ThinC-nano on CPU; these
-helpers make that one path with the configured one, not a second code path.
+`python recipes/sft.py` and `python recipes/grpo.py` without `--config` run ThinC-nano on CPU, with
+any flag given on top; these helpers make that one path with the configured one, not a second code path.
 """
 
 from __future__ import annotations
@@ -28,13 +28,24 @@ def resolve_model(name: str) -> str:
     return _sources.resolve(name).load_path if name.endswith(".gguf") else name
 
 
+def has_config(argv: Sequence[str]) -> bool:
+    """Whether the arguments name a `--config` YAML (as `--config PATH` or `--config=PATH`)."""
+    return any(a == "--config" or a.startswith("--config=") for a in argv)
+
+
 def bare_argv(argv: Sequence[str], config: str, what: str) -> list[str]:
-    """The arguments of a recipe: as given, or with none given, its nano config (the bare CPU run)."""
-    if argv:
-        return list(argv)
+    """The arguments of a recipe over its base: with no `--config`, the nano config comes first and
+    every flag given overrides it (TrlParser lets the command line win over the YAML), so
+    `python recipes/sft.py --max_steps 1` is the CPU nano run cut short, not TRL's GPU defaults
+    (bf16 on, which a CPU refuses). The paper settings are named with `--config`."""
+    args = list(argv)
+    if has_config(args):
+        return [a for b in args for a in (b.split("=", 1) if b.startswith("--config=") else [b])]
     path = RECIPES / "configs" / config
-    print(f"No arguments: {what} with {path.relative_to(RECIPES.parent)}", flush=True)  # noqa: T201
-    return ["--config", str(path)]
+    if not {"-h", "--help", "--help-all"} & set(args):
+        over = "; the flags given override it" if args else ""
+        print(f"No --config: {what} with {path.relative_to(RECIPES.parent)}{over}", flush=True)  # noqa: T201
+    return ["--config", str(path), *args]
 
 
 def build_data_if_missing(dataset_name: str, build_args: str | None) -> None:

@@ -63,7 +63,9 @@ def is_masked(status: str) -> bool:
     return is_unscored(status) or status == HARNESS_STATUS
 
 
-def grade_rollouts(answer: Sequence[str], texts: Sequence[str], stop_reason: Sequence[str]) -> list[str]:
+def grade_rollouts(
+    answer: Sequence[str], texts: Sequence[str | grading.Trajectory], stop_reason: Sequence[str]
+) -> list[str]:
     """The grade status of each trajectory (`infra_error` where the rollout itself failed), in one batch.
 
     Raises:
@@ -80,7 +82,9 @@ def grade_rollouts(answer: Sequence[str], texts: Sequence[str], stop_reason: Seq
     return statuses
 
 
-def _grade_each(answer: Sequence[str], texts: Sequence[str], todo: list[int]) -> list[str]:
+def _grade_each(
+    answer: Sequence[str], texts: Sequence[str | grading.Trajectory], todo: list[int]
+) -> list[str]:
     """The grade status of each row in `todo`, in one batch; when the batch raises, row by row, so
     one text the judge cannot handle is that row's `harness_error` and the others keep their verdict."""
     requests = [grading.GradeRequest(gold=answer[i], pred=texts[i]) for i in todo]
@@ -125,7 +129,10 @@ def exact_match_reward(
     Raises:
         ValueError: the columns have different lengths.
     """
-    texts = list(thinc_text) if thinc_text is not None else [_as_text(c) for c in completions]
+    raw = list(thinc_text) if thinc_text is not None else [_as_text(c) for c in completions]
+    # Parsed once (both dialects are tried) for the grade and the statistics alike.
+    parse = grade_status is None or log_metric is not None
+    texts: list[str | grading.Trajectory] = [grading.as_trajectory(t) for t in raw] if parse else list(raw)
     reasons = list(stop_reason) if stop_reason is not None else [""] * len(texts)
     statuses = list(grade_status) if grade_status is not None else grade_rollouts(answer, texts, reasons)
     if len(statuses) != len(texts):
@@ -163,7 +170,7 @@ def _as_text(completion: Any) -> str:
     return "".join(str(m.get("content", "")) for m in completion)
 
 
-def _grounded(text: str) -> bool | None:
+def _grounded(text: str | grading.Trajectory) -> bool | None:
     """`grading.is_grounded`, None (left out of the statistic) when it raises on a hostile text."""
     try:
         return grading.is_grounded(text)
@@ -177,7 +184,7 @@ def _mean(values: Sequence[float]) -> float | None:
 
 
 def rollout_stats(
-    texts: Sequence[str],
+    texts: Sequence[str | grading.Trajectory],
     stop_reason: Sequence[str],
     rewards: Sequence[float | None],
     n_tool_calls: Sequence[int] | None = None,

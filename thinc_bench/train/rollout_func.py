@@ -26,9 +26,9 @@ DAPO loss denominator counts the tokens of scored rows only, and the reward read
 
 With `injection` on (`train.injection.FailureInjection`), the whole group of a chosen prompt gets
 its first k executions failed through the session exactly as eval's Recovery@k does
-(`Sandbox.session(inject_failures=k)`: the code is not run; the output is the sandbox's
-`fault_output`, an interpreter block with `env_mask` 0 like every other); the reward stays the final
-answer's. The columns `inject_k` (k given) and `n_injected` (failures the trajectory met) come back
+(`Sandbox.session(inject_failures=k)`: the code is not run; the output is a realistic traceback of
+that cell from the sandbox's renderer, drawn from training's own seed stream, an interpreter block
+with `env_mask` 0 like every other); the reward follows `injection.earns_reward`. The columns `inject_k` (k given) and `n_injected` (failures the trajectory met) come back
 for the per-step logs, only while injection is on.
 
 Trajectories in flight are bounded by `concurrency` (default: the sandbox's `max_sessions`), as
