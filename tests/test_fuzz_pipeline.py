@@ -11,8 +11,9 @@ special tokens, unclosed tags and boxes) and drives
 - build_sft's filters over those records;
 - the GRPO reward over the hostile texts: one number (or None) per row, never an exception.
 
-The fast profile (a few examples, sandbox and grader started once per module) is in the fast tier;
-the `slow` tests run the same properties longer and add 1 MB lines. Times are not asserted
+The fast profile (a few examples, sandbox and grader started once per module) and 1 MB lines through
+the reward are in the fast tier; the `slow` tests run the eval property longer and add 1 MB printed
+output (eval's model text is bounded by its token budget). Times are not asserted
 (docs/DESIGN.md); `perf/hostile_text.py` measures them. The example database is off (no
 `.hypothesis/` in the checkout).
 """
@@ -355,8 +356,7 @@ def test_the_reward_gives_every_row_a_number_or_none_and_never_raises(
 MEGABYTE = 1_000_000
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(600)  # fails, rather than hangs, if some text processing turns quadratic again
+@pytest.mark.timeout(120)  # fails, rather than hangs, if some text processing turns quadratic again
 @pytest.mark.parametrize(
     "text",
     [
