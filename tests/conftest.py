@@ -267,3 +267,11 @@ def qwen3_tokenizers(qwen3_tokenizer_folders: dict[str, str]) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
     return {name: AutoTokenizer.from_pretrained(folder) for name, folder in qwen3_tokenizer_folders.items()}
+
+
+# Hypothesis: no example database in the checkout (issue 37); each property test sets its own example
+# count and deadline (the fuzzer's fast profile in the fast tier, its longer one marked slow).
+from hypothesis import settings as _hypothesis_settings  # noqa: E402
+
+_hypothesis_settings.register_profile("thinc", database=None)
+_hypothesis_settings.load_profile("thinc")

@@ -45,3 +45,8 @@ class RequestRejected(BackendUnavailable):
     Recorded on that sample as an infrastructure error with the server's message; the backend
     stops the run (ConfigError) only when requests keep being rejected and none has succeeded.
     """
+
+
+class HarnessError(ThincError):
+    """The harness failed the same way on every trajectory so far (one trajectory's failure is a
+    `harness_error` record; this is the run stopping because it is systematic: a bug or the environment)."""

@@ -38,8 +38,10 @@ def one(**changes) -> Candidate:
         ("conformance", {"conformance_failures": ("no_text_between_code",)}),
         ("decontamination", {"contamination": "aime2025 2025-I-1 (1.00)"}),
         ("infra_error", {"grade_status": "infra_error"}),
-        ("ungraded", {"grade_status": "grader_timeout"}),
+        ("infra_error", {"grade_status": "harness_error"}),
         ("ungraded", {"grade_status": "grader_error"}),
+        # too large or deep to judge in bounded time: the teacher's answer, wrong (docs/grading.md)
+        ("correct", {"grade_status": "grader_timeout"}),
         # cut by the budget after `\\boxed{6}. Let me double-check ... wh`: correct, but never ended
         ("finished", {"stop_reason": "max_tokens"}),
         ("finished", {"stop_reason": "max_tool_calls"}),
@@ -60,7 +62,7 @@ def test_trajectories_that_ended_by_answering_or_eos_are_finished() -> None:
 
 def test_an_ungraded_trajectory_is_not_counted_as_incorrect() -> None:
     (decision,) = apply_filters(
-        [one(grade_status="grader_timeout", n_code_blocks=1, exec_statuses=("ok",))], FilterConfig()
+        [one(grade_status="grader_error", n_code_blocks=1, exec_statuses=("ok",))], FilterConfig()
     )
     assert decision.failed == ("ungraded", "min_code_blocks")  # not "correct": the verdict is unknown
 

@@ -105,7 +105,7 @@ def test_majority_vote_groups_answers_with_the_given_equivalence() -> None:
     assert block["maj_at_k"]["3"]["value"] == 1.0
 
 
-@pytest.mark.parametrize("status", ["grader_error", "grader_timeout", "infra_error"])
+@pytest.mark.parametrize("status", ["grader_error", "harness_error", "infra_error"])
 def test_samples_without_a_verdict_are_excluded_from_accuracy_and_counted(status: str) -> None:
     records = [_rec("p1", 0, True), _rec("p1", 1, False, status=status), _rec("p2", 0, False)]
     block = summarize(records, same=_same)["per_benchmark"]["b"]
@@ -115,13 +115,23 @@ def test_samples_without_a_verdict_are_excluded_from_accuracy_and_counted(status
     assert sum(block["excluded"].values()) == 1
 
 
+def test_an_answer_the_grader_cannot_judge_in_time_is_wrong_and_counted_apart() -> None:
+    # A wrong \boxed{10^{10^{10}}} is not a way out of the denominator: accuracy 0.5 over 2, not 1.0 over 1.
+    records = [_rec("p1", 0, True), _rec("p2", 0, False, status="grader_timeout", answer="10^{10^{10}}")]
+    summary = summarize(records, same=_same)
+    block = summary["per_benchmark"]["b"]
+    assert (block["accuracy"]["value"], block["accuracy"]["n_problems"]) == (0.5, 2)
+    assert block["grader_timeouts"] == 1 and sum(block["excluded"].values()) == 0
+    assert summary["overall"]["grader_timeouts"] == 1 and summary["summary_version"] == 4
+
+
 def test_excluded_is_counted_the_same_way_per_benchmark_and_overall_with_the_faulted_runs_apart() -> None:
-    # per benchmark: 1 clean grader timeout; the k = 1 run loses 2 samples and the k = 2 run 4
+    # per benchmark: 1 clean harness error; the k = 1 run loses 2 samples and the k = 2 run 4
     records = []
     for bench in ("a", "c"):
         records += [
             _rec("p1", 0, True, bench=bench),
-            _rec("p1", 1, False, bench=bench, status="grader_timeout"),
+            _rec("p1", 1, False, bench=bench, status="harness_error", answer=None),
         ]
         records += [
             _rec("p1", i, False, bench=bench, k=1, status="infra_error", answer=None) for i in range(2)
@@ -129,16 +139,16 @@ def test_excluded_is_counted_the_same_way_per_benchmark_and_overall_with_the_fau
         records += [_rec("p1", i, False, bench=bench, k=2, status="grader_error") for i in range(3)]
         records += [_rec("p1", 3, False, bench=bench, k=2, status="infra_error", answer=None)]
     summary = summarize(records, same=_same, benchmarks=["a", "c"])
-    none = {"infra_error": 0, "grader_timeout": 0, "grader_error": 0}
+    none = {"infra_error": 0, "harness_error": 0, "grader_error": 0}
     for block in summary["per_benchmark"].values():
-        assert block["excluded"] == {**none, "grader_timeout": 1}
+        assert block["excluded"] == {**none, "harness_error": 1}
         assert block["n_infra_errors"] == 0
         assert block["excluded_recovery"] == {
             "1": {**none, "infra_error": 2},
             "2": {**none, "infra_error": 1, "grader_error": 3},
         }
     overall = summary["overall"]
-    assert overall["excluded"] == {**none, "grader_timeout": 2}  # the sum of the benchmarks, clean only
+    assert overall["excluded"] == {**none, "harness_error": 2}  # the sum of the benchmarks, clean only
     assert overall["n_infra_errors"] == 0
     assert overall["excluded_recovery"] == {
         "1": {**none, "infra_error": 4},
@@ -174,14 +184,31 @@ def test_pass_and_maj_keep_the_requested_k_when_one_sample_is_lost() -> None:
     assert maj["value"] == 1.0  # p1: four different answers, the first ("0", correct) wins the tie
 
 
-def test_maj_at_k_group_correctness_survives_a_members_grader_timeout() -> None:
+def test_maj_at_k_group_correctness_survives_a_members_grader_error() -> None:
     records = [
-        _rec("p1", 0, False, status="grader_timeout", answer="7"),
+        _rec("p1", 0, False, status="grader_error", answer="7"),
         _rec("p1", 1, True, answer="7"),
         _rec("p1", 2, False, answer="3"),
     ]
     maj = summarize(records, same=_same)["per_benchmark"]["b"]["maj_at_k"]["3"]
     assert (maj["value"], maj["n_unresolved"]) == (1.0, 0)
+
+
+def test_an_unverifiable_majority_answer_is_a_wrong_majority() -> None:
+    records = [
+        _rec("p1", 0, False, status="grader_timeout", answer="10^{10^{10}}"),
+        _rec("p1", 1, False, status="grader_timeout", answer="10^{10^{10}}"),
+        _rec("p1", 2, True, answer="7"),
+    ]
+    maj = summarize(records, same=_same)["per_benchmark"]["b"]["maj_at_k"]["3"]
+    assert (maj["value"], maj["n_problems"], maj["n_unresolved"]) == (0.0, 1, 0)
+
+
+def test_a_harness_error_neither_votes_nor_counts() -> None:
+    records = [_rec("p1", 0, True, answer="7"), _rec("p1", 1, False, status="harness_error", answer=None)]
+    block = summarize(records, same=_same, samples=2)["per_benchmark"]["b"]
+    assert block["accuracy"]["value"] == 1.0 and block["excluded"]["harness_error"] == 1
+    assert block["maj_at_k"]["2"]["n_problems_short"] == 1  # one sample drawn of the two asked
 
 
 def test_truncation_counts_token_budget_and_tool_call_limit_apart_and_together() -> None:

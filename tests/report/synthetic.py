@@ -51,7 +51,7 @@ def _lose(record: SampleRecord, status: str) -> SampleRecord:
 
 
 def _special(record: SampleRecord, problem: int, sample: int, k: int, lost: str | None) -> SampleRecord:
-    """Problem 0's first two clean samples: an infrastructure error and a grader timeout; with `lost`,
+    """Problem 0's first two clean samples: an infrastructure error and a grader error; with `lost`,
     the last clean sample of every problem has that status too (so no problem has n usable samples)."""
     if lost is not None and k == 0 and sample == 2:
         return _lose(record, lost)
@@ -61,7 +61,7 @@ def _special(record: SampleRecord, problem: int, sample: int, k: int, lost: str 
         record.status, record.correct, record.answer, record.grounded = "infra_error", False, None, None
         record.finish_reason, record.error = "infra_error", "BackendUnavailable: HTTP 503 after 3 retries"
     else:
-        record.status, record.correct = "grader_timeout", False
+        record.status, record.correct = "grader_error", False
     return record
 
 
@@ -94,7 +94,7 @@ def synthetic_run(
 ) -> Path:
     """Write a complete run directory; returns its path. Golds are 3-digit integers.
 
-    `lost`: a status without verdict (`grader_timeout`, `infra_error`) given to clean sample 2 of
+    `lost`: a status without verdict (`grader_error`, `infra_error`) given to clean sample 2 of
     every problem as well; `settings`: config settings to override (prompt, budgets, ...).
     """
     sizes = dict(sizes or {"aime2025": 6, "hmmt_feb2025": 4})

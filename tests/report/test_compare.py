@@ -140,11 +140,11 @@ def test_published_markers_stand_only_on_the_benchmarks_they_were_published_for(
 def test_warnings_list_every_kind_with_its_samples(two_runs) -> None:
     data = build_data(two_runs[:1])
     kinds = {w["kind"]: w for w in data["warnings"]}
-    assert set(kinds) == {"no_answer", "truncated", "gold_in_text", "grader_timeout", "infra_error"}
+    assert set(kinds) == {"no_answer", "truncated", "gold_in_text", "grader_error", "infra_error"}
     assert kinds["infra_error"]["count"] == 2  # problem 0 of each benchmark (synthetic)
     no_answer = [s["id"] for s in data["samples"] if s["answer"] is None and s["status"] != "infra_error"]
     assert kinds["no_answer"]["ids"] == no_answer
-    unverified = set(no_answer) | set(kinds["grader_timeout"]["ids"])
+    unverified = set(no_answer) | set(kinds["grader_error"]["ids"])
     assert set(kinds["gold_in_text"]["ids"]) <= unverified  # synthetic: only these write the gold unboxed
 
 
@@ -308,7 +308,7 @@ def _clean_by_problem(run: Path, benchmark: str) -> dict[str, list[bool]]:
         if (
             s["benchmark"] == benchmark
             and s["k"] == 0
-            and s["status"] not in ("infra_error", "grader_timeout", "grader_error")
+            and s["status"] not in ("infra_error", "harness_error", "grader_error")  # timeouts are wrong
         ):
             out.setdefault(s["problem_id"], []).append(s["correct"])
     return out

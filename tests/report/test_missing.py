@@ -29,7 +29,7 @@ def _cell_titles(html: str, benchmark: str, metric: str) -> list[str]:
     return re.findall(pattern, html, re.S)
 
 
-@pytest.mark.parametrize("lost", ["grader_timeout", "infra_error"])
+@pytest.mark.parametrize("lost", ["grader_error", "infra_error"])
 def test_a_run_where_no_problem_has_n_usable_samples_reports_pass_and_maj_as_missing(
     tmp_path: Path, lost: str
 ) -> None:
@@ -126,3 +126,16 @@ def test_the_excluded_column_counts_clean_samples_per_benchmark_and_overall_and_
     faulted = re.findall(r'data-metric="infra"[^>]*title="([^"]*)">\d+<span class="se"> \+(\d+) k&gt;0', html)
     assert [n for _, n in faulted] == ["7", "5", "12"]
     assert "k=1: 1, k=2: 6" in faulted[0][0]
+
+
+def test_unverifiable_answers_are_scored_wrong_and_shown_beside_the_excluded(tmp_path: Path) -> None:
+    # Every problem's clean sample 2 is an answer the grader could not judge in time: wrong, not excluded.
+    run = synthetic_run(tmp_path / "run", model="org/m", lost="grader_timeout", samples=4)
+    summary = json.loads((run / "summary.json").read_text())
+    block = summary["per_benchmark"]["aime2025"]
+    assert block["grader_timeouts"] == 6 and sum(block["excluded"].values()) == 2  # problem 0's two
+    assert block["pass_at_k"]["4"]["n_problems_short"] == 1  # only problem 0 lost samples
+    html = write_report(run).read_text()
+    assert "(6 timed out, wrong)" in html
+    kinds = {w["kind"]: w for w in build_data([run])["warnings"]}
+    assert kinds["grader_timeout"]["count"] == 6 + 4  # aime2025 and hmmt_feb2025 problems

@@ -12,7 +12,13 @@ from hypothesis import strategies as st
 from thinc_bench.backends.base import Generator
 from thinc_bench.errors import BackendUnavailable
 from thinc_bench.eval import __main__ as thinc_eval
-from thinc_bench.train.rewards import UNSCORED_METRIC, exact_match_reward, is_unscored, rollout_stats
+from thinc_bench.train.rewards import (
+    UNSCORED_METRIC,
+    exact_match_reward,
+    is_masked,
+    is_unscored,
+    rollout_stats,
+)
 
 SFT_DATA = Path(__file__).resolve().parents[1] / "data" / "sft"
 
@@ -53,20 +59,41 @@ def test_infrastructure_failure_gets_no_reward_rather_than_zero() -> None:
     assert rewards == [1.0, None]
 
 
-def test_grader_failures_and_infra_errors_are_unscored_and_wrong_answers_are_not() -> None:
-    assert [is_unscored(s) for s in ("grader_timeout", "grader_error", "infra_error")] == [True] * 3
-    assert [is_unscored(s) for s in ("incorrect", "no_answer", "unparseable_answer", "correct")] == [
-        False
-    ] * 4
-    # A verdict the rollout already reached is read, not graded again: a grader timeout stays unscored.
+def test_grader_errors_and_infra_errors_are_unscored_and_the_answers_own_failures_are_not() -> None:
+    assert [is_unscored(s) for s in ("grader_error", "infra_error")] == [True] * 2
+    own = ("incorrect", "no_answer", "unparseable_answer", "correct", "grader_timeout", "harness_error")
+    assert [is_unscored(s) for s in own] == [False] * 6
+    # A verdict the rollout already reached is read, not graded again: a grader error stays unscored.
     rewards = exact_match_reward(
         completions=["", ""],
         answer=["5", "5"],
         thinc_text=["\\boxed{5}", "\\boxed{5}"],
         stop_reason=["answer", "answer"],
-        grade_status=["correct", "grader_timeout"],
+        grade_status=["correct", "grader_error"],
     )
     assert rewards == [1.0, None]
+
+
+def test_an_answer_the_judge_cannot_finish_earns_zero_not_none() -> None:
+    # Otherwise a policy escapes every negative reward by writing answers the judge cannot finish.
+    rewards = exact_match_reward(
+        completions=["", ""],
+        answer=["5", "5"],
+        thinc_text=["\\boxed{5}", "\\boxed{10^{10^{10}}}"],
+        stop_reason=["answer", "answer"],
+    )
+    assert rewards == [1.0, 0.0]
+
+
+def test_a_row_the_harness_failed_earns_zero_and_leaves_the_loss() -> None:
+    rewards = exact_match_reward(
+        completions=["", ""],
+        answer=["5", "5"],
+        thinc_text=["\\boxed{5}", ""],
+        stop_reason=["answer", "harness_error"],
+    )
+    assert rewards == [1.0, 0.0]
+    assert is_masked("harness_error") and is_masked("infra_error") and not is_masked("grader_timeout")
 
 
 def _columns() -> dict[str, list]:

@@ -144,8 +144,10 @@ def test_a_backend_down_from_the_first_turn_gives_an_unscored_placeholder_not_an
 class _DownOnTurn(Generator):
     """Fault injection around a real generator: one trajectory's backend fails on its second turn."""
 
-    def __init__(self, inner: Generator, request_id: str) -> None:
-        self._inner, self._down, self._calls = inner, request_id, 0
+    def __init__(
+        self, inner: Generator, request_id: str, error: type[Exception] = BackendUnavailable
+    ) -> None:
+        self._inner, self._down, self._calls, self._error = inner, request_id, 0, error
 
     @property
     def tokenizer(self):  # noqa: ANN201
@@ -155,7 +157,7 @@ class _DownOnTurn(Generator):
         if request_id == self._down:
             self._calls += 1
             if self._calls == 2:
-                raise BackendUnavailable(f"connection reset for {request_id}")
+                raise self._error(f"connection reset for {request_id}")
         return await self._inner.generate(prompt_ids, params, request_id=request_id)
 
     async def aclose(self) -> None:
@@ -455,3 +457,34 @@ def test_k_failures_fail_the_first_k_executions_and_injection_off_adds_no_column
     assert out["inject_k"] == [3] and out["n_injected"] == [2]
     assert INTERPRETER.findall(clean["thinc_text"][0]) == ["\n6\n```\n", "\nTrue\n```\n"]
     assert "inject_k" not in clean and "n_injected" not in clean
+
+
+def test_a_row_whose_rollout_raises_earns_zero_leaves_the_loss_and_the_step_goes_on(
+    rows, scripted_turns
+) -> None:
+    # Not an outage: a bug met by one trajectory (issue 37). Reward 0, not None: no escape hatch.
+    scripted = load_generator("scripted", str(scripted_turns))
+    generator = _DownOnTurn(scripted, f"{rows[1]['id']}/1-3", error=RuntimeError)
+    prompts = [r["problem"] for r in rows for _ in range(2)]
+    with Sandbox() as sandbox:
+        rollout = ThincRollout(
+            sandbox,
+            RolloutLimits(max_tokens=2048, max_tool_calls=4),
+            load_system_prompt("thinc"),
+            generator=generator,
+            problem_ids={r["problem"]: r["id"] for r in rows},
+            answers={r["problem"]: r["answer"] for r in rows},
+        )
+        out = rollout(prompts, None)
+    assert out["stop_reason"] == ["answer", "answer", "answer", "harness_error"]
+    assert out["grade_status"] == ["correct", "correct", "correct", "harness_error"]
+    assert out["completion_ids"][3] == [scripted.tokenizer.eos_token_id] and out["env_mask"][3] == [0]
+    answers = [r["answer"] for r in rows for _ in range(2)]
+    rewards = exact_match_reward(
+        out["completion_ids"],
+        answers,
+        out["thinc_text"],
+        out["stop_reason"],
+        grade_status=out["grade_status"],
+    )
+    assert rewards == [1.0, 1.0, 1.0, 0.0]

@@ -167,10 +167,10 @@ def preflight(config: BuildSFTConfig) -> None:
 
 
 def regrade(out: Path) -> int:
-    """Grade again the stored trajectories whose grading timed out or failed; return how many were.
+    """Grade again the stored trajectories whose grading failed (a worker crash); return how many were.
 
     A new verdict is appended to samples.jsonl (the last record of a sample wins); one that is
-    still a timeout or error is not, so the next run tries again.
+    still an error is not, so the next run tries again. A grader timeout is a verdict, not retried.
     """
     from thinc_bench.build_sft.filters import UNGRADED_STATUSES
     from thinc_bench.eval.store import RunDir

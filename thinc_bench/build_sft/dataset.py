@@ -107,7 +107,9 @@ def finish(config: BuildSFTConfig, out: Path) -> dict[str, Any]:
     system = load_system_prompt(config.student_system_prompt)
     tools = [python_tool(config.tool_name)] if config.dialect == "tool_call" else None
     rows, candidates = [], []
-    for record in records:
+
+    def one(record: SampleRecord) -> tuple[dict[str, Any], Candidate]:
+        """The dataset row and the filters' facts of one stored rollout."""
         problem = problems[record.problem_id]
         messages = build_messages(problem.problem, system)
         text = after_native_thinking(record.text) if config.teacher_thinks else record.text
@@ -117,43 +119,51 @@ def finish(config: BuildSFTConfig, out: Path) -> dict[str, Any]:
             example.trajectory, min_code_blocks=config.min_code_blocks, max_prose_chars=config.max_prose_chars
         )
         match = matches.get(record.problem_id)
-        candidates.append(
-            Candidate(
-                problem_id=record.problem_id,
-                sample_idx=record.sample_idx,
-                grade_status=record.status,
-                exec_statuses=tuple(record.exec_statuses),
-                n_code_blocks=example.trajectory.n_code_blocks,
-                plan_tokens=example.plan_tokens,
-                model_tokens=example.model_tokens,
-                conformance_failures=conformance_failures(conformance),
-                contamination=None
-                if match is None
-                else f"{match.benchmark} {match.problem_id} ({match.method} {match.overlap:.2f})",
-                stop_reason=record.finish_reason,
-                prose_chars=sum(map(len, trajectory.prose_outside_plan(example.trajectory))),
-                grounded_clean=_grounded_clean(record, example.trajectory) if config.recovery_share else None,
+        candidate = Candidate(
+            problem_id=record.problem_id,
+            sample_idx=record.sample_idx,
+            grade_status=record.status,
+            exec_statuses=tuple(record.exec_statuses),
+            n_code_blocks=example.trajectory.n_code_blocks,
+            plan_tokens=example.plan_tokens,
+            model_tokens=example.model_tokens,
+            conformance_failures=conformance_failures(conformance),
+            contamination=None
+            if match is None
+            else f"{match.benchmark} {match.problem_id} ({match.method} {match.overlap:.2f})",
+            stop_reason=record.finish_reason,
+            prose_chars=sum(map(len, trajectory.prose_outside_plan(example.trajectory))),
+            grounded_clean=_grounded_clean(record, example.trajectory) if config.recovery_share else None,
+        )
+        row = {
+            "id": problem.id,
+            "sample_idx": record.sample_idx,
+            "problem": problem.problem,
+            "answer": problem.answer,
+            "source": problem.benchmark,
+            "messages": [*messages, {"role": "assistant", "content": text}],
+            "segments": [{"kind": s.kind, "text": s.raw} for s in example.trajectory.segments],
+            "n_code_blocks": example.trajectory.n_code_blocks,
+            "plan_tokens": example.plan_tokens,
+            "model_tokens": example.model_tokens,
+            "plan_share": example.plan_share,
+            "teacher_tokens": record.gen_tokens,
+            "n_tool_calls": record.n_tool_calls,
+            "input_ids": example.input_ids,
+            "assistant_masks": example.assistant_masks,
+        }
+        return row, candidate
+
+    for record in records:
+        try:
+            row, candidate = one(record)
+        except Exception as exc:  # one hostile rollout never ends the build (issue 37)
+            logger.error(
+                "rollout %s/%d: %s: %s", record.problem_id, record.sample_idx, type(exc).__name__, exc
             )
-        )
-        rows.append(
-            {
-                "id": problem.id,
-                "sample_idx": record.sample_idx,
-                "problem": problem.problem,
-                "answer": problem.answer,
-                "source": problem.benchmark,
-                "messages": [*messages, {"role": "assistant", "content": text}],
-                "segments": [{"kind": s.kind, "text": s.raw} for s in example.trajectory.segments],
-                "n_code_blocks": example.trajectory.n_code_blocks,
-                "plan_tokens": example.plan_tokens,
-                "model_tokens": example.model_tokens,
-                "plan_share": example.plan_share,
-                "teacher_tokens": record.gen_tokens,
-                "n_tool_calls": record.n_tool_calls,
-                "input_ids": example.input_ids,
-                "assistant_masks": example.assistant_masks,
-            }
-        )
+            row, candidate = _unreadable(record, problems[record.problem_id])
+        rows.append(row)
+        candidates.append(candidate)
     filters = FilterConfig(
         config.min_code_blocks,
         config.max_plan_share,
@@ -169,6 +179,41 @@ def finish(config: BuildSFTConfig, out: Path) -> dict[str, Any]:
     (out / "stats.json").write_text(json.dumps(stats, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     write_pages(out, stats)
     return stats
+
+
+def _unreadable(record: SampleRecord, problem: Any) -> tuple[dict[str, Any], Any]:
+    """The row and facts of a stored rollout the filter stage could not read: a `harness_error`
+    candidate (charged to the not-produced filter, never kept) with an empty example."""
+    from thinc_bench.build_sft.filters import Candidate
+
+    candidate = Candidate(
+        problem_id=record.problem_id,
+        sample_idx=record.sample_idx,
+        grade_status="harness_error",
+        exec_statuses=tuple(record.exec_statuses),
+        n_code_blocks=0,
+        plan_tokens=0,
+        model_tokens=0,
+        stop_reason=record.finish_reason,
+    )
+    row = {
+        "id": problem.id,
+        "sample_idx": record.sample_idx,
+        "problem": problem.problem,
+        "answer": problem.answer,
+        "source": problem.benchmark,
+        "messages": [],
+        "segments": [],
+        "n_code_blocks": 0,
+        "plan_tokens": 0,
+        "model_tokens": 0,
+        "plan_share": 0.0,
+        "teacher_tokens": record.gen_tokens,
+        "n_tool_calls": record.n_tool_calls,
+        "input_ids": [],
+        "assistant_masks": [],
+    }
+    return row, candidate
 
 
 def _grounded_clean(record: SampleRecord, traj: Trajectory) -> bool | None:

@@ -3,9 +3,10 @@
 Each stored teacher rollout becomes a `Candidate` (its verdict, stop reason, execution statuses and
 statistics in the student's tokens); `apply_filters` runs the filters in `FILTERS` order and records,
 per trajectory, every filter it fails and the first one, which is the one the funnel charges it to.
-Samples the infrastructure failed to produce (`infra_error`) or the grader could not judge
-(`ungraded`: timeout or crash, graded again on the next run) are counted apart, never charged to the
-teacher. Then a trajectory must have ended by answering (`finished`), and pass the paper's four (correct
+Samples the infrastructure or the harness failed to produce (`infra_error`, which also counts
+`harness_error` records: both are produced again on the next run) or the grader failed on (`ungraded`:
+a worker crash, graded again on the next run) are counted apart, never charged to the teacher. An
+answer the grader could not judge in bounded time (`grader_timeout`) is the teacher's: `correct` fails. Then a trajectory must have ended by answering (`finished`), and pass the paper's four (correct
 answer, clean executions, >= 3 executed code blocks, plan < 50% of model tokens), ThinC conformance,
 decontamination and the per-problem cap (`dedup`: the shortest trajectories in model tokens win, ties
 by sample index). With a recovery share (`FilterConfig.recovery_share` > 0), `exec_ok` also accepts a
@@ -40,10 +41,12 @@ FilterName = Literal[
 FILTERS: tuple[FilterName, ...] = get_args(FilterName)
 """Funnel order: what is not the teacher's fault first (`infra_error`, `ungraded`), then the teacher's."""
 FILTER_HELP: dict[FilterName, str] = {
-    "infra_error": "not produced: backend or sandbox outage (infrastructure, not the teacher)",
-    "ungraded": "grader timed out or failed (not the teacher); rerunning the build grades it again",
+    "infra_error": "not produced: backend or sandbox outage, or a harness failure (not the teacher); "
+    "rerunning the build produces it again",
+    "ungraded": "the grader failed (a worker crash, not the teacher); rerunning the build grades it again",
     "finished": "did not end by answering: cut by the token budget or the tool-call limit",
-    "correct": "final \\boxed{} answer is not equivalent to the gold answer (the one grader)",
+    "correct": "final \\boxed{} answer is not equivalent to the gold answer (the one grader), or too large "
+    "or deep to judge in bounded time",
     "exec_ok": "a code execution ended in error, timeout, memory or kill",
     "min_code_blocks": "fewer executed code blocks (tool calls) than --min-code-blocks",
     "plan_share": "plan tokens >= --max-plan-share of model tokens (student tokenizer)",
@@ -68,8 +71,12 @@ filters of their own (counted in executions and student tokens); every other che
 FINISHED_STOP_REASONS = frozenset({"answer", "eos"})
 """Stop reasons of a trajectory that ended by answering (`eval.rollout.StopReason`); `max_tokens` and
 `max_tool_calls` cut it, and an SFT example must not end in an EOS the teacher never wrote."""
-UNGRADED_STATUSES = frozenset({"grader_timeout", "grader_error"})
-"""Grade statuses that say nothing about the answer: the grader's trouble, retried on the next run."""
+UNGRADED_STATUSES = frozenset({"grader_error"})
+"""Grade statuses that say nothing about the answer: the grader's trouble, retried on the next run.
+(`grader_timeout` is a verdict: the answer cannot be judged in bounded time, docs/grading.md.)"""
+NOT_PRODUCED_STATUSES = frozenset({"infra_error", "harness_error"})
+"""Statuses of samples without a trajectory to judge: the infrastructure's or the harness's, produced
+again on the next run; charged to the `infra_error` filter."""
 
 
 @dataclass(frozen=True)
@@ -176,8 +183,8 @@ def recovered(c: Candidate) -> bool:
 
 
 def _failures(c: Candidate, config: FilterConfig, is_recovered: bool) -> list[tuple[FilterName, str]]:
-    if c.grade_status == "infra_error":
-        return [("infra_error", "the sample could not be produced")]
+    if c.grade_status in NOT_PRODUCED_STATUSES:
+        return [("infra_error", f"the sample could not be produced ({c.grade_status})")]
     bad_exec = [s for s in c.exec_statuses if s != "ok"]
     exec_reason = f"executions {', '.join(bad_exec)}"
     if bad_exec and config.recovery_share > 0:

@@ -44,7 +44,8 @@ from thinc_bench.trajectory import (
 
 logger = logging.getLogger(__name__)
 
-StopReason = Literal["answer", "eos", "max_tokens", "max_tool_calls", "infra_error"]
+StopReason = Literal["answer", "eos", "max_tokens", "max_tool_calls", "infra_error", "harness_error"]
+"""`harness_error` is never the loop's own: a caller that caught an exception of the loop sets it."""
 ExecTrigger = Literal["output_open", "code_close"]
 
 NO_CODE_OUTPUT = "Error: no code block to run before this output block."

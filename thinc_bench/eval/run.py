@@ -14,12 +14,23 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from thinc_bench.benchmarks import Problem
+from thinc_bench.errors import ConfigError, DatasetError
+from thinc_bench.eval._failures import (
+    ERROR_CHARS,
+    INFRA_EXCEPTIONS,
+    Quorum,
+    Stage,
+    failed_record,
+    regrade,
+)
 from thinc_bench.eval.config import EvalConfig
+from thinc_bench.eval.store import HARNESS_STATUS, INFRA_STATUS
 
 if TYPE_CHECKING:
     from thinc_bench.backends import Generator
@@ -79,6 +90,49 @@ async def _evaluate_one(
     grader: Grader,
     prompt_ids: list[int],
 ) -> SampleRecord:
+    """One trajectory's record, whatever happens to it: an exception while it is produced or
+    processed ends it alone, as a `harness_error` record (or `infra_error` for the machinery's
+    `INFRA_EXCEPTIONS`) naming the stage and the exception, and the run goes on. Only run-level
+    errors (a configuration or data set the run cannot work with) and cancellation propagate."""
+    stage = Stage()
+    partial: dict[str, Any] = {}
+    try:
+        return await _produce(
+            problem,
+            sample_idx,
+            k,
+            config=config,
+            generator=generator,
+            sandbox=sandbox,
+            grader=grader,
+            prompt_ids=prompt_ids,
+            stage=stage,
+            partial=partial,
+        )
+    except (ConfigError, DatasetError):
+        raise
+    except Exception as exc:
+        where = stage.of(exc)
+        status = INFRA_STATUS if isinstance(exc, INFRA_EXCEPTIONS) else HARNESS_STATUS
+        message = f"{where}: {type(exc).__name__}: {str(exc)[:ERROR_CHARS]}"
+        log = logger.warning if status == INFRA_STATUS else logger.error
+        log("%s/%s/%d/k%d: %s", problem.benchmark, problem.id, sample_idx, k, message, exc_info=True)
+        return failed_record(problem, sample_idx, k, status, message, partial.get("result"))
+
+
+async def _produce(
+    problem: Problem,
+    sample_idx: int,
+    k: int,
+    *,
+    config: EvalConfig,
+    generator: Generator,
+    sandbox: Sandbox,
+    grader: Grader,
+    prompt_ids: list[int],
+    stage: Stage,
+    partial: dict[str, Any],
+) -> SampleRecord:
     from thinc_bench import trajectory
     from thinc_bench.eval import rollout
     from thinc_bench.eval.store import SampleRecord
@@ -91,6 +145,7 @@ async def _evaluate_one(
 
     template_kwargs = parse_template_kwargs(config.chat_template_kwargs)
     session = await asyncio.to_thread(sandbox.session, inject_failures=k)
+    stage.name = "rollout"
     try:
         if config.api == "chat":
             from thinc_bench.eval import function_calling
@@ -127,16 +182,20 @@ async def _evaluate_one(
             )
     finally:
         await asyncio.to_thread(session.close)
+    partial["result"] = result
     started = time.perf_counter()
+    stage.name = "parse"
     parsed = trajectory.parse(result.text, config.dialect)
     style = trajectory.classify(parsed)
     measures: dict[str, Any] = {}
     if result.stop_reason == "infra_error":
         grade_status, answer, correct, grounded = "infra_error", None, False, None
     else:
+        stage.name = "grade"
         verdict = await grader.agrade(gold=problem.answer, pred=parsed)
         grade_status, answer, correct = verdict.status, verdict.answer, verdict.correct
         grounded = await asyncio.to_thread(grader.is_grounded, parsed)
+        stage.name = "measures"
         count_tokens = _token_counter(generator)
         measures = await asyncio.to_thread(_measures, parsed, answer, problem.problem, grader, count_tokens)
     return SampleRecord(
@@ -260,12 +319,21 @@ async def run_eval(
     *,
     stop: asyncio.Event | None = None,
     label: str = "eval",
+    sandbox: Sandbox | None = None,
+    grader: Grader | None = None,
 ) -> bool:
     """Run every (problem, sample, k) not yet in the run directory, appending each as it finishes.
 
     Setting `stop` (the CLI does on Ctrl-C or SIGTERM) starts no further trajectory and cancels those
     in flight; every one already recorded stays, so a rerun resumes. Returns whether the run is
     complete (False when `stop` ended it first). `label` names the progress bar (build_sft's rollouts).
+    `sandbox` and `grader`, when given, are used (and left open) instead of the run's own.
+
+    One trajectory never ends the run: its failure is its own record (`_evaluate_one`).
+
+    Raises:
+        HarnessError: the first `_failures.HARNESS_QUORUM` trajectories all failed in the harness the same way.
+        ConfigError: the backend refuses the run's requests (its own quorum), or a setting cannot work.
     """
     from tqdm import tqdm
 
@@ -278,6 +346,7 @@ async def run_eval(
     todo = [item for item in plan(config, problems) if (item[0].benchmark, item[0].id, *item[1:]) not in done]
     if not todo:
         logger.info("nothing to do: all %d samples are in %s", len(done), run.path)
+        await regrade(config, run, grader)
         return True
     system_prompt = load_system_prompt(str(config.system_prompt))
     examples = load_examples(config.few_shot)
@@ -297,14 +366,14 @@ async def run_eval(
         "sandbox": asdict(sandbox_config),
     }
     run.annotate("resolved", resolved)
+    quorum = Quorum()
     try:
-        with (
-            Sandbox(sandbox_config) as sandbox,
-            Grader() as grader,
-            tqdm(total=len(todo), desc=label, unit="traj") as bar,
-        ):
+        with ExitStack() as owned, tqdm(total=len(todo), desc=label, unit="traj") as bar:
+            sandbox = sandbox or owned.enter_context(Sandbox(sandbox_config))
+            grader = grader or owned.enter_context(Grader())
             resolved["sandbox"]["protections"] = sandbox.protection_summary()  # active, missing and why
             run.annotate("resolved", resolved)
+            await regrade(config, run, grader)
             bar.update(0)
             gate = asyncio.Semaphore(concurrency)
             prompts = _render_prompts(
@@ -324,6 +393,7 @@ async def run_eval(
                         prompt_ids=prompts[problem.benchmark, problem.id],
                     )
                 run.append(record)
+                quorum.count(record)
                 progress.done += 1
                 progress.gen_tokens += record.gen_tokens
                 progress.sandbox_errors += sum(s == "infra_error" for s in record.exec_statuses)
@@ -347,7 +417,7 @@ async def run_eval(
 
 async def _until_stopped(tasks: list[asyncio.Future[None]], stop: asyncio.Event | None) -> bool:
     """Await every task; when `stop` is set first, cancel the rest and return False. A task's own
-    error cancels the others and propagates."""
+    error (a run-level one: a trajectory's failures are records) cancels the others and propagates."""
     pending: set[asyncio.Future[Any]] = set(tasks)
     stopper = asyncio.ensure_future((stop or asyncio.Event()).wait())
     try:

@@ -43,6 +43,13 @@ TRACKED_PACKAGES = ("thinc_bench", "torch", "transformers", "vllm", "trl", "math
 INFRA_STATUS = "infra_error"
 """Status of a sample that infrastructure (backend or sandbox outage) kept from being produced."""
 
+HARNESS_STATUS = "harness_error"
+"""Status of a sample whose processing raised in the harness (our bug, or input we could not handle):
+the record's `error` names the stage and the exception. Excluded like `infra_error`, and retried."""
+
+RETRIED_STATUSES = frozenset({INFRA_STATUS, HARNESS_STATUS})
+"""Statuses a resumed run produces again: neither says anything about the model."""
+
 CONFIG_FILE = "config.json"
 SAMPLES_FILE = "samples.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -63,9 +70,10 @@ class SampleKey(NamedTuple):
 class SampleRecord:
     """One finished trajectory with its verdict: a line of samples.jsonl (versioned contract).
 
-    `status` is the grade status, or an infrastructure status (`infra_error`) for samples that
-    could not be produced; those, and samples whose grading timed out or failed, are kept out of
-    accuracy and counted in the report. Token counts: `response_tokens` is the completion, model and
+    `status` is the grade status, or `infra_error` for samples infrastructure kept from being
+    produced, or `harness_error` for samples whose processing raised (then `error` is
+    "STAGE: ExceptionType: message"); those, and samples whose grading failed (`grader_error`), are
+    kept out of accuracy and counted in the report; `grader_timeout` is the answer's, scored wrong. Token counts: `response_tokens` is the completion, model and
     interpreter tokens (the response length the paper means), `gen_tokens` its model-written part,
     `prompt_tokens` the chat prompt, `total_tokens` prompt plus completion. Per-trajectory measures
     (None or empty when not measured, e.g. infrastructure errors and version-1 records): `checks`,
@@ -265,13 +273,18 @@ class RunDir:
         return list(latest.values())
 
     def done_keys(self) -> set[SampleKey]:
-        """Keys a resumed run skips: every recorded sample except infrastructure failures, which it retries."""
-        return {record.key for record in self.records() if record.status != INFRA_STATUS}
+        """Keys a resumed run skips: every recorded sample except infrastructure and harness failures,
+        which it retries (`RETRIED_STATUSES`: after an outage or a fixed harness bug the rerun fills them)."""
+        return {record.key for record in self.records() if record.status not in RETRIED_STATUSES}
 
     def append(self, record: SampleRecord) -> None:
         """Append one record and flush it to disk before returning (a crash loses nothing finished)."""
         self._materialize()
         line = json.dumps(dataclasses.asdict(record), ensure_ascii=False) + "\n"
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (from model JSON): \uXXXX escapes read back the same
+            line = json.dumps(dataclasses.asdict(record), ensure_ascii=True) + "\n"
         with self.samples_path.open("a", encoding="utf-8") as handle:
             handle.write(line)
             handle.flush()

@@ -5,11 +5,14 @@ k and calls the metric functions of `metrics`. Accuracy (avg@n, pass@k, maj@k) u
 (k = 0) samples; Recovery@k compares each k > 0 with the clean samples of the same problems. The
 overall row averages the per-benchmark accuracies, as the ThinC paper's "Avg." column does. No IO.
 
-Denominators never move silently. Samples that infrastructure kept from being produced, and samples
-whose grading timed out or failed, are not wrong answers: they are left out of every accuracy and
+Denominators never move silently. Samples that infrastructure kept from being produced
+(`infra_error`), that the harness failed to process (`harness_error`), and samples whose grading
+failed (`grader_error`) are not wrong answers: they are left out of every accuracy and
 counted: `excluded` for the clean samples (per benchmark, and overall as their sum), and
 `excluded_recovery` for each k > 0. A problem left with no scored sample is reported as missing (`missing`, count
-and ids), never dropped unseen. pass@k and maj@k keep the requested k (the samples asked for per
+and ids), never dropped unseen. An answer the grader could not judge in bounded time
+(`grader_timeout`, docs/grading.md "Timeouts") is the answer's: scored as wrong, and counted apart as
+`grader_timeouts` so a reader sees how many wrong answers are unverifiable ones. pass@k and maj@k keep the requested k (the samples asked for per
 problem): each is computed on the problems that have k usable samples, with that count and the count
 of the others beside it, instead of lowering k for every problem because one sample was lost.
 """
@@ -22,10 +25,14 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from thinc_bench import metrics
-from thinc_bench.eval.store import INFRA_STATUS, SampleRecord
+from thinc_bench.eval.store import HARNESS_STATUS, INFRA_STATUS, SampleRecord
 
-SUMMARY_VERSION = 3
+SUMMARY_VERSION = 4
 """Bump when a key of summary.json is renamed or removed, or changes meaning (reports read it).
+
+4: `grader_timeout` samples are scored as wrong (the answer's, not infrastructure) and counted in
+`grader_timeouts` (clean samples, per benchmark and overall); `excluded` counts `infra_error`,
+`harness_error` and `grader_error`.
 
 3: `excluded` and `n_infra_errors` count clean (k = 0) samples overall as per benchmark (overall is
 the sum over benchmarks); the k > 0 exclusions are `excluded_recovery` {k: {status: count}}, per
@@ -36,11 +43,15 @@ benchmark and overall.
 accuracy; pass@k / maj@k entries carry `n_problems_short` (and maj@k `n_unresolved`); Recovery@k
 carries stderr, ratio on problems with clean accuracy > 0, `saw_k` and `fewer_than_k`."""
 
-EXCLUDED_STATUSES = (INFRA_STATUS, "grader_timeout", "grader_error")
+EXCLUDED_STATUSES = (INFRA_STATUS, HARNESS_STATUS, "grader_error")
 """Statuses without a verdict on the answer: out of every accuracy, counted in `excluded`."""
 
-NO_VOTE_STATUSES = frozenset({INFRA_STATUS})
-"""Statuses whose sample is not drawn for maj@k (no trajectory); grader failures still vote."""
+NO_VOTE_STATUSES = frozenset({INFRA_STATUS, HARNESS_STATUS})
+"""Statuses whose sample is not drawn for maj@k (no trajectory, or none the harness could read);
+grader failures still vote."""
+
+TIMEOUT_STATUS = "grader_timeout"
+"""An answer too large or deep to judge in bounded time: wrong, and counted (`grader_timeouts`)."""
 
 _PER_BENCHMARK_ONLY = frozenset(
     {
@@ -51,6 +62,7 @@ _PER_BENCHMARK_ONLY = frozenset(
         "n_infra_errors",
         "excluded",
         "excluded_recovery",
+        "grader_timeouts",
         "missing",
         "n_samples",
     }
@@ -126,6 +138,7 @@ def _block(
         "n_records": len(records),
         "n_infra_errors": excluded[INFRA_STATUS],
         "excluded": excluded,
+        "grader_timeouts": sum(r.status == TIMEOUT_STATUS for r in records),
         "missing": {"count": len(missing), "ids": missing},
     }
     if not scored:
@@ -251,6 +264,7 @@ def summarize(
         "n_records": len(records),
         "n_infra_errors": sum(b["n_infra_errors"] for b in per_benchmark.values()),
         "excluded": _sum_counts(b["excluded"] for b in per_benchmark.values()) or _excluded([]),
+        "grader_timeouts": sum(b["grader_timeouts"] for b in per_benchmark.values()),
         "excluded_recovery": {
             k: _sum_counts(b["excluded_recovery"].get(k, {}) for b in per_benchmark.values())
             for k in sorted({k for b in per_benchmark.values() for k in b["excluded_recovery"]}, key=int)

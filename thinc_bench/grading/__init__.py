@@ -5,8 +5,9 @@ Contract (docs/DESIGN.md "Grading", "Grounding"): the answer is `final_answer(re
 `</think>`), or a final run of boxes (`\\boxed{1}, \\boxed{2}`) graded together as a list. Every
 consumer (eval, maj@k through the recorded answer, the SFT filter, the GRPO reward) gets it from
 `grade`. Equivalence is math-verify's, run in worker processes that are killed on a hard timeout,
-so a pathological answer is `grader_timeout`, never a hang; a crashed worker is `grader_error`,
-never a wrong answer. Grounding reads only what the code printed (`code_printed`). Golds keep their
+so a pathological answer is `grader_timeout`, never a hang, and not correct: an answer that cannot
+be judged in bounded time is the answer's fault, as math-verify's own timeout says "not equal"; a
+crashed worker is `grader_error`, the infrastructure's, never a wrong answer. Grounding reads only what the code printed (`code_printed`). Golds keep their
 source form ("025", "33,124,147", LaTeX). Exact fast paths (identical text, plain integers,
 integer grounding by token match) skip math-verify; the common number forms skip its ANTLR parse
 (`_direct`: math-verify's own trees, so no verdict changes). Verdicts are cached per (gold, answer) in this

@@ -58,8 +58,11 @@ CACHE_SIZE = 200_000
 _LIVE: "weakref.WeakSet[Grader]" = weakref.WeakSet()
 """Every Grader of this process, so that a forked child can make each its own."""
 
-_CACHEABLE: frozenset[Outcome] = frozenset({"correct", "incorrect", "unparseable_answer", "gold_error"})
-# Timeouts depend on machine load and errors on infrastructure: both are worth another try later.
+_CACHEABLE: frozenset[Outcome] = frozenset(
+    {"correct", "incorrect", "unparseable_answer", "gold_error", "grader_timeout"}
+)
+# A timeout is a verdict (the pool retried it; it is the answer's); errors are the infrastructure's
+# and worth another try later.
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -112,7 +115,8 @@ class Grader:
     Args:
         workers: worker processes; default: available CPUs, at most MAX_DEFAULT_WORKERS.
         timeout_s: hard limit per check (one parse+verify); past it the worker is killed and the
-            item is `grader_timeout`. Default DEFAULT_TIMEOUT_S.
+            item retried once in a fresh worker; past it again the item is `grader_timeout`, the
+            answer's own (wrong: it cannot be judged in bounded time). Default DEFAULT_TIMEOUT_S.
         cache_size: verdicts kept in the LRU cache; default CACHE_SIZE.
 
     Raises:
@@ -231,7 +235,8 @@ class Grader:
                 MAX_ANSWER_CHARS is unparseable_answer without a parse.
 
         Returns:
-            The Grade; infrastructure trouble shows as status grader_timeout / grader_error.
+            The Grade; an answer that cannot be judged in bounded time is `grader_timeout` (not
+            correct, a verdict on the answer); infrastructure trouble is `grader_error`.
 
         Raises:
             GraderError: the grader is closed or its workers cannot start.

@@ -2,9 +2,12 @@
 
 Owns process lifecycle and the wire protocol: `submit(tasks)` returns one Future per task; one
 thread per slot feeds its worker small batches and reads results back one at a time, so when an
-item overruns `timeout_s` the worker is killed, exactly that item is `grader_timeout`, the rest of
-its batch is requeued, and a fresh worker takes over. A worker that dies mid-item gets the item
-once more, then the item is `grader_error`. Workers are forked warm by the pool's `Zygote` (safe in
+item overruns `timeout_s` the worker is killed, the rest of its batch is requeued, and a fresh
+worker takes over. Who a failure belongs to (docs/grading.md "Timeouts"): an item that overruns
+its deadline gets one more try in a fresh worker (one overrun may be the machine's load), and a
+second overrun is the answer's own, `grader_timeout`: it cannot be judged in bounded time. A
+worker that dies mid-item gets the item once more, then the item is `grader_error`, the
+infrastructure's. Workers are forked warm by the pool's `Zygote` (safe in
 a threaded or asyncio parent, in a script without a `__main__` guard, in `python -c`). In a child
 forked from the parent, `forget` drops the inherited pool without touching the parent's workers.
 Thread-safe.
@@ -34,6 +37,10 @@ MAX_BATCH = 16
 MAX_CRASH_RETRIES = 1
 """A worker dying on an item is infrastructure until it happens twice on the same item."""
 
+MAX_DEADLINE_RETRIES = 1
+"""An item overrunning its deadline is tried once more in a fresh worker before the overrun is the
+answer's (`grader_timeout`): a loaded machine can slow one check past it, not two in a row."""
+
 WORKER_START_TIMEOUT_S = 60.0
 """A worker forked from the warm zygote answers "ready" in milliseconds; this only bounds a wedge."""
 
@@ -43,6 +50,7 @@ class _Job:
     task: Task
     future: "Future[Result]"
     crashes: int = 0
+    overruns: int = 0
 
 
 class _Worker(NamedTuple):
@@ -187,9 +195,8 @@ class WorkerPool:
         for i, job in enumerate(batch):
             if not worker.conn.poll(self.timeout_s):
                 self._stop_worker(worker, kill=True)
-                logger.warning("grading worker killed after %.1f s on %s", self.timeout_s, _short(job.task))
-                job.future.set_result(Result("grader_timeout", f"no verdict within {self.timeout_s} s"))
                 self._requeue_front(batch[i + 1 :])
+                self._on_overrun(job)
                 return None
             try:
                 item_id, result = worker.conn.recv()
@@ -214,6 +221,17 @@ class WorkerPool:
             job.future.set_result(Result("grader_error", "the grading worker died on this item twice"))
         else:
             logger.warning("grading worker died; retrying %s", _short(job.task))
+            self._requeue_front([job])
+
+    def _on_overrun(self, job: _Job) -> None:
+        job.overruns += 1
+        if job.overruns > MAX_DEADLINE_RETRIES:
+            logger.warning("no verdict within %.1f s, twice, on %s", self.timeout_s, _short(job.task))
+            job.future.set_result(
+                Result("grader_timeout", f"no verdict within {self.timeout_s} s, twice in a fresh worker")
+            )
+        else:
+            logger.info("grading worker killed after %.1f s; retrying %s", self.timeout_s, _short(job.task))
             self._requeue_front([job])
 
 

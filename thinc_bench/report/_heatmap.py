@@ -49,7 +49,7 @@ def _heat_grid(mine: Sequence[dict[str, Any]]) -> tuple[list[list[int]], list[st
     for s in mine:
         i = index[s["problem_id"]]
         grid[i // per_row][(i % per_row) * n + s["sample_idx"]] = (
-            0 if s["status"] == "infra_error" else (2 if s["correct"] else 1)
+            0 if s["status"] in ("infra_error", "harness_error") else (2 if s["correct"] else 1)
         )
     return grid, problems, n, per_row
 

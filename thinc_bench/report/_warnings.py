@@ -35,12 +35,18 @@ KINDS: dict[str, tuple[str, str]] = {
     ),
     "no_answer": ("No answer", "no \\boxed{} in the final text; counted as incorrect"),
     "grader_timeout": (
-        "Grader timeout",
-        "math-verify did not finish in time; excluded from accuracy (not a wrong answer) and counted",
+        "Unverifiable answer (grader timeout)",
+        "the answer could not be judged in bounded time (too large or deep for math-verify, twice); "
+        "counted as wrong, as a careful grader marks an answer nobody can check",
     ),
     "grader_error": (
         "Grader error",
         "the grading worker failed; excluded from accuracy (not a wrong answer) and counted",
+    ),
+    "harness_error": (
+        "Harness errors excluded from accuracy",
+        "thinc_bench failed while processing these trajectories (the record's error names the stage and "
+        "the exception); not the model's answer: excluded, counted, and retried by a rerun",
     ),
     "infra_error": (
         "Infrastructure errors excluded from accuracy",
@@ -67,7 +73,7 @@ def gold_in_text(gold: str, model_text: str) -> bool:
 
 def flags(sample: dict[str, Any], segments: Sequence[dict[str, Any]]) -> dict[str, bool]:
     """The viewer's filter flags and the per-sample warnings of one sample record."""
-    infra = sample["status"] == "infra_error"
+    infra = sample["status"] in ("infra_error", "harness_error")  # no verdict on the model's text
     model_text = "\n".join(s["text"] for s in segments if s["kind"] != "output")
     return {
         "exec_error": sample["n_exec_errors"] > 0,
@@ -81,7 +87,8 @@ def flags(sample: dict[str, Any], segments: Sequence[dict[str, Any]]) -> dict[st
         "no_answer": not infra and sample["answer"] is None,
         "grader_timeout": sample["status"] == "grader_timeout",
         "grader_error": sample["status"] == "grader_error",
-        "infra_error": infra,
+        "infra_error": sample["status"] == "infra_error",
+        "harness_error": sample["status"] == "harness_error",
     }
 
 

@@ -100,7 +100,9 @@ def _problem_rows(samples: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 "verdicts": [],
             },
         )
-        row["verdicts"].append("infra" if s["status"] == "infra_error" else ("ok" if s["correct"] else "bad"))
+        row["verdicts"].append(
+            "infra" if s["status"] in ("infra_error", "harness_error") else ("ok" if s["correct"] else "bad")
+        )
     out = list(rows.values())
     for row in out:
         row["n_correct"] = row["verdicts"].count("ok")

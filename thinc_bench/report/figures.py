@@ -250,7 +250,7 @@ def recovery_figure(runs: Sequence[Run], ks: Sequence[int]) -> Markup | None:
 
 
 def _clean_scored(run: Run) -> list[dict[str, Any]]:
-    return [s for s in run.samples if s["k"] == 0 and s["status"] != "infra_error"]
+    return [s for s in run.samples if s["k"] == 0 and s["status"] not in ("infra_error", "harness_error")]
 
 
 def tool_call_figure(runs: Sequence[Run]) -> Markup:

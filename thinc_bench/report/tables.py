@@ -212,7 +212,7 @@ def missing_reason(metric: Metric, block: dict[str, Any]) -> str:
         if metric.key == "pass_at_k" or not unresolved:
             return (
                 f"no problem has {k} usable samples ({short} problems have fewer: a sample lost to an "
-                "infrastructure error, a grader timeout or error)"
+                "infrastructure, harness or grader error)"
             )
         return (
             f"no majority group of {k} samples has a known verdict ({unresolved} unresolved, {short} short)"
@@ -291,8 +291,8 @@ def _mark_best(groups: list[list[dict[str, Any]]], skip: frozenset[str] = frozen
 
 
 def excluded(block: dict[str, Any]) -> int:
-    """Clean samples kept out of accuracy (infrastructure errors, grader timeouts and errors);
-    version-1 summaries counted infrastructure errors only."""
+    """Clean samples kept out of accuracy (infrastructure, harness and grader errors; grader timeouts
+    too before summary version 4); version-1 summaries counted infrastructure errors only."""
     counts = block.get("excluded")
     return int(sum(counts.values())) if counts else int(block.get("n_infra_errors", 0))
 
@@ -303,11 +303,20 @@ def _excluded_cell(block: dict[str, Any]) -> dict[str, Any]:
     by_k = {k: int(sum(c.values())) for k, c in (block.get("excluded_recovery") or {}).items()}
     faulted = sum(by_k.values())
     detail = ", ".join(f"k={k}: {n}" for k, n in by_k.items() if n)
+    counts = ", ".join(f"{s}: {n}" for s, n in (block.get("excluded") or {}).items() if n)
+    timeouts = int(block.get("grader_timeouts") or 0)
     return {
         "value": excluded(block),
         "faulted": faulted,
+        "timeouts": timeouts,
         "title": "clean samples without a verdict (out of accuracy)"
-        + (f"; injected-failure runs: {detail} (out of Recovery@k)" if faulted else ""),
+        + (f": {counts}" if counts else "")
+        + (f"; injected-failure runs: {detail} (out of Recovery@k)" if faulted else "")
+        + (
+            f"; {timeouts} unverifiable answers (grader timeouts) are in accuracy as wrong"
+            if timeouts
+            else ""
+        ),
     }
 
 

@@ -145,10 +145,13 @@ def _prompts(run: Run) -> dict[tuple[str, str], dict[str, Any]]:
 def pack(samples: Sequence[dict[str, Any]], labels: Sequence[str]) -> str:
     """The viewer's data as the page embeds it: compact JSON, gzip, base64 (see the viewer script).
 
-    Base64 holds no `<`, `&` or quote, so model text can never end the script element early.
+    Base64 holds no `<`, `&` or quote, so model text can never end the script element early. A lone
+    surrogate (decoded from a model's JSON `"\\ud800"`) has no UTF-8 form: it is written as that JSON
+    escape, which reads back as the same string.
     """
     blob = json.dumps({"samples": samples, "runs": list(labels)}, ensure_ascii=False, separators=(",", ":"))
-    return base64.b64encode(gzip.compress(blob.encode("utf-8"), compresslevel=GZIP_LEVEL, mtime=0)).decode()
+    data = blob.encode("utf-8", "backslashreplace")  # only strings hold surrogates: \uXXXX is JSON there
+    return base64.b64encode(gzip.compress(data, compresslevel=GZIP_LEVEL, mtime=0)).decode()
 
 
 def unpack(text: str) -> dict[str, Any]:

@@ -34,8 +34,18 @@ class WireError(Exception):
 
 
 def encode(obj: dict[str, Any]) -> bytes:
-    """Serialise one frame (header + JSON body)."""
-    body = json.dumps(obj, ensure_ascii=False).encode("utf-8")
+    """Serialise one frame (header + JSON body).
+
+    A string holding a lone surrogate (`json.loads` makes one of a model's `"\\ud800"` tool-call
+    argument) has no UTF-8 form; such a frame is written with JSON's `\\uXXXX` escapes instead, which
+    the reader turns back into the very same string. So the code reaches the interpreter exactly as the
+    model wrote it, and Python, not the harness, says what it makes of it.
+    """
+    text = json.dumps(obj, ensure_ascii=False)
+    try:
+        body = text.encode("utf-8")
+    except UnicodeEncodeError:
+        body = json.dumps(obj, ensure_ascii=True).encode("ascii")
     return HEADER.pack(len(body)) + body
 
 

@@ -92,16 +92,25 @@ def _take_done(reader: _wire.FrameReader, nonce: str) -> tuple[str, int] | None:
     while (frame := reader.next_frame()) is not None:
         if done is not None:
             raise _wire.WireError(f"a second frame after the run's result: {_preview(frame)}")
-        threads = frame.get("threads", 0)
-        if (
-            frame.get("op") != "done"
-            or frame.get("nonce") != nonce
-            or frame.get("status") not in CELL_STATUSES
-            or type(threads) is not int
-        ):
+        if not _is_done(frame, nonce):
             raise _wire.WireError(f"a frame the interpreter did not send: {_preview(frame)}")
-        done = (str(frame["status"]), threads)
+        done = (str(frame["status"]), int(frame.get("threads", 0)))
     return done
+
+
+def _is_done(frame: dict[str, Any], nonce: str) -> bool:
+    """Whether `frame` is exactly the notebook loop's "done" for this run: the session's side is
+    untrusted (model code can write on its socket), so every field's type is checked before its value
+    is used; a list or dict where a string belongs is a forged frame, not a TypeError."""
+    status, threads = frame.get("status"), frame.get("threads", 0)
+    return (
+        frame.get("op") == "done"
+        and type(frame.get("nonce")) is str
+        and frame.get("nonce") == nonce
+        and type(status) is str
+        and status in CELL_STATUSES
+        and type(threads) is int
+    )
 
 
 def start_process(sandbox: Sandbox, server: _Server, *, background: bool = False) -> _Live:

@@ -2,10 +2,14 @@
 
 The reward grades the same text the eval CLI grades (the rollout's full text, passed through the
 rollout function as the `thinc_text` column), so a trajectory earns 1 exactly when eval counts it
-correct. Infrastructure failures (a sandbox or backend outage, a grader timeout or crash) are not
-wrong answers: they get None, which TRL treats as "no reward" (left out of the group's mean and
-standard deviation, advantage 0; STYLE rule 7). Format rewards are deliberately absent (off by
-default in the paper's recipe).
+correct. Infrastructure failures (a sandbox or backend outage, a grader crash) are not wrong
+answers: they get None, which TRL treats as "no reward" (left out of the group's mean and standard
+deviation, advantage 0; STYLE rule 7). An answer the grader cannot judge in bounded time
+(`grader_timeout`) is the answer's own and earns 0: otherwise a policy could escape every negative
+reward by writing answers the judge cannot finish. A trajectory the harness failed to process
+(`harness_error`: the rollout or its grading raised) earns 0 as well, for the same reason, and its
+tokens leave the loss like an unscored row's (`is_masked`); the reward never raises for one row.
+Format rewards are deliberately absent (off by default in the paper's recipe).
 
 The rollout function grades its own trajectories (`grade_rollouts`) when it knows the gold answers,
 so an unscored row can leave the loss entirely (`env_mask` 0 on all its tokens) before TRL counts
@@ -22,21 +26,26 @@ clean rows (`rollout/reward_injected`, `rollout/tool_calls_clean`, ...) so recov
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from thinc_bench import grading
 from thinc_bench.train.injection import earns_reward
 
+logger = logging.getLogger(__name__)
+
 REWARD_CORRECT = 1.0
 """Reward of a correct final answer (the paper's binary exact-match reward)."""
 REWARD_WRONG = 0.0
 """Reward of a wrong, missing or unparseable answer: all are the model's mistakes."""
 
-UNSCORED_GRADES = frozenset({"grader_timeout", "grader_error"})
+UNSCORED_GRADES = frozenset({"grader_error"})
 """Grade statuses caused by our infrastructure, not by the model: no reward rather than 0."""
 INFRA_STATUS = "infra_error"
 """The status of a row whose trajectory an infrastructure failure ended (no text to judge)."""
+HARNESS_STATUS = "harness_error"
+"""The status of a row the harness failed to roll out or grade: reward 0, tokens out of the loss."""
 UNSCORED_METRIC = "unscored_frac"
 """Logged per step: share of rows left unscored (infrastructure failure), so out of the advantages."""
 STAT_PREFIX = "rollout/"
@@ -46,6 +55,12 @@ STAT_PREFIX = "rollout/"
 def is_unscored(status: str) -> bool:
     """True for a row without a verdict: an infrastructure failure, never a wrong answer."""
     return status == INFRA_STATUS or status in UNSCORED_GRADES
+
+
+def is_masked(status: str) -> bool:
+    """True for a row whose tokens leave the loss (`env_mask` 0): unscored, or failed in the harness
+    (its tokens may be a placeholder or text we could not read; it still weighs in its group at 0)."""
+    return is_unscored(status) or status == HARNESS_STATUS
 
 
 def grade_rollouts(
@@ -60,12 +75,30 @@ def grade_rollouts(
         raise ValueError(
             f"reward got {len(texts)} completions, {len(answer)} answers, {len(stop_reason)} reasons"
         )
-    todo = [i for i, r in enumerate(stop_reason) if r != INFRA_STATUS]
-    verdicts = grading.grade_many([grading.GradeRequest(gold=answer[i], pred=texts[i]) for i in todo])
-    statuses = [INFRA_STATUS] * len(texts)
-    for i, verdict in zip(todo, verdicts, strict=True):
-        statuses[i] = verdict.status
+    todo = [i for i, r in enumerate(stop_reason) if r not in (INFRA_STATUS, HARNESS_STATUS)]
+    statuses = [r if r in (INFRA_STATUS, HARNESS_STATUS) else INFRA_STATUS for r in stop_reason]
+    for i, status in zip(todo, _grade_each(answer, texts, todo), strict=True):
+        statuses[i] = status
     return statuses
+
+
+def _grade_each(
+    answer: Sequence[str], texts: Sequence[str | grading.Trajectory], todo: list[int]
+) -> list[str]:
+    """The grade status of each row in `todo`, in one batch; when the batch raises, row by row, so
+    one text the judge cannot handle is that row's `harness_error` and the others keep their verdict."""
+    requests = [grading.GradeRequest(gold=answer[i], pred=texts[i]) for i in todo]
+    try:
+        return [verdict.status for verdict in grading.grade_many(requests)]
+    except Exception:  # a reward function must not end the step (issue 37)
+        statuses: list[str] = []
+        for request in requests:
+            try:
+                statuses.append(grading.grade(gold=request.gold, pred=request.pred).status)
+            except Exception as exc:
+                logger.error("reward: grading raised %s: %s; the row gets 0", type(exc).__name__, exc)
+                statuses.append(HARNESS_STATUS)
+        return statuses
 
 
 def exact_match_reward(
@@ -90,7 +123,8 @@ def exact_match_reward(
             `n_injected` are logged).
 
     Returns:
-        1.0 correct, 0.0 otherwise, None for an infrastructure failure.
+        1.0 correct, 0.0 otherwise (a grader timeout and a harness error included), None for an
+        infrastructure failure.
 
     Raises:
         ValueError: the columns have different lengths.
@@ -136,6 +170,15 @@ def _as_text(completion: Any) -> str:
     return "".join(str(m.get("content", "")) for m in completion)
 
 
+def _grounded(text: str | grading.Trajectory) -> bool | None:
+    """`grading.is_grounded`, None (left out of the statistic) when it raises on a hostile text."""
+    try:
+        return grading.is_grounded(text)
+    except Exception as exc:  # a logged statistic must not end the step
+        logger.warning("rollout statistics: grounding raised %s: %s", type(exc).__name__, exc)
+        return None
+
+
 def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
@@ -168,7 +211,7 @@ def rollout_stats(
     stats[STAT_PREFIX + "truncated"] = _mean(
         [float(stop_reason[i] in ("max_tokens", "max_tool_calls")) for i in scored]
     )
-    verdicts = [grading.is_grounded(texts[i]) for i in scored]
+    verdicts = [_grounded(texts[i]) for i in scored]
     stats[STAT_PREFIX + "grounded"] = _mean([float(v) for v in verdicts if v is not None])
     if n_tool_calls is not None:
         stats[STAT_PREFIX + "tool_calls"] = _mean([float(n_tool_calls[i]) for i in scored])

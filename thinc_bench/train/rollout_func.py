@@ -21,7 +21,7 @@ importance-sampling correction of the engine-vs-trainer mismatch.
 
 Given the gold answers (`answers`), it grades its trajectories with the reward's judge
 (`rewards.grade_rollouts`) and returns the verdicts as `grade_status`: a row left without a verdict
-(an infrastructure failure, a grader timeout or crash) gets `env_mask` 0 on every token, so TRL's
+(an infrastructure failure, a grader crash) or failed in the harness gets `env_mask` 0 on every token, so TRL's
 DAPO loss denominator counts the tokens of scored rows only, and the reward reads the same verdict.
 
 With `injection` on (`train.injection.FailureInjection`), the whole group of a chosen prompt gets
@@ -38,6 +38,10 @@ that only a close could free. A trajectory takes the gate before its session and
 after the close, so an open never waits for a slot this call holds; opens run in their own worker
 threads, so the closes (and the engine's off-loop work) never queue behind them in the loop's
 default executor. The recipe sizes the pool from the rollouts of a rank (all in flight at once).
+
+A trajectory whose rollout raises (a harness bug on one hostile text, issue 37) does not end the
+step: it comes back as the placeholder below with stop reason `harness_error` and the exception in
+`error`; the reward gives it 0 (no escape from a negative reward) and its token leaves the loss.
 
 A trajectory that never produced a token (the backend failed on the first turn) cannot go to TRL
 as it is: TRL reads every completion's last token, and one rank raising there leaves the others
@@ -195,13 +199,13 @@ class ThincRollout:
         """`grade_status` when every gold answer is known; unscored rows get `env_mask` 0 throughout."""
         if not problems or any(p not in self.answers for p in problems):
             return {}
-        from thinc_bench.train.rewards import grade_rollouts, is_unscored
+        from thinc_bench.train.rewards import grade_rollouts, is_masked
 
         statuses = grade_rollouts(
             [self.answers[p] for p in problems], [r.text for r in results], [r.stop_reason for r in results]
         )
         for status, result in zip(statuses, results, strict=True):
-            if is_unscored(status):
+            if is_masked(status):
                 result.env_mask = [0] * len(result.completion_ids)
         return {"grade_status": statuses}
 
@@ -303,10 +307,33 @@ class ThincRollout:
         opener: ThreadPoolExecutor,
     ) -> engine.RolloutResult:
         async with gate:  # a slot of the pool is free for every holder: the open below never waits
-            result = await self._in_session(problem, index, faults, generator, logprobs, seed, opener)
+            try:
+                result = await self._in_session(problem, index, faults, generator, logprobs, seed, opener)
+            except ConfigError:
+                raise  # the run's settings, not this trajectory: every rank stops alike
+            except Exception as exc:  # one trajectory never ends the step (issue 37)
+                result = self._failed(problem, index, generator, logprobs, exc)
         if not result.completion_ids:
             _placeholder(result, generator.tokenizer)
         return result
+
+    def _failed(
+        self, problem: str, index: int, generator: Generator, logprobs: bool, exc: Exception
+    ) -> engine.RolloutResult:
+        """The row of a trajectory whose rollout raised: its prompt, no completion (the placeholder
+        follows), stop reason `harness_error` and the exception as its error."""
+        request_id = f"{self.problem_ids.get(problem, 'problem')}/{self._calls}-{index}"
+        logger.error("rollout %s raised %s: %s", request_id, type(exc).__name__, exc, exc_info=exc)
+        result = engine.RolloutResult(self._prompt_ids(problem, generator), [], [], "", "harness_error")
+        result.error = f"rollout: {type(exc).__name__}: {str(exc)[:500]}"
+        result.logprobs = [] if logprobs else None
+        return result
+
+    def _prompt_ids(self, problem: str, generator: Generator) -> list[int]:
+        messages = build_messages(problem, self.system_prompt)
+        if self.dialect == "tool_call":
+            return render_prompt_ids(generator.tokenizer, messages, None, [python_tool(self.tool_name)])
+        return engine.render_prompt(generator, messages)
 
     async def _in_session(
         self,
@@ -318,12 +345,7 @@ class ThincRollout:
         seed: int | None,
         opener: ThreadPoolExecutor,
     ) -> engine.RolloutResult:
-        messages = build_messages(problem, self.system_prompt)
-        if self.dialect == "tool_call":
-            tools = [python_tool(self.tool_name)]
-            prompt_ids = render_prompt_ids(generator.tokenizer, messages, None, tools)
-        else:
-            prompt_ids = engine.render_prompt(generator, messages)
+        prompt_ids = self._prompt_ids(problem, generator)
         params = SamplingParams(
             temperature=self.temperature, max_tokens=self.limits.max_tokens, seed=seed, logprobs=logprobs
         )
@@ -370,7 +392,7 @@ def _placeholder(result: engine.RolloutResult, tokenizer: Any) -> None:
     result.completion_ids, result.env_mask = [int(eos)], [0]
     if result.logprobs is not None:
         result.logprobs = [math.nan]
-    if result.stop_reason != "infra_error":
+    if result.stop_reason not in ("infra_error", "harness_error"):
         result.error = result.error or f"no completion token (stop reason {result.stop_reason})"
         result.stop_reason = "infra_error"
     logger.warning("rollout produced no token (%s): kept as an unscored placeholder", result.error)
