@@ -185,7 +185,9 @@ async def _produce(
     partial["result"] = result
     started = time.perf_counter()
     stage.name = "parse"
-    parsed = trajectory.parse(result.text, config.dialect)
+    # Off the event loop: parsing is linear but a 32K-token trajectory of blank runs is megabytes,
+    # and other trajectories' generation and runs must not wait on it (issue 37).
+    parsed = await asyncio.to_thread(trajectory.parse, result.text, config.dialect)
     style = trajectory.classify(parsed)
     measures: dict[str, Any] = {}
     if result.stop_reason == "infra_error":
