@@ -655,7 +655,10 @@ class VllmServer:
 
 @pytest.fixture(scope="module")
 def vllm_server(
-    vllm_python: str, smollm2_folder: str, tmp_path_factory: pytest.TempPathFactory
+    vllm_python: str,
+    vllm_env: dict[str, str],
+    smollm2_folder: str,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[VllmServer]:
     """`vllm serve` of SmolLM2 on a free local port, float32, 2K context, 1 GiB KV cache."""
     import httpx2
@@ -665,10 +668,9 @@ def vllm_server(
     command = [vllm_python, "-m", "vllm.entrypoints.openai.api_server", "--model", smollm2_folder]
     command += ["--served-model-name", "smollm2", "--host", "127.0.0.1", "--port", str(port)]
     command += ["--dtype", "float32", "--max-model-len", "2048", "--seed", "0"]
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
     with log.open("wb") as out:
         process = subprocess.Popen(
-            command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            command, stdout=out, stderr=subprocess.STDOUT, env=vllm_env, start_new_session=True
         )
     server = VllmServer(process, f"http://127.0.0.1:{port}/v1", log)
     deadline = time.monotonic() + SERVER_START_S

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,7 +25,6 @@ from thinc_bench.sandbox import Sandbox
 
 pytestmark = pytest.mark.slow
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 NEW_TOKENS = 16
 LOGPROB_ATOL = 2e-3
 """float32 on both sides: kernels differ in summation order only (a wrong layer moves logprobs by ~1)."""
@@ -101,17 +98,19 @@ if __name__ == "__main__":
 
 @pytest.fixture(scope="module")
 def vllm_results(
-    vllm_python: str, qwen3_models: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+    vllm_python: str,
+    vllm_env: dict[str, str],
+    qwen3_models: dict[str, str],
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> dict[str, Any]:
     script = tmp_path_factory.mktemp("vllm-qwen3") / "run_vllm.py"
     script.write_text(VLLM_SCRIPT, encoding="utf-8")
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "PYTHONPATH": str(REPO_ROOT)}
     done = subprocess.run(
         [vllm_python, str(script), json.dumps(qwen3_models)],
         capture_output=True,
         text=True,
         timeout=ENGINE_RUN_S,
-        env=env,
+        env=vllm_env,
     )
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode != 0 or not lines:

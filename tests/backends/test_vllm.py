@@ -9,7 +9,6 @@ fast tier still checks that `load_generator("vllm")` fails with the pip command 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -17,8 +16,6 @@ from typing import Any
 import pytest
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 ENGINE_RUN_S = 480
 """Engine start (30-90 s on 2 busy cores) plus a few short generations; beyond this it is stuck."""
@@ -118,18 +115,19 @@ if __name__ == "__main__":
 
 @pytest.fixture(scope="module")
 def results(
-    vllm_python: str, smollm2_folder: str, tmp_path_factory: pytest.TempPathFactory
+    vllm_python: str,
+    vllm_env: dict[str, str],
+    smollm2_folder: str,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> dict[str, Any]:
     script = tmp_path_factory.mktemp("vllm") / "run_vllm.py"
     script.write_text(SCRIPT, encoding="utf-8")
-    # This checkout's thinc_bench, whatever the vLLM venv has installed; 1 GiB of KV cache is plenty.
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "PYTHONPATH": str(REPO_ROOT)}
     done = subprocess.run(
         [vllm_python, str(script), smollm2_folder],
         capture_output=True,
         text=True,
         timeout=ENGINE_RUN_S,
-        env=env,
+        env=vllm_env,  # this checkout's thinc_bench, whatever the vLLM venv has installed
         cwd=Path.cwd(),
     )
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]

@@ -459,7 +459,10 @@ def test_real_smollm2_teacher_on_dapo_problems_completes_and_explains_its_funnel
     shared_data, tmp_path
 ) -> None:
     out = tmp_path / "build"
-    args = ["--limit", "2", "--max-tokens", "1000", "--out", str(out)]
+    # 384 tokens (1000 took 2.4x as long): a budget below the prompt's length (its few-shot example),
+    # so one that counted the prompt would leave no room at all.
+    budget = 384
+    args = ["--limit", "2", "--max-tokens", str(budget), "--out", str(out)]
     assert build_sft.main(args) == 0
     stats = json.loads((out / "stats.json").read_text())
     assert stats["counts"]["trajectories"] == 2
@@ -467,7 +470,8 @@ def test_real_smollm2_teacher_on_dapo_problems_completes_and_explains_its_funnel
     records = [json.loads(line) for line in (out / "rollouts" / "samples.jsonl").read_text().splitlines()]
     for r in records:
         assert r["text"].startswith("```python\n")  # the demo prefill reached the teacher
-        assert 0 < r["gen_tokens"] <= r["response_tokens"] <= 1000  # the budget excludes the prompt
+        assert 0 < r["gen_tokens"] <= r["response_tokens"] <= budget  # the budget excludes the prompt,
+        assert r["prompt_tokens"] > budget  # which alone is longer than the budget
         assert r["n_tool_calls"] == len(r["exec_statuses"])
     assert sum(stats["generation"]["finish_reasons"].values()) == 2
     import datasets

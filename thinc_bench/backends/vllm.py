@@ -120,6 +120,7 @@ class VLLMGenerator(Generator):
             enforce_eager=enforce_eager,
             disable_log_stats=True,
             logprobs_mode=LOGPROBS_MODE,
+            enable_chunked_prefill=_chunked_prefill(),
         )
         started = time.perf_counter()
         try:
@@ -336,6 +337,19 @@ def _rejected(exc: Exception, request_id: str | None) -> Exception:
     if _CONTEXT_ERROR.search(str(exc)):
         return ContextExceeded(f"vllm: request {request_id} does not fit the context: {one_line(exc)}")
     return ConfigError(f"vllm rejected request {request_id}: {one_line(exc)}")
+
+
+def _chunked_prefill() -> bool | None:
+    """False on vLLM's CPU build, else vLLM's default (None).
+
+    vLLM 0.32 on CPU kills its engine ("CPU Generator does not use offset") when a seeded request's
+    prefill is split across steps: it rewinds the request's generator, which only CUDA generators
+    allow. Every eval request is seeded, and 32 concurrent seeded nano trajectories (more prompt
+    tokens than one step's 2,048) crashed it in perf/vllm_overhead.py; unsplit prefills never rewind.
+    """
+    from vllm.platforms import current_platform
+
+    return False if current_platform.is_cpu() else None
 
 
 def _engine_id(request_id: str | None) -> str:
