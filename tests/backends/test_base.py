@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from thinc_bench.backends import Generation, SamplingParams, load_generator
-from thinc_bench.backends.base import decode, first_stop, fit_context
+from thinc_bench.backends.base import decode, first_stop, fit_context, ids_through_stop
 from thinc_bench.errors import ConfigError, ContextExceeded
 
 
@@ -109,6 +112,25 @@ def test_first_stop_picks_the_match_that_ends_earliest() -> None:
 
 def test_first_stop_prefers_longer_stop_when_both_end_at_the_same_place() -> None:
     assert first_stop("x\n```output", ("output", "```output")) == "```output"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    text=st.lists(st.sampled_from(["~", "`", "\r", "\n", "a", " ", "é", "日", "output"]), max_size=40).map(
+        "".join
+    ),
+    stop=st.sampled_from(["~~~\r\n", "```\n", "```output", "é\n"]),
+)
+def test_ids_through_stop_keeps_just_the_tokens_that_complete_the_first_match(
+    smollm2_tokenizer: Any, text: str, stop: str
+) -> None:
+    ids = smollm2_tokenizer.encode(text, add_special_tokens=False)
+    kept = ids_through_stop(smollm2_tokenizer, ids, stop)
+    if stop not in text:
+        assert kept == len(ids)
+    else:  # the first match ends inside the last kept token: one token fewer lacks it
+        assert stop in decode(smollm2_tokenizer, ids[:kept])
+        assert stop not in decode(smollm2_tokenizer, ids[: kept - 1])
 
 
 def test_first_stop_is_none_without_a_match() -> None:

@@ -17,6 +17,8 @@ import socket
 import subprocess
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -26,8 +28,10 @@ from typing import Any
 import pytest
 
 from thinc_bench.backends import BackendUnavailable, Generation, SamplingParams, load_generator
+from thinc_bench.backends.base import decode
 from thinc_bench.backends.openai import REJECTION_QUORUM, OpenAIGenerator
 from thinc_bench.errors import ConfigError, ContextExceeded, RequestRejected
+from thinc_bench.trajectory import exec_stops
 
 FAST = {"backoff_s": 0.01, "max_backoff_s": 0.05, "timeout_s": 2.0, "connect_timeout_s": 1.0}
 REAL_SERVER = {"timeout_s": 120.0}
@@ -57,6 +61,7 @@ class StubServer:
     def __init__(self, responses: list[Canned], models: Canned | None = None) -> None:
         self.responses = list(responses)
         self.models = models  # the answer to GET /v1/models; None: 404, as a server without the route
+        self.max_stops: int | None = None  # refuse a request with more stop strings, as OpenAI's API does
         self.requests: list[dict[str, Any]] = []
         self.gets = 0
         stub = self
@@ -81,7 +86,15 @@ class StubServer:
                         "json": json.loads(self.rfile.read(length)),
                     }
                 )
-                canned = stub.responses.pop(0) if len(stub.responses) > 1 else stub.responses[0]
+                stops = stub.requests[-1]["json"].get("stop") or []
+                if stub.max_stops is not None and len(stops) > stub.max_stops:
+                    error = {
+                        "message": f"'stop' has {len(stops)} items; at most {stub.max_stops}",
+                        "code": 400,
+                    }
+                    canned = Canned(400, {"object": "error", "type": "BadRequestError", **error})
+                else:
+                    canned = stub.responses.pop(0) if len(stub.responses) > 1 else stub.responses[0]
                 time.sleep(canned.delay_s)
                 payload = json.dumps(canned.body).encode()
                 try:
@@ -204,6 +217,55 @@ def test_returned_token_ids_and_stop_reason_become_the_generation(
     generation = generate(make(server.base_url, smollm2_path))
     assert generation.token_ids == ok_body["choices"][0]["token_ids"]
     assert (generation.text, generation.finish_reason, generation.stop) == (CODE, "stop", "```output")
+
+
+def test_five_stop_strings_go_out_as_four_and_the_fifth_is_cut_here(
+    stub_server: type[StubServer], smollm2_path: str, smollm2_tokenizer: Any
+) -> None:
+    stops = exec_stops("markdown", "code_close")  # 5: the output opener and four code closers
+    # The model closes a tilde fence with CRLF (the stop held back) and writes on to max_tokens.
+    closed = "~~~python\r\nprint(2 + 3)\r\n~~~\r\n"
+    ids = smollm2_tokenizer.encode(closed + "That prints 5.", add_special_tokens=False)
+    values = [-0.5 - i for i in range(len(ids))]
+    body = completion_body(closed + "That prints 5.", token_ids=ids, finish_reason="length", stop_reason=None)
+    body["choices"][0]["logprobs"] = {"token_logprobs": values, "tokens": [], "text_offset": []}
+    server = stub_server([Canned(200, body)])
+    server.max_stops = 4
+    generation = generate(make(server.base_url, smollm2_path), SamplingParams(stop=stops, logprobs=True))
+    assert server.requests[0]["json"]["stop"] == ["```output", "```\n", "```\r\n", "~~~\n"]
+    assert (generation.text, generation.finish_reason, generation.stop) == (closed, "stop", "~~~\r\n")
+    # The model's own ids, up to the one completing the stop ('\r', '\n' here: not encode(closed)'s '\r\n').
+    kept = len(generation.token_ids)
+    assert generation.token_ids == ids[:kept] and "~~~\r\n" not in decode(smollm2_tokenizer, ids[: kept - 1])
+    assert generation.logprobs == values[:kept]
+    # The stub refuses what the bug sent: all five.
+    refused = urllib.request.Request(
+        f"{server.base_url}/completions",
+        data=json.dumps({"model": "smollm2", "prompt": [1], "stop": list(stops)}).encode(),
+        headers={"content-type": "application/json"},
+    )
+    with pytest.raises(urllib.error.HTTPError, match="400"):
+        urllib.request.urlopen(refused, timeout=2)
+
+
+@pytest.mark.parametrize("returns_ids", [True, False])
+def test_a_held_back_stop_before_the_one_the_server_stopped_at_wins(
+    stub_server: type[StubServer], smollm2_path: str, smollm2_tokenizer: Any, returns_ids: bool
+) -> None:
+    closed = "Closed:\n~~~python\r\nprint(1)\r\n~~~\r\n"
+    text = closed + "Now ```output"  # the server stopped at the sent opener, past the unsent close
+    ids = {"token_ids": smollm2_tokenizer.encode(text, add_special_tokens=False)} if returns_ids else {}
+    server = stub_server([Canned(200, completion_body(text, stop_reason="```output", **ids))])
+    server.max_stops = 4
+    generation = generate(
+        make(server.base_url, smollm2_path), SamplingParams(stop=exec_stops("markdown", "code_close"))
+    )
+    assert (generation.text, generation.finish_reason, generation.stop) == (closed, "stop", "~~~\r\n")
+    ids_all = smollm2_tokenizer.encode(text, add_special_tokens=False)
+    kept = len(generation.token_ids)
+    assert generation.token_ids == ids_all[:kept] and "~~~\r\n" not in decode(
+        smollm2_tokenizer, ids_all[: kept - 1]
+    )
 
 
 def test_api_key_is_read_from_the_named_environment_variable(

@@ -246,6 +246,25 @@ def first_stop(text: str, stops: tuple[str, ...]) -> str | None:
     return None if best is None else best[2]
 
 
+def ids_through_stop(tokenizer: PreTrainedTokenizerBase, token_ids: list[int], stop: str) -> int:
+    """How many of `token_ids` to keep so their text ends at `stop`'s first match, the token that
+    completes it kept whole (the `Generation` contract); `len(token_ids)` when the text lacks it.
+
+    A prefix's text is a prefix of the whole text (an unfinished UTF-8 character at its end aside), so
+    "contains `stop`" only turns true as ids are added: a binary search, O(log n) decodes.
+    """
+    low, high = 1, len(token_ids)
+    if stop not in decode(tokenizer, token_ids):
+        return high
+    while low < high:
+        mid = (low + high) // 2
+        if stop in decode(tokenizer, token_ids[:mid]):
+            high = mid
+        else:
+            low = mid + 1
+    return high
+
+
 def decode(tokenizer: PreTrainedTokenizerBase, token_ids: list[int]) -> str:
     """The text of generated ids, as every backend reports it (special tokens such as EOS dropped)."""
     return str(tokenizer.decode(token_ids, skip_special_tokens=True, clean_up_tokenization_spaces=False))

@@ -10,6 +10,14 @@ A server that cuts stop strings and names none cannot tell a stop from the model
 refused (`ConfigError`). Logprobs are what the server returns: start `vllm serve` with
 `--logprobs-mode processed_logprobs` for RL.
 
+A request carries at most `MAX_STOPS` (4) stop strings, OpenAI's limit, which compatible servers copy
+(more is an HTTP 400 for every request: markdown with `--exec-on code_close` has 5). The first four
+go out, in the caller's order (`exec_stops`: the output opener, then the common closers before the
+rare `~~~\r\n`); the others are enforced here: a completion whose text holds one before any sent stop
+is cut after the token that completes it, ids and logprobs too, and reported as a stop on it, as if
+the server had stopped there (the rollout does not re-scan a turn for a close it was not stopped
+at). The cost is the tokens the server generated past it, discarded.
+
 The sampling fields OpenAI lacks and vLLM's own are extensions: `api_extensions` (`_extensions`) sends them to
 servers that take them and drops them for an API that refuses them by name (HTTP 400).
 
@@ -59,6 +67,7 @@ from thinc_bench.backends.base import (
     decode,
     first_stop,
     fit_context,
+    ids_through_stop,
     one_line,
 )
 from thinc_bench.errors import BackendUnavailable, ConfigError, ContextExceeded, RequestRejected
@@ -120,6 +129,10 @@ ERROR_SNIPPET_CHARS = 300
 REJECTION_QUORUM = 8
 """Refusals with one status and no success before the run stops: a wrong model name or option fails
 every request, a few bad requests among good ones are recorded per sample."""
+
+MAX_STOPS = 4
+"""Stop strings one request carries (OpenAI's `stop` takes up to 4); `generate` cuts at the rest
+(`chat` turns carry none: function calling stops at the model's end of turn)."""
 
 STOP_FIELDS = ("stop_reason", "matched_stop")
 """Where servers name the stop that ended a choice: vLLM (`stop_reason`), SGLang (`matched_stop`);
@@ -371,7 +384,7 @@ class OpenAIGenerator(Generator):
             "frequency_penalty": params.frequency_penalty,
         }
         if params.stop:
-            body["stop"] = list(params.stop)
+            body["stop"] = list(params.stop[:MAX_STOPS])
         if params.seed is not None:
             body["seed"] = params.seed
         if params.logprobs:
@@ -592,6 +605,11 @@ class OpenAIGenerator(Generator):
                 logprobs = [float("nan") if v is None else float(v) for v in values]
         token_ids = [int(i) for i in ids]
         text = decode(self._tokenizer, token_ids)
+        unsent = first_stop(text, params.stop)
+        if unsent is not None and unsent not in params.stop[:MAX_STOPS]:  # ran past a stop held back
+            keep = ids_through_stop(self._tokenizer, token_ids, unsent)
+            token_ids, logprobs = token_ids[:keep], None if logprobs is None else logprobs[:keep]
+            text, finish, stop_reason = decode(self._tokenizer, token_ids), "stop", unsent
         stop = None
         if finish == "stop":
             stop = (
