@@ -70,7 +70,8 @@ def test_ci_installs_torch_exactly_as_the_readme_does() -> None:
     (install, _) = _set_up_blocks()
     readme_torch = next(s.strip() for s in install.split("&&") if s.strip().startswith("pip install torch"))
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
-    ci_torch = re.search(r"TORCH_CPU=\((.*?)\)", ci).group(1)  # type: ignore[union-attr]
-    assert shlex.split(readme_torch)[2:] == shlex.split(ci_torch)
-    assert "--retries" in ci_torch  # an index out of reach fails in seconds, not minutes
+    ci_index = re.search(r"torch_index=\((.*?)\)", ci).group(1)  # type: ignore[union-attr]
+    assert shlex.split(readme_torch)[2:] == ["torch==2.13.0", *shlex.split(ci_index)]
+    assert ci.count('pip install -q torch==2.13.0 "${torch_index[@]}"') == 2  # both venvs
+    assert "--retries" in ci_index  # an index out of reach fails in seconds, not minutes
     assert ci.rstrip().endswith("make test") and "apt-get update" in ci

@@ -105,10 +105,10 @@ def _readme_api_lines() -> list[str]:
     return lines[next(i for i, line in enumerate(lines) if line.startswith("df = run.samples")) :]
 
 
-def test_the_readmes_pandas_snippet_gives_summary_accuracy_with_grader_timeouts(tmp_path):
+def test_the_readmes_pandas_snippet_gives_summary_accuracy_with_grader_errors(tmp_path):
     from report.synthetic import synthetic_run
 
-    path = synthetic_run(tmp_path / "run", model="org/m", ks=(0, 1), lost="grader_timeout", p_correct=0.7)
+    path = synthetic_run(tmp_path / "run", model="org/m", ks=(0, 1), lost="grader_error", p_correct=0.7)
     run = thinc_bench.load_run(path)
     names = {"run": run}
     exec("\n".join(_readme_api_lines()), names)  # noqa: S102 - the README's own lines, run as a user would
@@ -118,4 +118,4 @@ def test_the_readmes_pandas_snippet_gives_summary_accuracy_with_grader_timeouts(
         expected = block["accuracy"]["value"]
         assert names["accuracy"][benchmark] == pytest.approx(expected), benchmark
         assert per_problem[benchmark] == pytest.approx(expected), benchmark
-        assert naive[benchmark] != pytest.approx(expected)  # the timeouts would count as wrong
+        assert naive[benchmark] != pytest.approx(expected)  # the grader errors would count as wrong

@@ -93,9 +93,8 @@ class EvalConfig:
     preset: str | None = field(
         default=None,
         metadata={
-            "help": "thinc | rstar2-agent | aster | retool: a baseline's published setup (dialect, tool "
-            "schema, system prompt, user turn, execution model, sampling, budget) for every flag left at "
-            "its default; docs/tool_calls.md gives each setting's source and what is unknown."
+            "help": "thinc | rstar2-agent | aster | retool: a baseline's published setup for every flag "
+            "left at its default (sources: docs/tool_calls.md)."
         },
     )
     benchmarks: str | None = field(
@@ -182,11 +181,9 @@ class EvalConfig:
     tool_name: str = field(
         default="python",
         metadata={
-            "help": "tool_call: the declared function: a baseline's own (python_code_with_standard_io or "
-            "execute_python_code_with_standard_io: rStar2-Agent's, code + stdin input, a call may use either "
-            "name; code_interpreter: ASTER's; jupyter_code) with its schema and result format word for word, "
-            "or any other name for the plain tool (one string parameter `code`). A call of another name is "
-            "a failed call."
+            "help": "tool_call: the declared function. A baseline's (python_code_with_standard_io: "
+            "rStar2-Agent's; code_interpreter: ASTER's; docs/tool_calls.md) keeps its published schema; "
+            "any other name declares one string parameter `code`."
         },
     )
     api: str = field(
@@ -207,9 +204,8 @@ class EvalConfig:
     user_template: str = field(
         default="none",
         metadata={
-            "help": "The user turn around each problem: none (the problem alone) | rstar2-agent | aster | "
-            "retool (a baseline's own wording, docs/tool_calls.md) | path to a text file with {problem} "
-            "where the problem goes."
+            "help": "User turn around the problem: none | rstar2-agent | aster | retool | a file with "
+            "{problem}."
         },
     )
     chat_template_kwargs: str | None = field(
@@ -325,10 +321,8 @@ class EvalConfig:
     api_extensions: str = field(
         default="auto",
         metadata={
-            "help": "openai: auto | vllm | none. vllm sends the fields OpenAI lacks (top_k, min_p, "
-            "repetition_penalty; vLLM's token ids and kept stop strings), none only OpenAI's own (for APIs "
-            "that refuse unknown fields with HTTP 400), auto sends them until a server refuses one. "
-            "config.json's resolved.generator says what was sent."
+            "help": "openai: auto (vLLM's extra fields until a server refuses one) | vllm | none (OpenAI's "
+            "own only); config.json records what was sent."
         },
     )
     context_length: int | None = field(

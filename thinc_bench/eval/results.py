@@ -120,7 +120,8 @@ class Run:
         infrastructure or grader failure), correct, accuracy over scored, mean tool calls."""
         frame = self.samples
         frame = frame[frame["k"] == k]
-        scored = frame["status"].isin(["correct", "incorrect", "no_answer", "unparseable_answer"])
+        # summary.json's rule (summary.EXCLUDED_STATUSES): a grader_timeout is the answer's, scored wrong
+        scored = ~frame["status"].isin(["infra_error", "harness_error", "grader_error"])
         frame = frame.assign(scored=scored, hit=frame["correct"] & scored)
         table = frame.groupby(["benchmark", "problem_id"], sort=False).agg(
             gold=("gold", "first"),
