@@ -236,7 +236,7 @@ def test_recovered_trajectories_failed_in_the_sandbox_then_fixed_and_are_kept(re
     )
 
 
-def test_recovered_rows_mask_every_interpreter_token_tracebacks_included(recovery: Path) -> None:
+def test_recovered_rows_mask_every_interpreter_token_and_each_failed_block(recovery: Path) -> None:
     from thinc_bench.backends import smollm2_gguf
     from thinc_bench.backends._sources import load_tokenizer
     from thinc_bench.prompts import render_prompt_ids
@@ -251,8 +251,23 @@ def test_recovered_rows_mask_every_interpreter_token_tracebacks_included(recover
         model = "".join(tokenizer.decode([t]) for t, m in zip(ids, mask, strict=True) if m)
         segments = trajectory.parse(row["messages"][-1]["content"]).segments
         stop = nano.teacher.OUTPUT_OPEN
-        assert harness == "".join(s.raw[len(stop) :] for s in segments if s.kind == "output")
-        assert model == "".join(s.raw[: len(stop)] if s.kind == "output" else s.raw for s in segments)
+        # A failed block (its code, what lies between, its output) is context: the slip is not trained.
+        failed: set[int] = set()
+        for i, segment in enumerate(segments):
+            if segment.kind == "output" and ("Traceback" in segment.raw or "SyntaxError" in segment.raw):
+                code = max(j for j in range(i) if segments[j].kind == "code")
+                failed.update(range(code, i + 1))
+        assert failed
+        want_harness, want_model = [], []
+        for i, segment in enumerate(segments):
+            if i in failed:
+                want_harness.append(segment.raw)
+            elif segment.kind == "output":
+                want_model.append(segment.raw[: len(stop)])
+                want_harness.append(segment.raw[len(stop) :])
+            else:
+                want_model.append(segment.raw)
+        assert harness == "".join(want_harness) and model == "".join(want_model)
         assert "Traceback" in harness or "SyntaxError" in harness
         assert "Traceback" not in model and "SyntaxError" not in model  # the model wrote no traceback
 
