@@ -35,7 +35,7 @@ from thinc_bench.eval.rollout import (
     _fit_output,
     _room,
 )
-from thinc_bench.prompts import neutralise_markup, python_tool, tool_turn_text
+from thinc_bench.prompts import python_tool, tool_turn_text
 from thinc_bench.sandbox import Session
 from thinc_bench.trajectory import TOOL_CALL, ToolCall, TurnTrigger, has_final_answer, parse, parse_call
 
@@ -152,8 +152,10 @@ async def rollout(
             break
 
         def block(outs: list[str]) -> str:
-            guarded = [TOOL_CALL.guard(neutralise_markup(tokenizer, out)) for out in outs]
-            return tool_turn_text(tokenizer, tool_name, guarded, template_kwargs)
+            # `_fit_output` has neutralised each output already, as on the token path
+            return tool_turn_text(
+                tokenizer, tool_name, [TOOL_CALL.guard(out) for out in outs], template_kwargs
+            )
 
         room, by_context = _room(result, limits, generator.context_length)
         ids, harness, result.output_cut = _fit_output(tokenizer, block, outputs, room)
