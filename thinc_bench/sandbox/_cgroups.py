@@ -206,10 +206,23 @@ def sweep(pids_group: str, known: set[int]) -> tuple[int, int]:
     `known`, processes still in the group after DRAIN_S); `known` holds the session's own parent
     and interpreter, so the first number counts what the session's code left running.
     """
+    return _kill_rounds(pids_group, spare=set(), known=known)
+
+
+def sweep_others(pids_group: str, keep: set[int]) -> tuple[int, int]:
+    """Kill every process of one session's pids group except `keep` (its parent and interpreter),
+    after a run: what the run's code started must not act in a later run. Returns (processes
+    killed, processes other than `keep` still in the group after DRAIN_S)."""
+    return _kill_rounds(pids_group, spare=keep, known=keep)
+
+
+def _kill_rounds(pids_group: str, *, spare: set[int], known: set[int]) -> tuple[int, int]:
+    """Rounds of SIGKILL to every member of the group not in `spare` until none is left or DRAIN_S
+    passed. Returns (members killed that are not in `known`, members not in `spare` still there)."""
     seen: set[int] = set()
     deadline = time.monotonic() + DRAIN_S
-    while members := procs(pids_group):
-        for pid in members:
+    while targets := [pid for pid in procs(pids_group) if pid not in spare]:
+        for pid in targets:
             if pid not in known:
                 seen.add(pid)
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -217,24 +230,7 @@ def sweep(pids_group: str, known: set[int]) -> tuple[int, int]:
         if time.monotonic() > deadline:
             break
         time.sleep(SWEEP_POLL_S)
-    return len(seen), len(procs(pids_group))
-
-
-def sweep_others(pids_group: str, keep: set[int]) -> tuple[int, int]:
-    """Kill every process of one session's pids group except `keep` (its parent and interpreter),
-    after a run: what the run's code started must not act in a later run. Returns (processes
-    killed, processes other than `keep` still in the group after DRAIN_S)."""
-    seen: set[int] = set()
-    deadline = time.monotonic() + DRAIN_S
-    while others := [pid for pid in procs(pids_group) if pid not in keep]:
-        for pid in others:
-            seen.add(pid)
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        if time.monotonic() > deadline:
-            break
-        time.sleep(SWEEP_POLL_S)
-    return len(seen), len([pid for pid in procs(pids_group) if pid not in keep])
+    return len(seen), len([pid for pid in procs(pids_group) if pid not in spare])
 
 
 def kill_tree(path: Path) -> None:
