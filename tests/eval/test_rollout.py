@@ -358,3 +358,25 @@ def test_a_long_trajectory_runs_each_block_once_even_after_a_turn_scanned_off_th
     ]
     assert trajectory.parse(result.text).outputs == [str(3 * i) for i in range(40)]
     assert result.stop_reason == "answer"
+
+
+@pytest.mark.parametrize(
+    ("final", "stop_reason"),
+    [
+        ("The answer is \\boxed{42}.", "answer"),
+        ("So \\boxed 42.", "answer"),
+        ("The answer is \\boxed{4", "eos"),  # cut mid-box: the grader reads no answer
+        ("The answer is \\boxed{ }.", "eos"),
+        ("\\boxed{1} and then \\boxed{", "eos"),  # the last opener decides, as in grading
+        ("No box here.", "eos"),
+    ],
+)
+def test_the_stop_reason_says_answer_only_when_the_grader_reads_one(
+    sandbox, tmp_path: Path, final: str, stop_reason: str
+) -> None:
+    script = tmp_path / "box.jsonl"
+    turns = ["<think>\nplan\n</think>\n```python\nprint(6 * 7)\n```\n```output", final]
+    script.write_text(json.dumps({"problem_id": "p", "turns": turns}) + "\n")
+    result = _run(ScriptedGenerator(script), sandbox, "p", limits=RolloutLimits(), request="box")
+    assert result.n_tool_calls == 1
+    assert result.stop_reason == stop_reason

@@ -35,9 +35,10 @@ from thinc_bench.eval.rollout import (
     _fit_output,
     _room,
 )
+from thinc_bench.grading import final_answer
 from thinc_bench.prompts import python_tool, tool_turn_text
 from thinc_bench.sandbox import Session
-from thinc_bench.trajectory import TOOL_CALL, ToolCall, TurnTrigger, has_final_answer, parse, parse_call
+from thinc_bench.trajectory import TOOL_CALL, ToolCall, TurnTrigger, parse, parse_call
 
 if TYPE_CHECKING:
     from thinc_bench.backends.openai import ChatTurn, FunctionCall, OpenAIGenerator
@@ -139,7 +140,7 @@ async def rollout(
             break
         in_content = [] if turn.calls else calls_in_text(written)
         if not turn.calls and not in_content:
-            result.stop_reason = "answer" if has_final_answer(parse(text, "tool_call")) else "eos"
+            result.stop_reason = "answer" if final_answer(parse(text, "tool_call")) is not None else "eos"
             break
         text += str(tokenizer.eos_token)
         calls = [parse_call(_call_json(call)) for call in turn.calls] or in_content

@@ -28,6 +28,7 @@ from thinc_bench.backends import BackendUnavailable, Generator, SamplingParams
 from thinc_bench.backends.base import MAX_SEED
 from thinc_bench.errors import ContextExceeded
 from thinc_bench.eval.tool_results import render_result
+from thinc_bench.grading import final_answer
 from thinc_bench.prompts import DEFAULT_TOOL_NAME, neutralise_markup, opened_plan, tool_turn_text
 from thinc_bench.prompts.tools import ResultFormat, tool_spec
 from thinc_bench.sandbox import Session
@@ -39,13 +40,14 @@ from thinc_bench.trajectory import (
     TurnTrigger,
     exec_stops,
     harness_block,
-    has_final_answer,
 )
 
 logger = logging.getLogger(__name__)
 
 StopReason = Literal["answer", "eos", "max_tokens", "max_tool_calls", "infra_error", "harness_error"]
-"""`harness_error` is never the loop's own: a caller that caught an exception of the loop sets it."""
+"""`answer` means the grader reads an answer in the final text (an unclosed or empty last box is
+`eos`, as grading calls it no answer); `harness_error` is never the loop's own: a caller that caught
+an exception of the loop sets it."""
 ExecTrigger = Literal["output_open", "code_close"]
 
 NO_CODE_OUTPUT = "Error: no code block to run before this output block."
@@ -260,7 +262,7 @@ async def rollout(
                 result.context_exceeded = (by_context and cap == room) or len(generation.token_ids) < cap
             else:
                 final = await _off_loop(triggers, triggers.parse, text)
-                result.stop_reason = "answer" if has_final_answer(final) else "eos"
+                result.stop_reason = "answer" if final_answer(final) is not None else "eos"
             break
         if not trigger.run:
             continue  # a mention, a string, a plain ``` block or a draft in the plan: keep writing
