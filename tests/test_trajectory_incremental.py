@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from thinc_bench import _scan
 from thinc_bench.trajectory import (
     DIALECTS,
     TurnTrigger,
+    _scan,
     exec_stops,
     exec_trigger,
     harness_block,
