@@ -11,8 +11,9 @@ prints:
   against the five paper benchmarks and MATH-500 (~720 problems);
 - recall on renumbered copies of every benchmark problem (every integer shifted by +1 and by +7)
   and on prose-replaced copies (every word of two or more letters replaced by a CJK character, `$`
-  dropped, `\\frac` written `\\dfrac`: a stand-in for a translation, which keeps the maths), with
-  the near-duplicate pass alone beside the others;
+  dropped, `\\frac` written `\\dfrac`: a stand-in for a translation, which keeps the maths), and
+  both without the answer (a renumbered, re-asked translation), with the near-duplicate pass alone
+  beside the others;
 - time, side by side in one run: the three n-gram passes (inverted indexes), the near-duplicate pass
   alone, and all four with the review list (`Decontaminator.report`), over every DAPO problem; and
   the word pass comparing every pair, on a sample.
@@ -155,6 +156,7 @@ def main() -> None:
         ("renumbered +1", lambda t: _shift(t, 1), False),
         ("renumbered +7", lambda t: _shift(t, 7), False),
         ("prose replaced", _prose_replaced, True),
+        ("both, no answer", lambda t: _prose_replaced(_shift(t, 7)), False),  # a re-asked translation
     ):
         words_only = sum(
             (m := index.best_match(make(p.problem))) is not None
