@@ -202,12 +202,13 @@ def main() -> None:
 
 
 def _three_passes(index: Decontaminator, problem: Problem) -> Match | None:
-    """The first of the three n-gram passes that reaches its threshold (the pass before issue 40)."""
-    found = index.best_matches(problem.problem, problem.answer or None)
+    """The first of the three n-gram passes that reaches its threshold (the check before issue 40),
+    without the near-duplicate search `best_matches` and `check` also run."""
     for method in METHODS[:3]:
+        match = index._best(method, problem.problem, problem.answer or None, [])
         limit = DEFAULT_MATHS_THRESHOLD if method == "maths_same_answer" else DEFAULT_THRESHOLD
-        if method in found and found[method].overlap >= limit:
-            return found[method]
+        if match is not None and match.overlap >= limit:
+            return match
     return None
 
 
