@@ -149,7 +149,7 @@ class Decontaminator:
 
     def best_match(self, text: str) -> Match | None:
         """The benchmark problem with the largest word overlap with this text; None if none shares an n-gram."""
-        return self.best_matches(text).get("words")
+        return self._best("words", text, None, [])
 
     def best_matches(self, text: str, answer: str | None = None) -> dict[Method, Match]:
         """The best match of each pass (the maths pass only with an answer), below threshold or not."""
