@@ -1,38 +1,44 @@
 """Decontamination and deduplication of the local DAPO-Math-17k copy, measured (docs/LOG.md, issue 20).
 
-Reads ../shared/data/train/dapo_math_17k.jsonl and the five paper benchmarks in
-../shared/data/benchmarks and prints:
+Reads ../shared/data/train/dapo_math_17k.jsonl and the benchmarks in ../shared/data/benchmarks and
+prints:
 
 - deduplication: rows, distinct problems by whitespace alone and by `_normalize.problem_key`, the
   extra merges, and the groups of copies with conflicting golds (exact copies and the rest);
-- decontamination: problems flagged per benchmark by the word pass alone (before) and by the three
-  passes (after), every flagged pair, and the best pairs just under each pass's threshold;
-- recall on renumbered copies of all 220 benchmark problems (every integer shifted by +1 and by +7)
+- decontamination: problems flagged per benchmark by the word pass alone (before), by the three
+  n-gram passes, and by all four (the answer-agnostic near-duplicate pass, issue 40), every flagged
+  pair, the near-duplicate pairs listed for review, and the best pairs just under each threshold;
+  against the five paper benchmarks and MATH-500 (~720 problems);
+- recall on renumbered copies of every benchmark problem (every integer shifted by +1 and by +7)
   and on prose-replaced copies (every word of two or more letters replaced by a CJK character, `$`
-  dropped, `\\frac` written `\\dfrac`: a stand-in for a translation, which keeps the maths);
-- time: the inverted index against comparing every pair, on a sample, side by side.
+  dropped, `\\frac` written `\\dfrac`: a stand-in for a translation, which keeps the maths), and
+  both without the answer (a renumbered, re-asked translation), with the near-duplicate pass alone
+  beside the others;
+- time, side by side in one run: the three n-gram passes (inverted indexes), the near-duplicate pass
+  alone, and all four with the review list (`Decontaminator.report`), over every DAPO problem; and
+  the word pass comparing every pair, on a sample.
 
-    python perf/decontam.py [--data ../shared/data] [--under 8]
+    OMP_NUM_THREADS=1 python perf/decontam.py [--data ../shared/data] [--under 8]
 """
 
 import argparse
 import re
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from pathlib import Path
 
 from thinc_bench import benchmarks
-from thinc_bench.build_sft._normalize import maths_tokens, problem_key
+from thinc_bench.benchmarks import Problem
+from thinc_bench.build_sft._normalize import problem_key
 from thinc_bench.build_sft.decontam import (
     DEFAULT_MATHS_THRESHOLD,
     DEFAULT_THRESHOLD,
-    MATHS_MIN_SHARED,
-    MATHS_NGRAM,
     METHODS,
     Decontaminator,
-    _grams,
+    Match,
     ngrams,
 )
+from thinc_bench.build_sft.near_duplicates import NearDuplicateIndex
 from thinc_bench.build_sft.sources import dedupe, load_deduplicated, normalize_problem
 
 SAMPLE = 500
@@ -67,6 +73,10 @@ def _prose_replaced(text: str) -> str:
     return re.sub(r"(?<![\\A-Za-z])[A-Za-z]{2,}", "词", text)
 
 
+BENCHMARKS = (*benchmarks.PAPER_BENCHMARKS, "math500")
+"""The five paper benchmarks (GRPO's and build_sft's default) and MATH-500."""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
@@ -75,36 +85,47 @@ def main() -> None:
     data = Path(args.data)
     _dedup(data / "train")
 
-    bench = {
-        n: benchmarks.load(n, data_dir=data / "benchmarks", check_golds=False)
-        for n in benchmarks.PAPER_BENCHMARKS
-    }
+    bench = {n: benchmarks.load(n, data_dir=data / "benchmarks", check_golds=False) for n in BENCHMARKS}
     train = load_deduplicated("dapo_math_17k", data / "train").problems
     started = time.perf_counter()
     index = Decontaminator(bench)
     built = time.perf_counter() - started
     started = time.perf_counter()
+    three = {p.id: m for p in train if (m := _three_passes(index, p)) is not None}
+    timed_three = time.perf_counter() - started
+    near = NearDuplicateIndex(bench)
+    started = time.perf_counter()
+    pairs = {p.id: near.pairs(p.problem) for p in train}
+    timed_near = time.perf_counter() - started
+    started = time.perf_counter()
+    flagged, report = index.report(train)
+    timed_four = time.perf_counter() - started
     best = {p.id: index.best_matches(p.problem, p.answer) for p in train}
-    indexed = time.perf_counter() - started
-    flagged = index.check_many(train)
     before = {
         pid: m for pid, found in best.items() if (m := found.get("words")) and m.overlap >= DEFAULT_THRESHOLD
     }
     print(
         f"\ndecontamination of {len(train)} DAPO problems against {sum(map(len, bench.values()))} benchmark problems"
     )
-    print(f"  {'benchmark':<14}{'before (words)':>16}{'after (3 passes)':>18}")
+    print(
+        f"  {'benchmark':<14}{'words':>7}{'3 passes':>10}{'4 passes':>10}{'near confirmed':>16}"
+        f"{'near review':>13}{'with candidates':>17}"
+    )
     for name in bench:
-        b = sum(m.benchmark == name for m in before.values())
-        a = sum(m.benchmark == name for m in flagged.values())
-        print(f"  {name:<14}{b:>16}{a:>18}")
-    print(f"  flagged by method: {dict(Counter(m.method for m in flagged.values()))}")
-    for pid, m in sorted(flagged.items(), key=lambda kv: -kv[1].overlap):
+        row = report["per_benchmark"][name]
+        print(
+            f"  {name:<14}{sum(m.benchmark == name for m in before.values()):>7}"
+            f"{sum(m.benchmark == name for m in three.values()):>10}{row['removed']:>10}"
+            f"{row['near_duplicate_confirmed']:>16}{row['review']:>13}{row['problems_with_candidates']:>17}"
+        )
+    print(f"  dropped by method: {report['by_method']}")
+    for pid, m in sorted(flagged.items(), key=lambda kv: (kv[1].benchmark, kv[1].problem_id)):
         words = best[pid].get("words")
         print(
-            f"    {pid} -> {m.benchmark} {m.problem_id}: {m.method} {m.overlap:.3f} (words {words.overlap if words else 0:.3f})"
+            f"    {pid} -> {m.benchmark} {m.problem_id}: {m.method} {m.overlap:.3f} "
+            f"(words {words.overlap if words else 0:.3f})"
         )
-    for method in METHODS:
+    for method in METHODS[:3]:
         limit = DEFAULT_MATHS_THRESHOLD if method == "maths_same_answer" else DEFAULT_THRESHOLD
         under = sorted(
             (
@@ -117,13 +138,25 @@ def main() -> None:
         print(f"  just under {method} threshold {limit}:")
         for overlap, pid, m in under:
             print(f"    {overlap:.3f} {pid} ~ {m.benchmark} {m.problem_id}")
+    review = sorted(
+        ((q, pid) for pid, qs in pairs.items() for q in qs if q.decision == "review"),
+        key=lambda r: -r[0].score,
+    )
+    print(f"  best near-duplicate pairs kept for review (of {len(review)}):")
+    for q, pid in review[: args.under]:
+        s = q.scores
+        print(
+            f"    maths {s.maths:.2f} over {s.maths_aligned}, prose {s.prose:.2f} over {s.prose_aligned}: "
+            f"{pid} ~ {q.benchmark} {q.problem_id}"
+        )
 
     problems = [(n, p) for n, ps in bench.items() for p in ps]
-    print(f"\nrecall on copies of all {len(problems)} benchmark problems")
+    print(f"\nrecall on copies of all {len(problems)} benchmark problems (the right problem named)")
     for label, make, with_answer in (
         ("renumbered +1", lambda t: _shift(t, 1), False),
         ("renumbered +7", lambda t: _shift(t, 7), False),
         ("prose replaced", _prose_replaced, True),
+        ("both, no answer", lambda t: _prose_replaced(_shift(t, 7)), False),  # a re-asked translation
     ):
         words_only = sum(
             (m := index.best_match(make(p.problem))) is not None
@@ -131,19 +164,25 @@ def main() -> None:
             and m.problem_id == p.id
             for _, p in problems
         )
-        caught = [index.check(make(p.problem), p.answer if with_answer else None) for _, p in problems]
-        right = sum(
-            m is not None and m.problem_id == p.id for m, (_, p) in zip(caught, problems, strict=True)
+        caught3 = sum(
+            (m := _three_passes(index, Problem(p.id, make(p.problem), p.answer if with_answer else "", n)))
+            is not None
+            and m.problem_id == p.id
+            for n, p in problems
         )
-        print(f"  {label:<15} words alone {words_only:>3}, three passes {right:>3} of {len(problems)}")
-        if label == "prose replaced":
-            missed = [
-                p for m, (_, p) in zip(caught, problems, strict=True) if m is None or m.problem_id != p.id
-            ]
-            small = sum(len(_grams(maths_tokens(p.problem), MATHS_NGRAM)) < MATHS_MIN_SHARED for p in missed)
-            print(
-                f"    missed {len(missed)}, of which {small} have fewer than {MATHS_MIN_SHARED} maths {MATHS_NGRAM}-grams"
-            )
+        near_only = sum(
+            any(q.decision == "confirmed" and q.problem_id == p.id for q in near.pairs(make(p.problem)))
+            for _, p in problems
+        )
+        caught4 = sum(
+            (m := index.check(make(p.problem), p.answer if with_answer else None)) is not None
+            and m.problem_id == p.id
+            for _, p in problems
+        )
+        print(
+            f"  {label:<15} words alone {words_only:>3}, three passes {caught3:>3}, near-duplicate alone "
+            f"{near_only:>3}, four passes {caught4:>3} of {len(problems)}"
+        )
 
     sample = train[:SAMPLE]
     bench_grams = [(p, ngrams(p.problem)) for _, p in problems]
@@ -151,11 +190,26 @@ def main() -> None:
     for t in sample:
         grams = ngrams(t.problem)
         max((len(grams & g) / max(len(grams), len(g), 1), p.id) for p, g in bench_grams)
-    pairs = (time.perf_counter() - started) / len(sample) * len(train)
-    print(f"\ntime: index built in {built:.2f} s; all {len(train)} problems, three passes: {indexed:.1f} s")
+    pairs_time = (time.perf_counter() - started) / len(sample) * len(train)
+    print(f"\ntime over all {len(train)} DAPO problems (indexes built in {built:.2f} s):")
+    print(f"  three n-gram passes:                    {timed_three:6.1f} s (1.00)")
+    print(f"  near-duplicate pass alone:              {timed_near:6.1f} s ({timed_near / timed_three:.2f})")
+    print(f"  all four with the review list (report): {timed_four:6.1f} s ({timed_four / timed_three:.2f})")
     print(
-        f"  word pass alone, all pairs (extrapolated from {SAMPLE}): {pairs:.1f} s; index, three passes: {indexed:.1f} s"
+        f"  word pass alone, all pairs (extrapolated from {SAMPLE}): {pairs_time:.1f} s "
+        f"({pairs_time / timed_three:.2f})"
     )
+
+
+def _three_passes(index: Decontaminator, problem: Problem) -> Match | None:
+    """The first of the three n-gram passes that reaches its threshold (the check before issue 40),
+    without the near-duplicate search `best_matches` and `check` also run."""
+    for method in METHODS[:3]:
+        match = index._best(method, problem.problem, problem.answer or None, [])
+        limit = DEFAULT_MATHS_THRESHOLD if method == "maths_same_answer" else DEFAULT_THRESHOLD
+        if match is not None and match.overlap >= limit:
+            return match
+    return None
 
 
 if __name__ == "__main__":

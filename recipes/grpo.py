@@ -106,7 +106,8 @@ class ScriptArgs:
         default="aime2024,aime2025,aime2026,hmmt_feb2025,beyondaime",
         metadata={
             "help": "Evaluation benchmarks whose copies are dropped from the training problems (build_sft's "
-            "three passes; report in OUTPUT_DIR/decontamination.json); empty: none."
+            "four passes, near duplicates included; report and review list in OUTPUT_DIR/decontamination.json); "
+            "empty: none."
         },
     )
     decontam_data_dir: str | None = field(

@@ -108,6 +108,17 @@ def test_each_hand_written_trajectory_breaks_exactly_its_filter(source, tmp_path
         1.0,
         "words",
     )
+    report = json.loads((out / "decontamination.json").read_text(encoding="utf-8"))  # as GRPO's
+    assert [r["id"] for r in report["removed_problems"]] == ["sft-contaminated"]
+    (listed,) = [rows for rows in report["review"]["aime2025"].values()]
+    # one line of maths and prose is too little for the near-duplicate pass alone: the words pass drops it
+    assert [(r["id"], r["decision"], r["words"], r["near_decision"]) for r in listed] == [
+        ("sft-contaminated", "dropped", 1.0, "review")
+    ]
+    near = stats["decontamination"]["near_duplicate"]["per_benchmark"]["aime2025"]
+    assert (near["removed"], near["near_duplicate_confirmed"], near["review"]) == (1, 0, 0)
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert "aime2025: 1 problems (0 near duplicates confirmed, 0 pairs kept for review)" in card
     import datasets
 
     dataset = datasets.load_from_disk(str(out / "dataset"))

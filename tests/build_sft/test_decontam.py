@@ -85,16 +85,18 @@ def test_masking_numbers_raises_the_overlap_of_the_renumbered_copy_in_dapo(index
     assert found["words"].overlap < 0.55 < 0.65 < found["numbers_masked"].overlap
 
 
-def test_the_chinese_translation_in_dapo_is_caught_by_its_maths_and_answer(index, shared_data) -> None:
+def test_the_chinese_translation_in_dapo_is_caught_with_its_answer_and_without(index, shared_data) -> None:
     translated = _dapo(shared_data, "设实数 x_1,x_2,\\cdots,x_{1997} 满足")  # beyondaime-80, translated
-    assert index.check(translated["problem"]) is None  # words alone: 0.35
+    assert index.best_matches(translated["problem"])["words"].overlap < 0.5  # words alone: 0.35
     match = index.check(translated["problem"], answer=translated["answer"])
     assert match is not None and (match.benchmark, match.problem_id, match.method) == (
         "beyondaime",
         "beyondaime-80",
         "maths_same_answer",
     )
-    assert index.check(translated["problem"], answer="189549") is None  # another answer: another problem
+    for answer in (None, "189549"):  # no answer, or re-asked for another: the near-duplicate pass sees it
+        match = index.check(translated["problem"], answer=answer)
+        assert match is not None and (match.problem_id, match.method) == ("beyondaime-80", "near_duplicate")
 
 
 def test_a_prose_replaced_copy_is_caught_when_it_has_enough_maths(index, benchmark_dir) -> None:
@@ -111,13 +113,38 @@ def test_same_answer_with_little_shared_maths_is_not_contamination(index, benchm
     assert index.best_matches(unrelated, target.answer).get("maths_same_answer") is None
 
 
+FOUND_BY_HAND = {
+    # DAPO id (content hash of the problem) -> the benchmark problem it copies and the first pass that
+    # sees it; every pair read side by side (docs/LOG.md, 2026-12-05)
+    "dapo_math_17k-4d866680f923": ("aime2026", "2026-I-1", "words"),  # verbatim
+    "dapo_math_17k-5f9bd3d78e97": ("beyondaime", "beyondaime-30", "words"),  # asks another form of the answer
+    "dapo_math_17k-8bc55bd17c0d": (
+        "beyondaime",
+        "beyondaime-82",
+        "words",
+    ),  # renumbered: 2022 points, not 1038
+    "dapo_math_17k-f1b45da44e08": ("beyondaime", "beyondaime-80", "maths_same_answer"),  # Chinese translation
+    # issue 40's four: renumbered and reworded (31, 45), renumbered Chinese (68), re-asked Chinese (76, twice)
+    "dapo_math_17k-dde5a520a6f1": ("beyondaime", "beyondaime-31", "near_duplicate"),
+    "dapo_math_17k-fbda9e94f235": ("beyondaime", "beyondaime-45", "near_duplicate"),
+    "dapo_math_17k-32c6f1e04bba": ("beyondaime", "beyondaime-68", "near_duplicate"),
+    "dapo_math_17k-9767896dd462": ("beyondaime", "beyondaime-76", "near_duplicate"),
+    "dapo_math_17k-5ce7eabf33c7": ("beyondaime", "beyondaime-76", "near_duplicate"),
+    # found by the new pass: the same matrix with n^2-1 for n^3-n, in Chinese (three copies)
+    "dapo_math_17k-b8f053be4402": ("beyondaime", "beyondaime-1", "near_duplicate"),
+    "dapo_math_17k-3865489b24ba": ("beyondaime", "beyondaime-1", "near_duplicate"),
+    "dapo_math_17k-c1d688c0d0bf": ("beyondaime", "beyondaime-1", "near_duplicate"),
+    # the same sets with 100 for 200, in Chinese (three copies)
+    "dapo_math_17k-c0dbb6a21aa4": ("beyondaime", "beyondaime-51", "near_duplicate"),
+    "dapo_math_17k-f19fb3208fbb": ("beyondaime", "beyondaime-51", "near_duplicate"),
+    "dapo_math_17k-83e15b2a369d": ("beyondaime", "beyondaime-51", "near_duplicate"),
+    # the problem beyondaime-83 re-asks with other bounds and 20 summands for two
+    "dapo_math_17k-c84d9aaa6c28": ("beyondaime", "beyondaime-83", "near_duplicate"),
+}
+
+
 def test_dapo_copy_flags_exactly_the_copies_found_by_hand(index, shared_data) -> None:
     from thinc_bench.build_sft.sources import load_source
 
     flagged = index.check_many(load_source("dapo_math_17k", shared_data / "train"))
-    assert {(m.benchmark, m.problem_id, m.method) for m in flagged.values()} == {
-        ("aime2026", "2026-I-1", "words"),  # verbatim
-        ("beyondaime", "beyondaime-30", "words"),  # same problem, DAPO asks for another form of the answer
-        ("beyondaime", "beyondaime-82", "words"),  # renumbered: 2022 points instead of 1038
-        ("beyondaime", "beyondaime-80", "maths_same_answer"),  # translated into Chinese
-    }
+    assert {pid: (m.benchmark, m.problem_id, m.method) for pid, m in flagged.items()} == FOUND_BY_HAND

@@ -1,4 +1,4 @@
-"""GRPO's training problems lose their copies of benchmark problems, by build_sft's three passes."""
+"""GRPO's training problems lose their copies of benchmark problems, by build_sft's four passes."""
 
 from __future__ import annotations
 
@@ -55,3 +55,35 @@ def test_the_recipe_checks_the_paper_benchmarks_by_default() -> None:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     assert module.ScriptArgs().decontam_benchmarks.split(",") == list(PAPER_BENCHMARKS)
+
+
+def test_a_re_asked_translation_is_removed_by_the_near_duplicate_pass_and_a_related_problem_is_listed() -> (
+    None
+):
+    original = (
+        "Let $x_1, x_2, \\ldots, x_{40}$ be real numbers in $[-1, 2]$ with $x_1 + x_2 + \\cdots + x_{40} = 8$. "
+        "Find the largest possible value of $x_1^3 + x_2^3 + \\cdots + x_{40}^3$."
+    )
+    translated = (  # renumbered, translated, and asked for the smallest value: another answer
+        "设实数 $x_1, x_2, \\ldots, x_{99}$ 属于 $[-1, 2]$，且 $x_1 + x_2 + \\cdots + x_{99} = 5$。"
+        "求 $x_1^3 + x_2^3 + \\cdots + x_{99}^3$ 的最小值。"
+    )
+    related = "Let $x_1, x_2, \\ldots, x_{40}$ be real numbers with $x_1^3 + x_2^3 = 2$. Find $x_1 + x_2$."
+    training = [
+        _problem("translated", translated, "-37"),
+        _problem("related", related, "2"),
+        _problem("own", "How many positive divisors does $2^{10} \\cdot 3^4$ have?", "55"),
+    ]
+    clean = decontaminate(training, {"made_up": [_problem("m-1", original, "56")]})
+    assert [p.id for p in clean.problems] == ["related", "own"]
+    report = json.loads(json.dumps(clean.report))  # written as is into the run folder
+    assert report["by_method"] == {"near_duplicate": 1}
+    rows = {r["id"]: r for r in report["review"]["made_up"]["m-1"]}
+    assert rows["translated"]["decision"] == "dropped" and rows["translated"]["maths_same_answer"] is None
+    assert rows["related"]["decision"] == "review" and rows["related"]["near_decision"] == "review"  # kept
+    assert report["per_benchmark"]["made_up"] == {
+        "removed": 1,
+        "near_duplicate_confirmed": 1,
+        "review": 1,
+        "problems_with_candidates": 1,
+    }

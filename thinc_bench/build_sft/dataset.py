@@ -3,7 +3,7 @@
 `finish(config, out)` reads `out/rollouts/` (the run directory eval's engine wrote), tokenizes each
 trajectory with the student tokenizer (`masks`), decides it (`filters`), and writes everything
 from those decisions alone: `dataset/` (save_to_disk), `thinc_sft.parquet`, `stats.json`,
-`report.html` (template `report/templates/sft.html.jinja`) and `README.md`, the dataset card
+`decontamination.json` (every pass's verdicts and the near-duplicate review list), `report.html` (template `report/templates/sft.html.jinja`) and `README.md`, the dataset card
 (template `thinc-sft.md.jinja`, every number taken from stats.json). Rerunning it on the same
 rollouts with other thresholds is `--refilter`. It does not generate.
 """
@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+DECONTAMINATION_FILE = "decontamination.json"
+"""Every decontamination pass's verdicts and the near-duplicate review list (`Decontaminator.report`)."""
 STATS_SCHEMA_VERSION = 1
 """Bump when a stats.json key is renamed or removed (the report and card templates read them)."""
 NANO_NO_DECONTAMINATION = (
@@ -102,7 +104,13 @@ def finish(config: BuildSFTConfig, out: Path) -> dict[str, Any]:
         threshold=config.decontam_threshold,
         maths_threshold=config.decontam_maths_threshold,
     )
-    matches = index.check_many(problems[i] for i in dict.fromkeys(r.problem_id for r in records))
+    # every pass, and the near-duplicate candidates kept for review, as GRPO's decontamination.json
+    matches, decontamination = index.report(
+        [problems[i] for i in dict.fromkeys(r.problem_id for r in records)]
+    )
+    (out / DECONTAMINATION_FILE).write_text(
+        json.dumps(decontamination, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
     tokenizer = load_tokenizer(config.student_tokenizer_path())
     system = load_system_prompt(config.student_system_prompt)
     tools = [python_tool(config.tool_name)] if config.dialect == "tool_call" else None
@@ -175,6 +183,10 @@ def finish(config: BuildSFTConfig, out: Path) -> dict[str, Any]:
     kept = [row for row, d in zip(rows, decisions, strict=True) if d.kept]
     _write_dataset(kept, out)
     stats = build_stats(config, run_config, records, decisions, matches, names)
+    stats["decontamination"]["near_duplicate"] = {
+        "settings": decontamination["near_duplicate"],
+        "per_benchmark": decontamination["per_benchmark"],
+    }
     stats["source_dedup"] = source.stats()
     (out / "stats.json").write_text(json.dumps(stats, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     write_pages(out, stats)

@@ -53,7 +53,8 @@ FILTER_HELP: dict[FilterName, str] = {
     "conformance": "not ThinC: no closed plan, prose between blocks or around the box, a code block "
     "without its output, code after the last output, or code drafted inside the plan",
     "decontamination": "problem copies an evaluation benchmark problem (word n-grams as written or with "
-    "numbers masked, or the same answer and maths)",
+    "numbers masked, the same answer and maths, or a confirmed near duplicate: renumbered, reworded, re-asked "
+    "or translated)",
     "dedup": "over --max-per-problem for its problem (shortest trajectories kept)",
 }
 """What dropping a trajectory at each stage means, for stats.json, the report and the card."""
