@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from thinc_bench.backends import Generation, SamplingParams, load_generator
-from thinc_bench.backends.base import decode, first_stop, fit_context, ids_through_stop
+from thinc_bench.backends.base import Usage, decode, first_stop, fit_context, ids_through_stop
 from thinc_bench.errors import ConfigError, ContextExceeded
 
 
@@ -194,3 +194,30 @@ def test_vllm_backend_refuses_a_bad_data_parallel_size_before_loading_anything()
 
     with pytest.raises(ConfigError, match="--data-parallel-size 0; use 1 or more"):
         VLLMGenerator("no-such-model", data_parallel_size=0)
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 10_000), st.floats(0, 1), st.integers(0, 4_096), st.booleans()), max_size=20
+    )
+)
+def test_usage_sums_requests_and_its_hit_rate_is_cached_over_prompt_tokens(
+    requests: list[tuple[int, float, int, bool]],
+) -> None:
+    usage = Usage()
+    for prompt, share, generated, reported in requests:
+        usage.add(prompt, int(prompt * share) if reported else None, generated)
+    counts = usage.as_dict()
+    cached = sum(int(p * s) for p, s, _, r in requests if r)
+    prompt = sum(p for p, _, _, _ in requests)
+    said = any(r for _, _, _, r in requests)
+    assert counts["requests"] == len(requests)
+    assert counts["prompt_tokens"] == prompt and counts["generated_tokens"] == sum(
+        g for _, _, g, _ in requests
+    )
+    assert counts["cached_prompt_tokens"] == (cached if said else None)
+    rate = counts["prefix_cache_hit_rate"]
+    if said and prompt:
+        assert rate is not None and abs(rate - cached / prompt) <= 5e-5 and 0 <= rate <= 1
+    else:
+        assert rate is None

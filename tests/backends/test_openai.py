@@ -698,6 +698,37 @@ def test_bad_server_lists_are_config_errors(smollm2_path: str, base_url: str, re
         make(base_url, smollm2_path)
 
 
+def test_usage_sums_what_the_server_counted_and_its_cached_prefix(
+    stub_server: type[StubServer], smollm2_path: str, ok_body: Any
+) -> None:
+    counted = {"prompt_tokens": 300, "completion_tokens": 7, "total_tokens": 307}
+    cached = {**ok_body, "usage": {**counted, "prompt_tokens_details": {"cached_tokens": 256}}}
+    server = stub_server([Canned(200, cached), Canned(200, {**ok_body, "usage": counted})])
+    gen = make(server.base_url, smollm2_path)
+
+    async def go() -> None:
+        try:
+            for _ in range(3):
+                await gen.generate([1, 2, 3], SamplingParams(stop=STOP))
+        finally:
+            await gen.aclose()
+
+    asyncio.run(go())
+    # 3 answers of 300 prompt tokens; only the first said how many were cached (a server without
+    # --enable-prompt-tokens-details says nothing): 256 of 900.
+    assert gen.describe()["usage"] == {
+        "requests": 3,
+        "prompt_tokens": 900,
+        "cached_prompt_tokens": 256,
+        "prefix_cache_hit_rate": 0.2844,
+        "generated_tokens": 21,
+    }
+    silent = make(server.base_url, smollm2_path)
+    generate(silent)
+    assert silent.describe()["usage"]["cached_prompt_tokens"] is None
+    assert silent.describe()["usage"]["prefix_cache_hit_rate"] is None
+
+
 # --- against a real `vllm serve` ------------------------------------------------------------------
 
 

@@ -93,11 +93,14 @@ async def main(folder):
     except ContextExceeded as exc:
         out["too_long"] = "ContextExceeded: " + str(exc)
     out["near_context"] = record(await gen.generate([1] * 2040, SamplingParams(temperature=0, max_tokens=100)))
+    out["near_again"] = record(await gen.generate([1] * 2040, SamplingParams(temperature=0, max_tokens=1)))
     out["context_length"] = gen.context_length
     processed = {}
     for name, params in SAMPLED.items():
         g = await gen.generate(story, SamplingParams(**params, max_tokens=24, seed=3, logprobs=True))
         processed[name] = {"token_ids": g.token_ids, "logprobs": g.logprobs}
+    out["usage"] = gen.describe()["usage"]
+    out["prompt_lengths"] = {"code": len(code), "story": len(story), "hello": len(chat(gen.tokenizer, "Say hello."))}
     await gen.aclose()
     out["processed"] = oracle(folder, story, processed)
     try:
@@ -206,3 +209,22 @@ def test_describe_records_engine_options(results: dict[str, Any]) -> None:
     assert info["enable_prefix_caching"] is True and info["vllm"].startswith("0.32")
     assert info["logprobs_mode"] == "processed_logprobs"
     assert (info["tensor_parallel_size"], info["data_parallel_size"]) == (1, 1)  # the engine's own record
+
+
+def test_usage_counts_every_request_and_the_prefix_cache_hits(results: dict[str, Any]) -> None:
+    # The requests the engine served: stop, inside, eos, length, 8 seeded, near_context, near_again and
+    # 2 processed (too_long is refused before the engine, the closed one after aclose).
+    usage = results["usage"]
+    assert usage["requests"] == 16
+    served = ("stop", "inside", "eos", "length", "near_context", "near_again")
+    assert usage["generated_tokens"] == (
+        sum(len(results[k]["token_ids"]) for k in served)
+        + sum(len(r["token_ids"]) for r in results["seeded"])
+        + sum(len(p["returned"]) for p in results["processed"].values())
+    )
+    n = results["prompt_lengths"]
+    assert usage["prompt_tokens"] == 3 * n["code"] + n["hello"] + 10 * n["story"] + 2 * 2040
+    # near_again resends near_context's 2,040 tokens: the engine finds its full KV blocks in its cache
+    # (the CPU build's blocks are 128 tokens; the short chat prompts fill none).
+    assert 1024 <= usage["cached_prompt_tokens"] < usage["prompt_tokens"] - 2040
+    assert usage["prefix_cache_hit_rate"] == round(usage["cached_prompt_tokens"] / usage["prompt_tokens"], 4)

@@ -265,6 +265,38 @@ def ids_through_stop(tokenizer: PreTrainedTokenizerBase, token_ids: list[int], s
     return high
 
 
+class Usage:
+    """What the engine did for a generator's requests, kept by the vllm and openai backends and shown
+    in `describe()["usage"]` (so in a run's config.json): requests, prompt tokens, how many of them
+    the engine found in its prefix cache (vLLM's `num_cached_tokens`; a server's
+    `usage.prompt_tokens_details.cached_tokens`, which `vllm serve` reports with
+    `--enable-prompt-tokens-details`), and tokens returned. Every turn of a trajectory resends the
+    whole trajectory as its prompt, so the hit rate shows whether prefix caching spares that work."""
+
+    def __init__(self) -> None:
+        self.requests = self.prompt_tokens = self.cached_tokens = self.generated_tokens = 0
+        self.cache_reported = False
+
+    def add(self, prompt_tokens: int, cached_tokens: int | None, generated_tokens: int) -> None:
+        self.requests += 1
+        self.prompt_tokens += prompt_tokens
+        self.cached_tokens += int(cached_tokens or 0)
+        self.cache_reported |= cached_tokens is not None
+        self.generated_tokens += generated_tokens
+
+    def as_dict(self) -> dict[str, Any]:
+        """The counts, and the hit rate (None before any prompt, or when the engine never said)."""
+        known = self.prompt_tokens and self.cache_reported
+        hit_rate = self.cached_tokens / self.prompt_tokens if known else None
+        return {
+            "requests": self.requests,
+            "prompt_tokens": self.prompt_tokens,
+            "cached_prompt_tokens": self.cached_tokens if self.cache_reported else None,
+            "prefix_cache_hit_rate": None if hit_rate is None else round(hit_rate, 4),
+            "generated_tokens": self.generated_tokens,
+        }
+
+
 def decode(tokenizer: PreTrainedTokenizerBase, token_ids: list[int]) -> str:
     """The text of generated ids, as every backend reports it (special tokens such as EOS dropped)."""
     return str(tokenizer.decode(token_ids, skip_special_tokens=True, clean_up_tokenization_spaces=False))

@@ -64,6 +64,7 @@ from thinc_bench.backends.base import (
     Generation,
     Generator,
     SamplingParams,
+    Usage,
     decode,
     first_stop,
     fit_context,
@@ -237,6 +238,7 @@ class OpenAIGenerator(Generator):
         self._context = context_length
         self._succeeded = 0
         self._rejected: dict[int, int] = {}
+        self._usage = Usage()
 
     @property
     def context_length(self) -> int | None:
@@ -317,6 +319,7 @@ class OpenAIGenerator(Generator):
             "extensions_sent": self._vllm,
             "request_fields": self._request_fields(),
             "context_length": self._context,
+            "usage": self._usage.as_dict(),
         }
 
     @property
@@ -509,6 +512,12 @@ class OpenAIGenerator(Generator):
         completion = await create(**body)
         if not completion.choices:
             raise BackendUnavailable(f"openai backend: {server.url} answered without choices: {completion}")
+        usage = completion.usage  # the engine's own counts; cached tokens when the server reports them
+        self._usage.add(
+            int(getattr(usage, "prompt_tokens", 0) or 0),
+            getattr(getattr(usage, "prompt_tokens_details", None), "cached_tokens", None),
+            int(getattr(usage, "completion_tokens", 0) or 0),
+        )
         return completion.choices[0]
 
     async def _check_server(self, server: Server) -> None:

@@ -28,6 +28,7 @@ from thinc_bench.backends.base import (
     Generation,
     Generator,
     SamplingParams,
+    Usage,
     decode,
     first_stop,
     fit_context,
@@ -147,6 +148,7 @@ class VLLMGenerator(Generator):
             "vllm": vllm.__version__,
         }
         self._context = int(config.model_config.max_model_len)
+        self._usage = Usage()
         self._closed = False
 
     @property
@@ -175,6 +177,7 @@ class VLLMGenerator(Generator):
             raise _rejected(exc, request_id) from exc
         if final is None or not final.outputs:
             raise BackendUnavailable(f"vllm engine returned nothing for request {request_id}")
+        self._usage.add(len(prompt_ids), final.num_cached_tokens, len(final.outputs[0].token_ids))
         return _generation(self._tokenizer, final.outputs[0], params, request_id)
 
     async def aclose(self) -> None:
@@ -188,6 +191,7 @@ class VLLMGenerator(Generator):
             "model": self._source.origin,
             "file_sha256": self._source.sha256,
             **self._options,
+            "usage": self._usage.as_dict(),
         }
 
 

@@ -405,7 +405,14 @@ async def run_eval(
                 bar.set_postfix(progress.postfix(), refresh=False)
                 bar.update(1)
 
+            # The rollout window, apart from engine, sandbox and grader start and the report after it
+            # (perf/vllm_overhead.py reads these two lines to rate the harness against the engine).
+            logger.info("rollouts: %d trajectories start", len(todo))
+            started = time.perf_counter()
             completed = await _until_stopped([asyncio.ensure_future(one(*item)) for item in todo], stop)
+            logger.info(
+                "rollouts: %d trajectories done in %.3f s", progress.done, time.perf_counter() - started
+            )
             # Processes that trajectories' code left running (each killed when its session ended).
             resolved["sandbox"]["survivors"] = sandbox.stats.survivors
             resolved["generator"] = (
