@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from thinc_bench import grading, trajectory
+from thinc_bench import grading, prompts, trajectory
 from thinc_bench.errors import ConfigError
 from thinc_bench.prompts import build_messages, check_settings, load_examples, load_system_prompt
 from thinc_bench.sandbox import Sandbox
@@ -86,7 +86,7 @@ def test_qwen3_template_shows_few_shot_plans_whole() -> None:
 @pytest.mark.parametrize("name", ["thinc", "teacher"])
 def test_markdown_prompts_say_what_to_write_and_what_never_to_write(name: str) -> None:
     text = load_system_prompt(
-        name if name != "teacher" else str(Path(trajectory.__file__).parent / "prompts" / "teacher.txt")
+        name if name != "teacher" else str(Path(prompts.__file__).parent / "teacher.txt")
     )
     assert "exactly ```python" in text and "exactly ```" in text
     assert "Stop right after the closing ``` line" in text
