@@ -463,7 +463,10 @@ def paired_rows(
         for s in run.samples:
             if s["benchmark"] != benchmark or s["k"] != k or s["status"] in EXCLUDED_STATUSES:
                 continue
-            if k and (s.get("n_injected") if s.get("n_injected") is not None else k) < k:
+            met = s.get("n_injected")
+            if met is None:  # records before n_injected: as eval.summary counts them
+                met = min(k, int(s.get("n_tool_calls") or 0))
+            if k and met < k:
                 continue  # stopped before its k-th failure: not a Recovery@k sample (metrics.recovery_at_k)
             out.setdefault(s["problem_id"], []).append(bool(s["correct"]))
         return out
