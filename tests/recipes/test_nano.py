@@ -33,22 +33,26 @@ def test_a_short_nano_chain_teaches_the_bundled_model_to_think_in_code_and_to_re
     out = tmp_path / "nano"
     stages = "data,base-code-close,sft,eval-sft,sft-recovery,eval-sft-recovery"
     argv = ["--out", str(out), "--stages", stages, "--sft-examples", "96", "--test-problems", "16"]
-    argv += ["--recovery-examples", "48", "--jobs", "2", "--threads", "2"]
+    argv += ["--recovery-examples", "96", "--jobs", "2", "--threads", "2"]
     argv += ["--samples", "1", "--parts", "nano", "--recovery-k", "0,1"]  # seen phrasings, Recovery@1 only
     assert _nano().main(argv) == 0
 
     base, sft = _block(out, "base-code-close"), _block(out, "sft")
     assert base["accuracy"]["n_problems"] == sft["accuracy"]["n_problems"] == 16  # held-out test problems
     assert base["accuracy"]["value"] <= 0.1  # the bundled model cannot do these in its head
-    # Measured with seed 0 on 2 cores: base 0/16, ThinC SFT 10/16, Recovery@1 0/16; continued on 48
-    # failed-then-fixed trajectories, MEASURED. The bounds leave slack for another CPU.
+    # Measured with seed 0 (session 9, before the training grammar; AVX512, float32 training): ThinC SFT
+    # 10/16, Recovery@1 0/16; continued on 96 failed-then-fixed trajectories 10/16 clean and Recovery@1
+    # 8/15 (15 of 16 met their failure). The bounds leave slack for another CPU and the data's wording.
     assert sft["accuracy"]["value"] >= base["accuracy"]["value"] + 0.25  # taught, by a clear margin
     assert sft["tool_calls"]["mean"] >= 2 and sft["grounding"]["answered"]["value"] >= 0.5
     # Recovery taught: after one injected failure, the checkpoint continued on failed-then-fixed
     # trajectories answers more problems than the clean-only checkpoint it continued.
     plain, taught = (_block(out, name)["recovery"]["1"] for name in ("sft", "sft-recovery"))
-    assert plain["n_problems"] >= 16 and taught["n_problems"] >= 16
+    assert plain["saw_k"]["denominator"] == taught["saw_k"]["denominator"] == 16  # one faulted run each
+    assert taught["saw_k"]["value"] >= 0.75 and taught["n_problems"] >= 12  # most met their failure in code
     assert taught["accuracy"] > plain["accuracy"]
+    # the continuation kept what the clean data taught (a 96-step drift would show here first)
+    assert _block(out, "sft-recovery")["accuracy"]["value"] >= sft["accuracy"]["value"] - 0.25
     stats = json.loads((out / "sft-data-recovery" / "stats.json").read_text())
     assert stats["recovery"]["recovered"] > 0
     # eval took the prompt the checkpoint was trained with, though no flag named it
@@ -61,7 +65,7 @@ def test_a_short_nano_chain_teaches_the_bundled_model_to_think_in_code_and_to_re
     recovery = json.loads((out / "sft-recovery" / "thinc_bench.json").read_text())
     assert (
         recovery["trained_by"] == "recipes/sft.py"
-        and stats["counts"]["kept"] == stats["recovery"]["recovered"] == 48
+        and stats["counts"]["kept"] == stats["recovery"]["recovered"] == 96
     )
     # a rerun resumes: every stage is complete, nothing runs again
     written = {
