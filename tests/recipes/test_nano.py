@@ -51,7 +51,7 @@ def test_a_short_nano_chain_teaches_the_bundled_model_to_think_in_code_and_to_re
     assert plain["saw_k"]["denominator"] == taught["saw_k"]["denominator"] == 16  # one faulted run each
     assert taught["saw_k"]["value"] >= 0.75 and taught["n_problems"] >= 12  # most met their failure in code
     assert taught["accuracy"] > plain["accuracy"]
-    # the continuation kept what the clean data taught (a 96-step drift would show here first)
+    # the continuation kept what the clean data taught (a drift of the clean skill would show here)
     assert _block(out, "sft-recovery")["accuracy"]["value"] >= sft["accuracy"]["value"] - 0.25
     stats = json.loads((out / "sft-data-recovery" / "stats.json").read_text())
     assert stats["recovery"]["recovered"] > 0
