@@ -10,9 +10,10 @@ recovery checkpoint (recipes/grpo.py); evaluate every checkpoint the same way on
 page with paired differences, the GRPO reward and clip fraction per step (reports/nano.html). Every
 stage is a subprocess running the command a user would type; a stage whose output is complete is
 skipped, so a rerun resumes where a stop left off. Stages that do not need each other run side by
-side (`--jobs`, each with its share of `--threads`): on 2 cores two 1-thread stages do more than one
-2-thread stage, whose OpenMP threads stall whenever the sandbox or the grader takes a core. Each
-stage's wall time, the whole chain's, the precision and the threads go to OUT/timings.json.
+side (`--jobs`, each with its share of `--threads`): on 2 cores, two 1-thread stages instead of one
+2-thread stage, so one stage's sandbox, grader and Python work overlaps the other's matrix work and
+no OpenMP thread waits at a barrier for a core the sandbox took. Each stage's wall time, the whole
+chain's, the precision, the jobs and the CPU go to OUT/timings.json.
 
     python recipes/nano.py                       # the whole chain (README.md, ThinC-nano, has its time)
     python recipes/nano.py --dtype float32       # as on a CPU without native bf16 (AVX2)
