@@ -342,9 +342,9 @@ def _recovered_by_problem(run: Path, benchmark: str, k: int) -> dict[str, list[b
     out: dict[str, list[bool]] = {}
     for line in (run / "samples.jsonl").read_text().splitlines():
         s = json.loads(line)
-        if s["benchmark"] == benchmark and s["k"] == k and s["n_injected"] >= k:
-            if s["status"] not in ("infra_error", "harness_error", "grader_error"):
-                out.setdefault(s["problem_id"], []).append(s["correct"])
+        scored = s["status"] not in ("infra_error", "harness_error", "grader_error")
+        if s["benchmark"] == benchmark and s["k"] == k and s["n_injected"] >= k and scored:
+            out.setdefault(s["problem_id"], []).append(s["correct"])
     return out
 
 
