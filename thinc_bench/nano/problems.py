@@ -3,10 +3,10 @@
 Eight families (products of 4-6-digit numbers, modular powers with large exponents, digit sums of
 large powers, counts and sums of primes in a range, gcd and lcm of large numbers, divisor counts),
 each worded by a grammar of templates, bounds and number formats (`grammar.py`), so a model learns
-to read a problem rather than one sentence. Problems come
-from a seeded stream; each is assigned to `train` or `test` by a hash of its family and numbers
-(never of its wording or position), so the two splits are disjoint in substance, not only in text,
-and a split's first N problems are the same whatever N a caller asks for. Nothing is downloaded.
+to read a problem rather than one sentence. Problems come from a seeded stream; each is assigned to
+`train` or `test` by a hash of its family and numbers (never of its wording or position), so the two
+splits are disjoint in substance, not only in text, and a split's first N problems are the same
+whatever N a caller asks for. Nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -72,7 +72,11 @@ def _digits(rng: random.Random, lo: int, hi: int) -> int:
 
 @dataclass(frozen=True)
 class Family:
-    """A problem family: how to draw its numbers, its answer, and its phrasings (str.format templates)."""
+    """A problem family: how to draw its numbers, its answer, and its phrasings.
+
+    A trained family's phrasings are the training grammar's templates (`grammar.fill` slots, a
+    `{range}` for a range wording); a held-out family's are `str.format` templates.
+    """
 
     name: str
     draw: Callable[[random.Random], dict[str, int]]
@@ -106,7 +110,7 @@ def _is_prime(n: int) -> bool:
     return n > 1 and all(n % d for d in range(2, math.isqrt(n) + 1))
 
 
-def prime_ends(stated: Mapping[str, int]) -> dict[str, int]:
+def _prime_ends(stated: Mapping[str, int]) -> dict[str, int]:
     """A range's ends moved up to primes, so reading its bounds the other way changes the answer.
 
     With ends drawn at random both are composite nine times in ten, and a model that reads "strictly
@@ -118,11 +122,11 @@ def prime_ends(stated: Mapping[str, int]) -> dict[str, int]:
 
 
 def _draw_range(width: tuple[int, int]) -> Callable[[random.Random], dict[str, int]]:
-    """A range whose ends are both prime (`prime_ends`): every bound its wording states matters."""
+    """A range whose ends are both prime (`_prime_ends`): every bound its wording states matters."""
 
     def draw(rng: random.Random) -> dict[str, int]:
         lo = rng.randint(1, 20000)
-        return prime_ends({"lo": lo, "hi": lo + rng.randint(*width)})
+        return _prime_ends({"lo": lo, "hi": lo + rng.randint(*width)})
 
     return draw
 
