@@ -4,7 +4,7 @@ A student trained on a handful of sentences learns the sentences (round two meas
 and 2/16 on the same families phrased apart). So a training problem's wording is drawn, with the
 problem's seed, from parts that compose: per family many templates (questions, commands, LaTeX
 forms, short stories with units, question-first and question-last orders), for the prime-range
-families a separate range wording with its own bounds (inclusive, exclusive, half-open; the answer
+families a separate range wording with its own bounds (inclusive or exclusive; the answer
 counts what the wording states, and both ends are primes, so a misread bound costs the answer), a
 number format for the whole problem (plain, `,` separators, `$22{,}275$` in LaTeX, words for small
 numbers) and an optional lead-in and closing line.
@@ -122,13 +122,12 @@ TRAIN_RANGES: tuple[RangeWording, ...] = (
     RangeWording("between {lo} and {hi}, neither end included", True, True),
     RangeWording("in the open interval $({lo}, {hi})$", True, True),
     RangeWording("in the range ${lo} < p < {hi}$", True, True),
-    RangeWording("from {lo} up to but not including {hi}", False, True),
-    RangeWording("that are at least {lo} and less than {hi}", False, True),
-    RangeWording("in the range ${lo} \\le p < {hi}$", False, True),
-    RangeWording("that are greater than {lo} and at most {hi}", True, False),
-    RangeWording("in the range ${lo} < p \\le {hi}$", True, False),
+    RangeWording("between {lo} and {hi}, not counting either end", True, True),
 )
-"""Range wordings of training: every kind of bound, each in words and in LaTeX."""
+"""Range wordings of training: inclusive and exclusive, each in words and in LaTeX, drawn evenly.
+
+Half-open ranges were tried too (four kinds of bound): on 256 examples the 135M student then read
+nearly every range as inclusive, the commonest kind; two kinds, drawn evenly, are what the issue asks."""
 
 
 TRAIN_TEMPLATES: Mapping[str, tuple[str, ...]] = {

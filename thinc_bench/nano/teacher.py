@@ -444,7 +444,9 @@ _BOUNDS: Mapping[tuple[bool, bool], str] = {
     (False, True): "The lower end counts, the upper end does not.",
     (True, False): "The lower end is excluded, the upper end counts.",
 }
-"""The plan's first sentence for a range problem: the bounds as read from the wording."""
+"""The plan's last sentence for a range problem: the bounds as read from the wording. Last, not first:
+as the first words of a plan, 2 of 8 families' plans opening alike, the student began other families'
+plans with them too."""
 
 
 def code_numbers(problem: NanoProblem) -> dict[str, str]:
@@ -478,8 +480,8 @@ def thinc_turns(problem: NanoProblem, seed: int = 0, *, recovery_share: float = 
     fam = problem.family
     values = code_numbers(problem)
     plan = rng.choice(_PLANS[fam])
-    if "lo_open" in problem.meta:  # say how the bounds were read before the code uses them
-        plan = f"{_BOUNDS[problem.meta['lo_open'], problem.meta['hi_open']]} {plan}"
+    if "lo_open" in problem.meta:  # the bounds as read, last: next to the code that uses them
+        plan = f"{plan} {_BOUNDS[problem.meta['lo_open'], problem.meta['hi_open']]}"
     blocks = [rng.choice(_COMPUTE[fam]), rng.choice(_CHECK[fam]), rng.choice(_PRINT)]
     recovery = recovery_plan(problem, seed, recovery_share)
     if recovery is not None:

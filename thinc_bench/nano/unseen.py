@@ -5,10 +5,10 @@ a learnt skill from learnt sentences. These phrasings exist for the test only: t
 `grammar.TRAIN_TEMPLATES` and these are not among them, and each holds a `grammar.TEST_MARKERS`
 string (LaTeX the training never writes such as `\\cdot`, `\\equiv`, `\\operatorname{lcm}`, `\\tau`;
 stories and wordings of their own) that no training problem of any seed contains. Training sees the
-same *kinds* of variation (separators, LaTeX, stories, exclusive and half-open bounds), so this part
+same *kinds* of variation (separators, LaTeX, stories, inclusive and exclusive bounds), so this part
 measures transfer to new instances: new sentences, new stories, and two number formats training never
 writes (`22\\,275` and `22 275`) beside trained ones (`22,275`, `22{,}275`). Exclusive bounds are
-worded apart from training's ("endpoints excluded", "greater than ... but less than", "above ... and
+worded apart from training's ("leaving out both endpoints", "greater than ... but less than", "above ... and
 below"); their answer follows the wording (`UnseenPhrasing.substance`) and, with both ends prime,
 changes if read the other way. Numbers come from the test hash space, from a stream of their own
 that skips the seen part's problems, so the part shares no problem with train or with `nano`.
