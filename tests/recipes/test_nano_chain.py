@@ -178,8 +178,17 @@ def test_a_timings_file_of_the_old_layout_is_read_as_stage_times(tmp_path, monke
     out = tmp_path / "nano"
     out.mkdir()
     (out / "timings.json").write_text(json.dumps({"data": 39.0, "sft": 501.0}))
-    monkeypatch.setattr(nano, "_commands", lambda args: {s: ([], out / "x") for s in nano.STAGES})
-    (out / "x").write_text("")  # every stage complete: nothing runs
-    assert nano.main(["--out", str(out), "--stages", "data,sft"]) == 0
+    (out / "x").write_text("")  # data complete: skipped; sft (no command here) runs again
+    monkeypatch.setattr(
+        nano,
+        "_commands",
+        lambda args: {s: ([], out / ("missing" if s == "sft" else "x")) for s in nano.STAGES},
+    )
+    assert nano.main(["--out", str(out), "--stages", "data,sft", "--dtype", "float32"]) == 0
     timings = json.loads((out / "timings.json").read_text())
-    assert timings["stages"] == {"data": 39.0, "sft": 501.0} and timings["dtype"] == "auto"
+    assert timings["stages"]["data"] == 39.0 and timings["stages"]["sft"] < 501.0  # kept, and run again
+    assert timings["dtype"] == "float32" and timings["wall_this_run_s"] >= 0
+    written = (out / "timings.json").read_text()
+    (out / "missing").write_text("")  # now every stage is complete: a rerun writes nothing
+    assert nano.main(["--out", str(out), "--stages", "data,sft"]) == 0
+    assert (out / "timings.json").read_text() == written
