@@ -11,6 +11,7 @@ import pytest
 import sympy
 
 from thinc_bench import nano
+from thinc_bench.nano import grammar
 
 # What a reader of each wording counts, written from the sentences themselves (not the code's
 # `bounds`): these ranges leave out their ends.
@@ -81,8 +82,10 @@ def test_hand_worked_wordings() -> None:
         (found,) = [u for u in nano.UNSEEN_PHRASINGS[family] if u.template.startswith(start)]
         return found
 
-    strictly = phrasing("prime_count", "Find the count")
-    assert strictly.text({"lo": 10, "hi": 30}) == "Find the count of primes strictly between 10 and 30."
+    strictly = phrasing("prime_count", "Leaving out")
+    assert strictly.text({"lo": 10, "hi": 30}) == (
+        "Leaving out both endpoints, find the count of prime numbers that lie between 10 and 30."
+    )
     assert strictly.answer({"lo": 10, "hi": 30}) == 6  # 11 13 17 19 23 29
     assert strictly.answer({"lo": 11, "hi": 29}) == 4  # prime ends are left out: 13 17 19 23
     inclusive = phrasing("prime_count", "A list holds")
@@ -91,13 +94,13 @@ def test_hand_worked_wordings() -> None:
     assert phrasing("prime_sum", "Evaluate").answer({"lo": 2, "hi": 11}) == 15  # 3 + 5 + 7
     assert phrasing("prime_sum", "What do").answer({"lo": 1_000, "hi": 1_020}) == 3041  # 1009 + 1013 + 1019
     assert phrasing("prime_sum", "What do").text({"lo": 1_000, "hi": 1_020}) == (
-        "What do the primes strictly between 1,000 and 1,020 add up to?"
+        "What do the primes above 1,000 and below 1,020 add up to?"
     )
 
     separators = phrasing("product", "Using exact")
     assert (
         separators.text({"a": 22275, "b": 96704})
-        == "Using exact integer arithmetic, what does 22,275 * 96,704 come to?"
+        == "Using exact integer arithmetic, what does $22{,}275 \\cdot 96{,}704$ come to?"
     )
     assert separators.answer({"a": 22275, "b": 96704}) == 2_154_081_600  # 2,227,500,000 - 22,275 * 3,296
     latex = phrasing("product", "If")
@@ -135,7 +138,7 @@ def test_the_forms_users_write_are_all_there(unseen) -> None:
     assert any(re.search(r"\d \d{3}\b", t) for t in texts)  # a space as separator
     assert any("\\gcd" in t for t in texts) and any("\\operatorname{lcm}" in t for t in texts)
     assert any("\\pmod{" in t for t in texts) and any(re.search(r"\^\{[\d{},]+\}", t) for t in texts)
-    assert any("strictly between" in t for t in texts)
+    assert any("greater than" in t for t in texts) and any("\\cdot" in t for t in texts)
     for p in unseen:  # a number of 4+ digits is written grouped wherever the wording groups numbers
         u = nano.UNSEEN_PHRASINGS[p.family][p.meta["phrasing"]]
         stated = p.meta["stated"]
@@ -193,7 +196,8 @@ def _near_copy(template: str, trained: str) -> bool:
 
 
 def test_no_wording_is_a_trained_one_or_a_near_copy() -> None:
-    trained = [t for f in nano.FAMILIES for t in f.phrasings]
+    ranges = [r.text for r in grammar.TRAIN_RANGES]  # a trained sentence: its template, its range wording
+    trained = [t.replace("{range}", r) for f in nano.FAMILIES for t in f.phrasings for r in ranges]
     unseen = [u.template for us in nano.UNSEEN_PHRASINGS.values() for u in us]
     assert not set(unseen) & set(trained)
     assert [(u, t) for u in unseen for t in trained if _near_copy(u, t)] == []
@@ -202,7 +206,7 @@ def test_no_wording_is_a_trained_one_or_a_near_copy() -> None:
         "Tell me how many positive divisors {n} has.", "How many positive divisors does {n} have?"
     )
     assert _near_copy("What's {a} \\times {b}?", "What is {a} \\times {b}?")
-    inclusive = "How many primes are there between {lo} and {hi}, inclusive?"
+    inclusive = "How many primes are there between {lo} and {hi}, inclusive?"  # a trained sentence
     assert inclusive in trained and _near_copy(
         "How many primes are there strictly between {lo} and {hi}?", inclusive
     )

@@ -21,10 +21,8 @@ REBUILD = {
     "nano.html": "make nano (its runs in runs/nano; the whole chain without them)",
 }
 """Each committed report and the one command that rebuilds it (reports/README.md says the same)."""
-KNOWN_STALE = {
-    "nano.html": "rendered before renderer stamps; its runs (runs/nano) are not kept, so it is rebuilt at "
-    "the next `make nano`, when this marker must go (strict: a fresh page fails it)",
-}
+KNOWN_STALE: dict[str, str] = {}
+"""Reports known to be older than the renderer, each with why (a strict xfail: a fresh page fails it)."""
 
 
 def test_every_committed_report_has_a_rebuild_command() -> None:

@@ -331,10 +331,40 @@ def test_paired_differences_are_b_minus_a_per_problem_with_their_standard_error(
         strong, weak = _clean_by_problem(two_runs[0], name), _clean_by_problem(two_runs[1], name)
         diffs = [sum(weak[p]) / len(weak[p]) - sum(strong[p]) / len(strong[p]) for p in strong if p in weak]
         assert float(value) == pytest.approx(statistics.fmean(diffs))
-        (row,) = [r for r in data["paired"] if r["benchmark"] == name]
+        (row,) = [r for r in data["paired"] if r["benchmark"] == name and r["k"] == 0]
         assert row["stderr"] == pytest.approx(statistics.stdev(diffs) / len(diffs) ** 0.5)
         assert (row["b_label"], row["a_label"], row["n_problems"]) == ("weak-1.7b", "strong-4b", len(diffs))
         assert row["value"] < 0 and row["worse"] > row["better"]  # the weak run is B: it lost
+
+
+def _recovered_by_problem(run: Path, benchmark: str, k: int) -> dict[str, list[bool]]:
+    """Recovery@k as eval counts it: the k-run samples that met all k injected failures, correct or not."""
+    out: dict[str, list[bool]] = {}
+    for line in (run / "samples.jsonl").read_text().splitlines():
+        s = json.loads(line)
+        scored = s["status"] not in ("infra_error", "harness_error", "grader_error")
+        if s["benchmark"] == benchmark and s["k"] == k and s["n_injected"] >= k and scored:
+            out.setdefault(s["problem_id"], []).append(s["correct"])
+    return out
+
+
+def test_recovery_at_k_is_paired_too_on_the_samples_that_met_their_failures(two_runs, tmp_path) -> None:
+    import statistics
+
+    data = build_data(two_runs)
+    rows = {(r["benchmark"], r["k"]): r for r in data["paired"]}
+    assert {k for _, k in rows} == {0, 1, 2}  # both runs ran Recovery@1 and @2
+    for (name, k), row in rows.items():
+        if not k:
+            continue
+        a, b = _recovered_by_problem(two_runs[0], name, k), _recovered_by_problem(two_runs[1], name, k)
+        diffs = [sum(b[p]) / len(b[p]) - sum(a[p]) / len(a[p]) for p in a if p in b]
+        assert row["n_problems"] == len(diffs) and row["value"] == pytest.approx(statistics.fmean(diffs))
+    html = write_comparison(two_runs, tmp_path / "c.html").read_text()
+    shown = re.findall(
+        r'data-b="1" data-a="0" data-k="(\d)" data-benchmark="(\w+)">.*?<td>\2 · Recovery@\1</td>', html, re.S
+    )
+    assert sorted((b, int(k)) for k, b in shown) == sorted(key for key in rows if key[1])
 
 
 def test_paired_pairs_are_chosen_by_label_and_a_wrong_label_is_a_one_line_error(

@@ -124,3 +124,27 @@ def test_a_training_log_adds_the_reward_figure_and_labels_name_columns(
     assert "ThinC SFT" in out.read_text() and "again" in out.read_text()
     with pytest.raises(FileNotFoundError, match="trainer_state.json"):
         write_comparison([str(scripted_run)], out, training_logs=[tmp_path / "nowhere"])
+
+
+def test_a_training_log_with_clip_fractions_adds_their_figure_even_when_nothing_was_clipped(
+    scripted_run: Path, tmp_path: Path
+) -> None:
+    from thinc_bench.report import build_data, write_comparison
+
+    grpo = tmp_path / "grpo"
+    grpo.mkdir()
+    history = [  # TRL logs a clip share at every optimizer step; 0 on a batch's first update
+        {"step": s, "rewards/exact_match_reward/mean": 0.5, "clip_ratio/region_mean": clip}
+        for s, clip in ((1, 0.0), (2, 0.0), (3, 0.0), (4, 0.0))
+    ]
+    (grpo / "trainer_state.json").write_text(json.dumps({"log_history": history}))
+    out = tmp_path / "page.html"
+    write_comparison([str(scripted_run)], out, training_logs=[grpo])
+    page = parse_page(out.read_text())
+    assert page.figures[-2:] == ["fig-training_reward", "fig-training_clip"] and page.svgs == len(
+        page.figures
+    )
+    (clip,) = [
+        f for f in build_data([scripted_run], training_logs=[grpo])["figures"] if f["key"] == "training_clip"
+    ]
+    assert "never moved far enough" in clip["caption"]

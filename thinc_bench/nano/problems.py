@@ -2,10 +2,11 @@
 
 Eight families (products of 4-6-digit numbers, modular powers with large exponents, digit sums of
 large powers, counts and sums of primes in a range, gcd and lcm of large numbers, divisor counts),
-each with several phrasings, so a model learns the skill rather than one sentence. Problems come
-from a seeded stream; each is assigned to `train` or `test` by a hash of its family and numbers
-(never of its wording or position), so the two splits are disjoint in substance, not only in text,
-and a split's first N problems are the same whatever N a caller asks for. Nothing is downloaded.
+each worded by a grammar of templates, bounds and number formats (`grammar.py`), so a model learns
+to read a problem rather than one sentence. Problems come from a seeded stream; each is assigned to
+`train` or `test` by a hash of its family and numbers (never of its wording or position), so the two
+splits are disjoint in substance, not only in text, and a split's first N problems are the same
+whatever N a caller asks for. Nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import random
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from thinc_bench.nano.grammar import TRAIN_TEMPLATES, Wording, counted, draw_wording
 
 Split = Literal["train", "test"]
 
@@ -69,7 +72,11 @@ def _digits(rng: random.Random, lo: int, hi: int) -> int:
 
 @dataclass(frozen=True)
 class Family:
-    """A problem family: how to draw its numbers, its answer, and its phrasings (str.format templates)."""
+    """A problem family: how to draw its numbers, its answer, and its phrasings.
+
+    A trained family's phrasings are the training grammar's templates (`grammar.fill` slots, a
+    `{range}` for a range wording); a held-out family's are `str.format` templates.
+    """
 
     name: str
     draw: Callable[[random.Random], dict[str, int]]
@@ -99,10 +106,27 @@ def _draw_divisors(rng: random.Random) -> dict[str, int]:
             return {"n": n}
 
 
+def _is_prime(n: int) -> bool:
+    return n > 1 and all(n % d for d in range(2, math.isqrt(n) + 1))
+
+
+def _prime_ends(stated: Mapping[str, int]) -> dict[str, int]:
+    """A range's ends moved up to primes, so reading its bounds the other way changes the answer.
+
+    With ends drawn at random both are composite nine times in ten, and a model that reads "strictly
+    between" as inclusive (or "up to and including" as exclusive) would still score.
+    """
+    lo = next(n for n in itertools.count(stated["lo"]) if _is_prime(n))
+    hi = next(n for n in itertools.count(max(stated["hi"], lo + 1)) if _is_prime(n))
+    return {**stated, "lo": lo, "hi": hi}
+
+
 def _draw_range(width: tuple[int, int]) -> Callable[[random.Random], dict[str, int]]:
+    """A range whose ends are both prime (`_prime_ends`): every bound its wording states matters."""
+
     def draw(rng: random.Random) -> dict[str, int]:
         lo = rng.randint(1, 20000)
-        return {"lo": lo, "hi": lo + rng.randint(*width)}
+        return _prime_ends({"lo": lo, "hi": lo + rng.randint(*width)})
 
     return draw
 
@@ -112,13 +136,7 @@ FAMILIES: tuple[Family, ...] = (
         "product",
         lambda rng: {"a": _digits(rng, 4, 6), "b": _digits(rng, 4, 6)},
         lambda p: p["a"] * p["b"],
-        (
-            "What is {a} \\times {b}?",
-            "Compute the product of {a} and {b}.",
-            "Multiply {a} by {b}. What do you get?",
-            "Find {a} \\cdot {b}.",
-            "A crate holds {a} boxes of {b} screws each. How many screws are in the crate?",
-        ),
+        TRAIN_TEMPLATES["product"],
     ),
     Family(
         "modpow",
@@ -128,73 +146,29 @@ FAMILIES: tuple[Family, ...] = (
             "m": rng.randint(7, 99999),
         },
         lambda p: pow(p["a"], p["b"], p["m"]),
-        (
-            "What is the remainder when ${a}^{{{b}}}$ is divided by {m}?",
-            "Compute ${a}^{{{b}}} \\bmod {m}$.",
-            "Find {a} to the power {b}, modulo {m}.",
-            "What is ${a}^{{{b}}} \\pmod{{{m}}}$, as a number from 0 to {m_minus_1}?",
-        ),
+        TRAIN_TEMPLATES["modpow"],
     ),
     Family(
         "digit_sum_power",
         lambda rng: {"a": rng.randint(2, 99), "e": rng.randint(20, 300)},
         lambda p: sum(map(int, str(p["a"] ** p["e"]))),
-        (
-            "What is the sum of the digits of ${a}^{{{e}}}$?",
-            "Find the digit sum of {a} raised to the power {e}.",
-            "Write ${a}^{{{e}}}$ in decimal and add up its digits. What is the total?",
-        ),
+        TRAIN_TEMPLATES["digit_sum_power"],
     ),
     Family(
         "prime_count",
         _draw_range((200, 20000)),
         lambda p: len(_primes_between(p["lo"], p["hi"])),
-        (
-            "How many primes are there between {lo} and {hi}, inclusive?",
-            "Count the prime numbers $p$ with ${lo} \\le p \\le {hi}$.",
-            "How many of the integers from {lo} to {hi} are prime?",
-        ),
+        TRAIN_TEMPLATES["prime_count"],
     ),
     Family(
         "prime_sum",
         _draw_range((50, 3000)),
         lambda p: sum(_primes_between(p["lo"], p["hi"])),
-        (
-            "What is the sum of all primes between {lo} and {hi}, inclusive?",
-            "Add up every prime $p$ with ${lo} \\le p \\le {hi}$.",
-            "Find the sum of the prime numbers from {lo} to {hi}.",
-        ),
+        TRAIN_TEMPLATES["prime_sum"],
     ),
-    Family(
-        "gcd",
-        _draw_gcd,
-        lambda p: math.gcd(p["a"], p["b"]),
-        (
-            "What is the greatest common divisor of {a} and {b}?",
-            "Compute $\\gcd({a}, {b})$.",
-            "Find the largest integer that divides both {a} and {b}.",
-        ),
-    ),
-    Family(
-        "lcm",
-        _draw_lcm,
-        lambda p: math.lcm(p["a"], p["b"]),
-        (
-            "What is the least common multiple of {a} and {b}?",
-            "Compute $\\operatorname{{lcm}}({a}, {b})$.",
-            "Find the smallest positive integer divisible by both {a} and {b}.",
-        ),
-    ),
-    Family(
-        "divisor_count",
-        _draw_divisors,
-        lambda p: _n_divisors(p["n"]),
-        (
-            "How many positive divisors does {n} have?",
-            "Find the number of positive integers that divide {n}.",
-            "Count the divisors of {n}, including 1 and {n} itself.",
-        ),
-    ),
+    Family("gcd", _draw_gcd, lambda p: math.gcd(p["a"], p["b"]), TRAIN_TEMPLATES["gcd"]),
+    Family("lcm", _draw_lcm, lambda p: math.lcm(p["a"], p["b"]), TRAIN_TEMPLATES["lcm"]),
+    Family("divisor_count", _draw_divisors, lambda p: _n_divisors(p["n"]), TRAIN_TEMPLATES["divisor_count"]),
 )
 FAMILY_NAMES: tuple[str, ...] = tuple(f.name for f in FAMILIES)
 _BY_NAME = {f.name: f for f in FAMILIES}
@@ -216,22 +190,33 @@ def generate(split: Split, n: int | None = None, seed: int = DEFAULT_SEED) -> li
 
     The stream is the same for both splits; each drawn problem goes to the split its hash names, so
     `generate("train", 50)` is a prefix of `generate("train", 500)` and shares nothing with any test
-    problem of the same seed.
+    problem of the same seed. Each problem is worded by the training grammar (`grammar.draw_wording`):
+    `params` are the numbers its answer counts, `meta["stated"]` the numbers its sentence writes (a
+    range's ends, before its bounds are applied) and `meta["lo_open"]`/`meta["hi_open"]` its bounds.
     """
     if split not in SPLIT_SIZES:
         raise ValueError(f"nano split {split!r}; use train or test")
     n = SPLIT_SIZES[split] if n is None else n
     out: list[NanoProblem] = []
-    for fam, params, phrasing in itertools.islice(stream(split, seed), n):
-        text = fam.phrasings[phrasing].format(**params, m_minus_1=params.get("m", 1) - 1)
+    for fam, stated, wording in itertools.islice(stream(split, seed), n):
+        params = counted(stated, wording.lo_open, wording.hi_open)
+        meta: dict[str, Any] = {
+            "family": fam.name,
+            "phrasing": wording.template,
+            "numbers": wording.numbers,
+            "stated": stated,
+            "seed": seed,
+        }
+        if "lo" in stated:
+            meta |= {"lo_open": wording.lo_open, "hi_open": wording.hi_open}
         out.append(
             NanoProblem(
                 id=f"nano-{split}-{len(out):04d}",
                 family=fam.name,
                 params=params,
-                problem=text,
+                problem=wording.text,
                 answer=fam.answer(params),
-                meta={"family": fam.name, "phrasing": phrasing, "seed": seed},
+                meta=meta,
             )
         )
     return out
@@ -242,19 +227,22 @@ def key(family_name: str, params: Mapping[str, int]) -> tuple[str, tuple[tuple[s
     return (family_name, tuple(sorted(params.items())))
 
 
-def stream(split: Split, seed: int = DEFAULT_SEED) -> Iterator[tuple[Family, dict[str, int], int]]:
-    """The endless draw behind `generate` (family, numbers, phrasing index), without the answers.
+def stream(split: Split, seed: int = DEFAULT_SEED) -> Iterator[tuple[Family, dict[str, int], Wording]]:
+    """The endless draw behind `generate` (family, stated numbers, wording), without the answers.
 
-    Apart from `generate` so the other test parts can exclude the seen part's problems cheaply.
+    A problem belongs to the split both its stated and its counted numbers hash to, and to no other:
+    whichever numbers another part compares, they are never the same problem. Apart from `generate`
+    so the other test parts can exclude the seen part's problems cheaply.
     """
     rng = random.Random(f"thinc-nano/{seed}")
     seen: set[tuple[str, tuple[tuple[str, int], ...]]] = set()
     while True:
         fam = FAMILIES[len(seen) % len(FAMILIES)]  # balanced: each family's turn lasts until it lands here
-        params = fam.draw(rng)
-        phrasing = rng.randrange(len(fam.phrasings))
+        stated = fam.draw(rng)
+        wording = draw_wording(fam.name, stated, rng)
+        params = counted(stated, wording.lo_open, wording.hi_open)
         k = key(fam.name, params)
-        if k in seen or split_of(fam.name, params, seed) != split:
+        if k in seen or any(split_of(fam.name, q, seed) != split for q in (stated, params)):
             continue
         seen.add(k)
-        yield fam, params, phrasing
+        yield fam, stated, wording

@@ -438,6 +438,34 @@ def recovery_plan(problem: NanoProblem, seed: int = 0, share: float = 0.0) -> Re
     return Recovery(slips, again=rng.random() < AGAIN_SHARE)
 
 
+_BOUNDS: Mapping[tuple[bool, bool], str] = {
+    (False, False): "Both ends count.",
+    (True, True): "Both ends are excluded.",
+    (False, True): "The lower end counts, the upper end does not.",
+    (True, False): "The lower end is excluded, the upper end counts.",
+}
+"""The plan's last sentence for a range problem: the bounds as read from the wording. Last, not first:
+as the first words of a plan, 2 of 8 families' plans opening alike, the student began other families'
+plans with them too."""
+
+
+def code_numbers(problem: NanoProblem) -> dict[str, str]:
+    """The problem's numbers as the code writes them: plain digits of what the sentence states.
+
+    The sentence may write `22{,}275`, `22,275` or `forty-two`; the code always writes `22275`, so the
+    student learns to read a number into Python, not to copy its characters. A range's excluded end
+    is written as the stated number with its step (`17117 + 1`, `19927 - 1`), so the code shows the
+    bound it read and the compute blocks' `range({lo}, {hi} + 1)` counts exactly what was asked.
+    """
+    stated = dict(problem.meta.get("stated", problem.params))
+    values = {k: str(v) for k, v in stated.items()}
+    if problem.meta.get("lo_open"):
+        values["lo"] += " + 1"
+    if problem.meta.get("hi_open"):
+        values["hi"] += " - 1"
+    return values
+
+
 def _block(code: str) -> str:
     return f"```python\n{code}\n```\n{OUTPUT_OPEN}"
 
@@ -450,8 +478,10 @@ def thinc_turns(problem: NanoProblem, seed: int = 0, *, recovery_share: float = 
     """
     rng = random.Random(f"thinc-nano-teacher/{seed}/{problem.id}")
     fam = problem.family
-    values = dict(problem.params)
+    values = code_numbers(problem)
     plan = rng.choice(_PLANS[fam])
+    if "lo_open" in problem.meta:  # the bounds as read, last: next to the code that uses them
+        plan = f"{plan} {_BOUNDS[problem.meta['lo_open'], problem.meta['hi_open']]}"
     blocks = [rng.choice(_COMPUTE[fam]), rng.choice(_CHECK[fam]), rng.choice(_PRINT)]
     recovery = recovery_plan(problem, seed, recovery_share)
     if recovery is not None:

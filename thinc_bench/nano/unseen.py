@@ -1,27 +1,29 @@
 """The nano test part in unseen phrasings: the trained families, worded as a user would and training never does.
 
-The seen test part (`generate("test")`) uses the training's own templates, so its accuracy cannot
-tell a learnt skill from a learnt sentence: a review found a checkpoint at 95% there and 79% on the
-same families phrased apart, its misses all surface forms (thousands separators copied into Python
-as tuples, "strictly between" read as inclusive, a LaTeX power). These phrasings exist for the test
-only (never in `Family.phrasings`, which is all the training generator draws from) and cover those
-forms: separators (`22,275`, `22{,}275`, `22\\,275`, `22 275`), operations in words, LaTeX (`\\gcd`,
-`\\operatorname{lcm}`, `\\equiv \\pmod{}`), stories, and exclusive bounds, whose answer follows the
-wording (`UnseenPhrasing.substance`) and, with both ends prime, changes if read the other way.
-Numbers come from the test hash space, from a stream of their own that skips the seen part's
-problems, so the part shares no problem with train or with `nano`.
+The seen test part (`generate("test")`) uses the training's own grammar, so its accuracy cannot tell
+a learnt skill from learnt sentences. These phrasings exist for the test only: training draws from
+`grammar.TRAIN_TEMPLATES` and these are not among them, and each holds a `grammar.TEST_MARKERS`
+string (LaTeX the training never writes such as `\\cdot`, `\\equiv`, `\\operatorname{lcm}`, `\\tau`;
+stories and wordings of their own) that no training problem of any seed contains. Training sees the
+same *kinds* of variation (separators, LaTeX, stories, inclusive and exclusive bounds), so this part
+measures transfer to new instances: new sentences, new stories, and two number formats training never
+writes (`22\\,275` and `22 275`) beside trained ones (`22,275`, `22{,}275`). Exclusive bounds are
+worded apart from training's ("leaving out both endpoints", "greater than ... but less than", "above ... and
+below"); their answer follows the wording (`UnseenPhrasing.substance`) and, with both ends prime,
+changes if read the other way. Numbers come from the test hash space, from a stream of their own
+that skips the seen part's problems, so the part shares no problem with train or with `nano`.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
-import math
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from thinc_bench.nano.grammar import Numbers, counted, fill
 from thinc_bench.nano.problems import DEFAULT_SEED, FAMILIES, NanoProblem, family, key, split_of, stream
 
 UNSEEN_SIZE = 64
@@ -29,19 +31,17 @@ UNSEEN_SIZE = 64
 SEEN_GUARD = 5_000
 """The unseen part skips every problem of the seen test stream's first SEEN_GUARD (50x `nano`)."""
 
-Numbers = Literal["plain", "comma", "latex", "thin", "space"]
 Bounds = Literal["inclusive", "exclusive"]
-_SEPARATOR: Mapping[str, str] = {"comma": ",", "latex": "{,}", "thin": "\\,", "space": " "}
 
 
 @dataclass(frozen=True)
 class UnseenPhrasing:
     """A test-only wording of a trained family.
 
-    `numbers` is how every number in it is written (`comma`: 22,275; `latex`: 22{,}275 and `thin`:
-    22\\,275, both inside math; `space`: 22 275). `bounds="exclusive"` means the wording states a
-    range's ends one outside what it counts ("strictly between lo and hi"), so the answer is the
-    family's for lo+1..hi-1: the wording, not the template's family, decides the answer.
+    `numbers` is how every number in it is written (`grammar.render_number`: `comma` 22,275; `latex`
+    22{,}275 and `thin` 22\\,275, inside math; `space` 22 275). `bounds="exclusive"` means the wording
+    states a range's ends one outside what it counts ("greater than lo but less than hi"), so the
+    answer is the family's for lo+1..hi-1: the wording, not the template's family, decides the answer.
     """
 
     family: str
@@ -51,15 +51,12 @@ class UnseenPhrasing:
 
     def text(self, stated: Mapping[str, int]) -> str:
         """The problem as a user reads it, numbers written the phrasing's way."""
-        sep = _SEPARATOR.get(self.numbers)
-        shown = {k: f"{v:,}".replace(",", sep) if sep else str(v) for k, v in stated.items()}
-        return self.template.format(**shown)
+        return fill(self.template, stated, self.numbers)
 
     def substance(self, stated: Mapping[str, int]) -> dict[str, int]:
         """The numbers the family's answer function takes, from the numbers the wording states."""
-        if self.bounds == "exclusive":
-            return {**stated, "lo": stated["lo"] + 1, "hi": stated["hi"] - 1}
-        return dict(stated)
+        exclusive = self.bounds == "exclusive"
+        return counted(stated, exclusive, exclusive)
 
     def answer(self, stated: Mapping[str, int]) -> int:
         """The right answer to `text(stated)`."""
@@ -73,7 +70,7 @@ def _p(fam: str, *rows: tuple[str, Numbers] | tuple[str, Numbers, Bounds]) -> tu
 UNSEEN_PHRASINGS: Mapping[str, tuple[UnseenPhrasing, ...]] = {
     "product": _p(
         "product",
-        ("Using exact integer arithmetic, what does {a} * {b} come to?", "comma"),
+        ("Using exact integer arithmetic, what does ${a} \\cdot {b}$ come to?", "latex"),
         (
             "A warehouse ships {a} pallets and every pallet carries {b} cans. How many cans leave the "
             "warehouse in all?",
@@ -85,7 +82,7 @@ UNSEEN_PHRASINGS: Mapping[str, tuple[UnseenPhrasing, ...]] = {
     "modpow": _p(
         "modpow",
         ("Determine the remainder of {a} raised to the exponent {b} upon division by {m}.", "comma"),
-        ("Solve ${a}^{{{b}}} \\equiv x \\pmod{{{m}}}$ for the integer $x$ with $0 \\le x < {m}$.", "latex"),
+        ("Solve ${a}^{{b}} \\equiv x \\pmod{{m}}$ for the integer $x$ with $0 \\le x < {m}$.", "latex"),
         (
             "A counter starts at 1. It is multiplied by {a} a total of {b} times, and after every step "
             "only its remainder on division by {m} is kept. What does the counter show at the end?",
@@ -95,7 +92,7 @@ UNSEEN_PHRASINGS: Mapping[str, tuple[UnseenPhrasing, ...]] = {
     "digit_sum_power": _p(
         "digit_sum_power",
         ("Raise {a} to the exponent {e}. What do the decimal digits of the result add up to?", "plain"),
-        ("Let $N = {a}^{{{e}}}$. Compute $S(N)$, the sum of the base-10 digits of $N$.", "latex"),
+        ("Let $N = {a}^{{e}}$. Compute $S(N)$, the sum of the base-10 digits of $N$.", "latex"),
         (
             "A printer writes out {a}^{e} ({e} factors of {a} multiplied together) in full. Adding up "
             "every digit it printed, what total do you get?",
@@ -104,8 +101,12 @@ UNSEEN_PHRASINGS: Mapping[str, tuple[UnseenPhrasing, ...]] = {
     ),
     "prime_count": _p(
         "prime_count",
-        ("Find the count of primes strictly between {lo} and {hi}.", "comma", "exclusive"),
-        ("Determine $\\#\\{{p \\text{{ prime}} : {lo} < p < {hi}\\}}$.", "latex", "exclusive"),
+        (
+            "Leaving out both endpoints, find the count of prime numbers that lie between {lo} and {hi}.",
+            "comma",
+            "exclusive",
+        ),
+        ("Determine $\\#\\{p \\text{ prime} : {lo} < p < {hi}\\}$.", "latex", "exclusive"),
         (
             "A list holds every whole number from {lo} up to and including {hi}. How many entries of the "
             "list are prime?",
@@ -115,7 +116,7 @@ UNSEEN_PHRASINGS: Mapping[str, tuple[UnseenPhrasing, ...]] = {
     ),
     "prime_sum": _p(
         "prime_sum",
-        ("What do the primes strictly between {lo} and {hi} add up to?", "comma", "exclusive"),
+        ("What do the primes above {lo} and below {hi} add up to?", "comma", "exclusive"),
         ("Evaluate $\\sum p$ taken over all primes $p$ with ${lo} < p < {hi}$.", "latex", "exclusive"),
         (
             "Raffle tickets are numbered {lo} through {hi}. Each prime-numbered ticket wins as many points "
@@ -135,7 +136,7 @@ UNSEEN_PHRASINGS: Mapping[str, tuple[UnseenPhrasing, ...]] = {
     ),
     "lcm": _p(
         "lcm",
-        ("With $x = {a}$ and $y = {b}$, evaluate $\\operatorname{{lcm}}(x, y)$.", "latex"),
+        ("With $x = {a}$ and $y = {b}$, evaluate $\\operatorname{lcm}(x, y)$.", "latex"),
         ("Name the smallest number that both {a} and {b} go into evenly.", "comma"),
         (
             "One beacon flashes every {a} seconds and another every {b} seconds. They flash together at "
@@ -155,30 +156,16 @@ UNSEEN_PHRASINGS: Mapping[str, tuple[UnseenPhrasing, ...]] = {
         ),
     ),
 }
-"""Per trained family, its test-only wordings (3-4 each; none is in the family's `phrasings`)."""
-
-
-def _is_prime(n: int) -> bool:
-    return n > 1 and all(n % d for d in range(2, math.isqrt(n) + 1))
-
-
-def _prime_ends(stated: dict[str, int]) -> dict[str, int]:
-    """A range's ends moved up to primes, so reading its bounds the other way changes the answer.
-
-    With ends drawn at random both are composite nine times in ten, and a model that reads "strictly
-    between" as inclusive (or "up to and including" as exclusive) would still score.
-    """
-    if "lo" not in stated:
-        return stated
-    lo, hi = stated["lo"], stated["hi"]
-    lo = next(n for n in itertools.count(lo) if _is_prime(n))
-    hi = next(n for n in itertools.count(max(hi, lo + 1)) if _is_prime(n))
-    return {**stated, "lo": lo, "hi": hi}
+"""Per trained family, its test-only wordings (3-4 each): none is a training template, and each holds
+a `grammar.TEST_MARKERS` string the training grammar never writes."""
 
 
 @functools.lru_cache(maxsize=4)
 def _seen_keys(seed: int) -> frozenset[tuple[str, tuple[tuple[str, int], ...]]]:
-    return frozenset(key(f.name, q) for f, q, _ in itertools.islice(stream("test", seed), SEEN_GUARD))
+    keys = set()
+    for f, stated, wording in itertools.islice(stream("test", seed), SEEN_GUARD):
+        keys |= {key(f.name, stated), key(f.name, counted(stated, wording.lo_open, wording.hi_open))}
+    return frozenset(keys)
 
 
 def generate_unseen(n: int | None = None, seed: int = DEFAULT_SEED) -> list[NanoProblem]:
@@ -200,7 +187,7 @@ def generate_unseen(n: int | None = None, seed: int = DEFAULT_SEED) -> list[Nano
         phrasings = UNSEEN_PHRASINGS[fam.name]
         k = len(out) // len(FAMILIES) % len(phrasings)
         phrasing = phrasings[k]
-        stated = _prime_ends(fam.draw(rng))
+        stated = fam.draw(rng)
         substance = phrasing.substance(stated)
         keys = {key(fam.name, stated), key(fam.name, substance)}
         if keys & taken or any(split_of(fam.name, q, seed) != "test" for q in (stated, substance)):
@@ -213,7 +200,14 @@ def generate_unseen(n: int | None = None, seed: int = DEFAULT_SEED) -> list[Nano
                 params=substance,
                 problem=phrasing.text(stated),
                 answer=fam.answer(substance),
-                meta={"family": fam.name, "part": "unseen", "phrasing": k, "stated": stated, "seed": seed},
+                meta={
+                    "family": fam.name,
+                    "part": "unseen",
+                    "phrasing": k,
+                    "numbers": phrasing.numbers,
+                    "stated": stated,
+                    "seed": seed,
+                },
             )
         )
     return out

@@ -77,6 +77,13 @@ def build_report_data(
                 "least-squares trend",
                 "svg": figures.training_reward_figure(training_logs) if training_logs else None,
             },
+            {
+                "key": "training_clip",
+                "title": "GRPO clip fraction per step",
+                "caption": "share of loss tokens whose importance ratio the clip caught (TRL's "
+                "clip_ratio/region_mean); 0 throughout: the policy never moved far enough to be clipped",
+                "svg": figures.training_clip_figure(training_logs) if training_logs else None,
+            },
         ],
         "samples": samples,
         "viewer_blob": pack(samples, [run.label for run in runs]),

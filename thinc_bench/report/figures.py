@@ -466,3 +466,32 @@ def training_reward_figure(logs: Sequence[tuple[str, Sequence[dict[str, Any]]]])
     ax.set_ylim(0, 105)
     ax.legend(loc="lower right")
     return svg_figure(fig)
+
+
+CLIP_KEY = "clip_ratio/region_mean"
+"""TRL's share of loss tokens whose importance ratio the clip caught (either side), per optimizer step."""
+
+
+def training_clip_figure(logs: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> Markup | None:
+    """Share of loss tokens the GRPO clip caught per optimizer step (one line per run): 0 throughout
+    means the policy never moved far enough within a generation batch for the clip to act.
+
+    Args:
+        logs: (label, trainer_state.json `log_history`) pairs; entries without the clip share are skipped.
+    """
+    series = [
+        (label, [(int(h["step"]), float(h[CLIP_KEY])) for h in history if CLIP_KEY in h and "step" in h])
+        for label, history in logs
+    ]
+    series = [(label, points) for label, points in series if points]
+    if not series:
+        return None
+    fig, ax = new_figure(2.6)
+    for r, (label, points) in enumerate(series):
+        steps, shares = zip(*points, strict=True)
+        ax.plot(steps, [100 * v for v in shares], marker="o", color=PALETTE[r % len(PALETTE)], label=label)
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("tokens clipped (%)")
+    ax.set_ylim(bottom=0)
+    ax.legend(loc="upper left")
+    return svg_figure(fig)

@@ -450,44 +450,54 @@ def paired_rows(
     """B minus A per benchmark, paired by problem, for each (b, a) pair of run indices.
 
     The one table computed here from samples rather than read from summary.json: a difference
-    between two runs belongs to neither run's summary. Clean (k = 0) samples with a verdict only,
-    as accuracy counts them; each run keeps its own samples per problem (avg@4 against avg@1 pairs).
-    A benchmark the two runs share no problem of is left out.
+    between two runs belongs to neither run's summary. Clean (k = 0) samples with a verdict, as
+    accuracy counts them; then, for each k > 0 both runs ran, Recovery@k the way eval counts it
+    (samples that met all k injected failures; `k` on the row). Each run keeps its own samples per
+    problem (avg@4 against avg@1 pairs). A benchmark the two runs share no problem of is left out.
     """
     from thinc_bench import metrics
     from thinc_bench.eval.summary import EXCLUDED_STATUSES
 
-    def by_problem(run: Run, benchmark: str) -> dict[str, list[bool]]:
+    def by_problem(run: Run, benchmark: str, k: int) -> dict[str, list[bool]]:
         out: dict[str, list[bool]] = {}
         for s in run.samples:
-            if s["benchmark"] == benchmark and s["k"] == 0 and s["status"] not in EXCLUDED_STATUSES:
-                out.setdefault(s["problem_id"], []).append(bool(s["correct"]))
+            if s["benchmark"] != benchmark or s["k"] != k or s["status"] in EXCLUDED_STATUSES:
+                continue
+            met = s.get("n_injected")
+            if met is None:  # records before n_injected: as eval.summary counts them
+                met = min(k, int(s.get("n_tool_calls") or 0))
+            if k and met < k:
+                continue  # stopped before its k-th failure: not a Recovery@k sample (metrics.recovery_at_k)
+            out.setdefault(s["problem_id"], []).append(bool(s["correct"]))
         return out
 
     rows: list[dict[str, Any]] = []
     for b, a in pairs:
-        for name in benchmarks:
-            a_scores, b_scores = by_problem(runs[a], name), by_problem(runs[b], name)
-            if not any(b_scores.get(pid) for pid, v in a_scores.items() if v):
-                continue
-            d = metrics.paired_difference(a_scores, b_scores)
-            rows.append(
-                {
-                    "b": b,
-                    "a": a,
-                    "b_label": runs[b].label,
-                    "a_label": runs[a].label,
-                    "benchmark": name,
-                    "value": d.value,
-                    "stderr": d.stderr,
-                    "z": d.z,
-                    "n_problems": d.n_problems,
-                    "a_accuracy": d.a,
-                    "b_accuracy": d.b,
-                    "better": d.better,
-                    "worse": d.worse,
-                }
-            )
+        ks = sorted({int(s["k"]) for s in runs[a].samples} & {int(s["k"]) for s in runs[b].samples} | {0})
+        for k in ks:
+            for name in benchmarks:
+                a_scores, b_scores = by_problem(runs[a], name, k), by_problem(runs[b], name, k)
+                if not any(b_scores.get(pid) for pid, v in a_scores.items() if v):
+                    continue
+                d = metrics.paired_difference(a_scores, b_scores)
+                rows.append(
+                    {
+                        "b": b,
+                        "a": a,
+                        "b_label": runs[b].label,
+                        "a_label": runs[a].label,
+                        "benchmark": name,
+                        "k": k,
+                        "value": d.value,
+                        "stderr": d.stderr,
+                        "z": d.z,
+                        "n_problems": d.n_problems,
+                        "a_accuracy": d.a,
+                        "b_accuracy": d.b,
+                        "better": d.better,
+                        "worse": d.worse,
+                    }
+                )
     return rows
 
 

@@ -1,0 +1,194 @@
+"""The ThinC-nano chain's plan, without running a model: which stage waits for which, what runs side by
+side, what a failure stops, and that every column is evaluated the same way at the precision asked for.
+
+The stages here are real subprocesses (`python -c`) that log when they start and end, so the order
+checked is the order the processes actually ran in.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _nano():  # noqa: ANN202
+    spec = importlib.util.spec_from_file_location("recipes_nano_chain", REPO / "recipes" / "nano.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+nano = _nano()
+
+
+def _stage(log: Path, name: str, seconds: float = 0.3, code: int = 0) -> list[list[str]]:
+    """One command that appends `start NAME t` and `end NAME t` to `log` around a sleep, then exits `code`."""
+    script = (
+        "import sys, time\n"
+        f"open({str(log)!r}, 'a').write(f'start {name} {{time.monotonic()}}\\n')\n"
+        f"time.sleep({seconds})\n"
+        f"open({str(log)!r}, 'a').write(f'end {name} {{time.monotonic()}}\\n')\n"
+        f"sys.exit({code})\n"
+    )
+    return [[sys.executable, "-c", script]]
+
+
+def _events(log: Path) -> dict[tuple[str, str], float]:
+    return {
+        (kind, name): float(t) for kind, name, t in (line.split() for line in log.read_text().splitlines())
+    }
+
+
+NEEDS = {"a": (), "b": ("a",), "c": (), "d": ("b", "c")}
+ORDER = ("a", "b", "c", "d")
+
+
+def test_side_by_side_a_stage_starts_only_after_what_it_needs_and_independent_ones_overlap(tmp_path) -> None:
+    log = tmp_path / "events"
+    steps = {name: _stage(log, name) for name in NEEDS}
+    times: dict[str, float] = {}
+    ok = nano.run_chain(
+        list(NEEDS), steps, jobs=2, needs=NEEDS, priority=ORDER, done=lambda s, t: times.setdefault(s, t)
+    )
+    assert ok and set(times) == set(NEEDS) and all(t >= 0.3 for t in times.values())
+    ev = _events(log)
+    for stage, needed in NEEDS.items():
+        for n in needed:
+            assert ev[("start", stage)] >= ev[("end", n)], f"{stage} started before {n} ended"
+    assert ev[("start", "c")] < ev[("end", "a")]  # c needs nothing: it ran beside a, not after it
+
+
+def test_one_job_runs_the_stages_one_at_a_time_in_priority_order(tmp_path) -> None:
+    log = tmp_path / "events"
+    assert nano.run_chain(
+        list(NEEDS), {n: _stage(log, n, 0.05) for n in NEEDS}, jobs=1, needs=NEEDS, priority=ORDER
+    )
+    ev = sorted(_events(log).items(), key=lambda item: item[1])
+    assert [name for (kind, name), _ in ev if kind == "start"] == list(ORDER)
+    assert all(ev[i][0][0] != ev[i + 1][0][0] for i in range(len(ev) - 1))  # start, end, start, end...
+
+
+def test_after_a_failure_nothing_new_starts_and_the_stage_that_needs_it_never_runs(tmp_path) -> None:
+    log = tmp_path / "events"
+    steps = {n: _stage(log, n, 0.05, code=1 if n == "a" else 0) for n in NEEDS}
+    passed: list[str] = []
+    ok = nano.run_chain(
+        list(NEEDS), steps, jobs=2, needs=NEEDS, priority=ORDER, done=lambda s, t: passed.append(s)
+    )
+    started = {name for kind, name in _events(log) if kind == "start"}
+    assert not ok and "a" not in passed
+    assert "b" not in started and "d" not in started  # they need a (d through b)
+    assert started <= {"a", "c"}  # c may have started beside a; it is let finish
+
+
+def test_a_stage_outside_the_run_counts_as_done_so_a_resumed_chain_starts_at_once(tmp_path) -> None:
+    log = tmp_path / "events"
+    assert nano.run_chain(
+        ["b", "d"], {n: _stage(log, n, 0.05) for n in ("b", "d")}, jobs=2, needs=NEEDS, priority=ORDER
+    )
+    ev = _events(log)
+    assert ev[("start", "d")] >= ev[("end", "b")]
+
+
+def test_every_stage_is_planned_and_needs_only_stages_before_it() -> None:
+    assert set(nano.NEEDS) == set(nano.STAGES) == set(nano.PRIORITY)
+    for stage, needed in nano.NEEDS.items():
+        assert all(nano.STAGES.index(n) < nano.STAGES.index(stage) for n in needed), stage
+
+
+def _args(tmp_path: Path, *flags: str):  # noqa: ANN202
+    from transformers import HfArgumentParser
+
+    (args,) = HfArgumentParser(nano.NanoArgs).parse_args_into_dataclasses(
+        args=["--out", str(tmp_path / "nano"), *flags]
+    )
+    return args
+
+
+def _flag(command: list[str], name: str) -> str | None:
+    for i, arg in enumerate(command):
+        if arg.startswith(f"{name}="):
+            return arg.partition("=")[2]
+        if arg == name:
+            return command[i + 1]
+    return None
+
+
+@pytest.mark.parametrize(("dtype", "bf16"), [("float32", "false"), ("bfloat16", "true"), ("auto", None)])
+def test_every_column_is_evaluated_alike_at_the_precision_asked_for(tmp_path, dtype, bf16) -> None:
+    commands = nano._commands(_args(tmp_path, "--dtype", dtype))
+    evals = [c for stage, (steps, _) in commands.items() for c in steps if "thinc_bench.eval" in c]
+    assert len(evals) == 7  # base, NL, ThinC, recovery, GRPO stage 1, GRPO, injected GRPO
+    for flag in (
+        "--dtype",
+        "--max-tokens",
+        "--max-tool-calls",
+        "--limit",
+        "--benchmarks",
+        "--max-batch-size",
+    ):
+        assert len({_flag(c, flag) for c in evals}) == 1, flag  # one budget, one test set, one precision
+    assert _flag(evals[0], "--dtype") == dtype
+    training = [
+        c
+        for steps, _ in commands.values()
+        for c in steps
+        if any(a.endswith(("sft.py", "grpo.py")) for a in c)
+    ]
+    assert len(training) == 5 and all(_flag(c, "--bf16") == bf16 for c in training)
+
+
+def test_recovery_continues_the_thinc_checkpoint_and_injected_grpo_starts_from_it(tmp_path) -> None:
+    out = tmp_path / "nano"
+    commands = nano._commands(_args(tmp_path))
+    (recovery,), _ = commands["sft-recovery"]
+    assert _flag(recovery, "--model_name_or_path") == str(out / "sft")
+    assert _flag(recovery, "--dataset_name") == str(out / "sft-data-recovery" / "dataset")
+    (inject,), _ = commands["grpo-inject"]
+    (plain,), _ = commands["grpo"]
+    assert _flag(inject, "--model_name_or_path") == str(out / "sft-recovery")
+    assert _flag(plain, "--model_name_or_path") == str(out / "sft")
+    assert (
+        float(_flag(inject, "--inject_failures_share") or 0) > 0
+        and _flag(plain, "--inject_failures_share") is None
+    )
+    build = commands["data"][0][2]
+    assert _flag(build, "--recovery-share") == "1" and _flag(build, "--limit") == str(nano.RECOVERY_EXAMPLES)
+
+
+def test_the_threads_are_shared_out_among_the_jobs(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert nano._threads(_args(tmp_path)) == (2, 1)
+    assert nano._threads(_args(tmp_path, "--jobs", "1")) == (1, 2)
+    assert nano._threads(_args(tmp_path, "--threads", "8")) == (2, 4)
+    assert nano._threads(_args(tmp_path, "--threads", "1")) == (1, 1)  # never two jobs on one thread
+    with pytest.raises(SystemExit, match="--jobs 0"):
+        nano._threads(_args(tmp_path, "--jobs", "0"))
+
+
+def test_a_timings_file_of_the_old_layout_is_read_as_stage_times(tmp_path, monkeypatch) -> None:
+    out = tmp_path / "nano"
+    out.mkdir()
+    (out / "timings.json").write_text(json.dumps({"data": 39.0, "sft": 501.0}))
+    (out / "x").write_text("")  # data complete: skipped; sft (no command here) runs again
+    monkeypatch.setattr(
+        nano,
+        "_commands",
+        lambda args: {s: ([], out / ("missing" if s == "sft" else "x")) for s in nano.STAGES},
+    )
+    assert nano.main(["--out", str(out), "--stages", "data,sft", "--dtype", "float32"]) == 0
+    timings = json.loads((out / "timings.json").read_text())
+    assert timings["stages"]["data"] == 39.0 and timings["stages"]["sft"] < 501.0  # kept, and run again
+    assert timings["dtype"] == "float32" and timings["wall_this_run_s"] >= 0
+    written = (out / "timings.json").read_text()
+    (out / "missing").write_text("")  # now every stage is complete: a rerun writes nothing
+    assert nano.main(["--out", str(out), "--stages", "data,sft"]) == 0
+    assert (out / "timings.json").read_text() == written
