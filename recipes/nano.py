@@ -488,7 +488,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[nano] {stage}: done ({commands[stage][1]}), skipped", flush=True)
         else:
             todo.append(stage)
-    timings |= {"dtype": args.dtype, "jobs": jobs, "threads_per_job": per_job, "cpu": _cpu_capability()}
+    # The settings and the wall time are those of the run that computed something: re-rendering the
+    # report alone (seconds, no model) keeps the chain's.
+    computes = any(stage != "report" for stage in todo)
+    if computes:
+        timings |= {"dtype": args.dtype, "jobs": jobs, "threads_per_job": per_job, "cpu": _cpu_capability()}
     print(
         f"[nano] {len(todo)} stages, {jobs} at a time, {per_job} thread(s) each, dtype {args.dtype}",
         flush=True,
@@ -506,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     passed = run_chain(todo, {s: commands[s][0] for s in todo}, jobs=jobs, env=env, logs=logs, done=done)
     total = time.perf_counter() - started
-    if todo:  # a rerun that found every stage complete keeps the wall time of the run that did the work
+    if computes:  # a rerun that found every stage complete, or only re-rendered, keeps the chain's wall time
         timings["wall_this_run_s"] = round(total, 1)
         timings_file.write_text(json.dumps(timings, indent=2) + "\n")
     print(f"[nano] total this run {total:.0f} s; stage times in {timings_file}")

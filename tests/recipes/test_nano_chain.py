@@ -192,3 +192,23 @@ def test_a_timings_file_of_the_old_layout_is_read_as_stage_times(tmp_path, monke
     (out / "missing").write_text("")  # now every stage is complete: a rerun writes nothing
     assert nano.main(["--out", str(out), "--stages", "data,sft"]) == 0
     assert (out / "timings.json").read_text() == written
+
+
+def test_re_rendering_the_report_alone_keeps_the_chains_settings_and_wall_time(tmp_path, monkeypatch) -> None:
+    out = tmp_path / "nano"
+    out.mkdir()
+    chain = {
+        "stages": {"sft": 569.0},
+        "dtype": "float32",
+        "jobs": 2,
+        "threads_per_job": 1,
+        "wall_this_run_s": 2917.5,
+    }
+    (out / "timings.json").write_text(json.dumps(chain))
+    monkeypatch.setattr(nano, "_commands", lambda args: {s: ([], out / f"{s}.missing") for s in nano.STAGES})
+    assert nano.main(["--out", str(out), "--stages", "report", "--dtype", "auto"]) == 0
+    timings = json.loads((out / "timings.json").read_text())
+    assert (
+        timings["dtype"] == "float32" and timings["wall_this_run_s"] == 2917.5
+    )  # the chain's, not 0 s of auto
+    assert "report" in timings["stages"] and timings["stages"]["sft"] == 569.0
