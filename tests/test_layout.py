@@ -160,4 +160,7 @@ def test_the_top_level_holds_only_the_shared_vocabulary_and_the_folders() -> Non
     ]
     private = {name for name, path in MODULES.items() if path.name == "_scan.py"}
     importers = {name for name, path in MODULES.items() if private & runtime_imports(name, path.read_text())}
-    assert importers == {"thinc_bench.trajectory.segments", "thinc_bench.trajectory.turns"}  # its own folder only
+    assert importers == {
+        "thinc_bench.trajectory.segments",
+        "thinc_bench.trajectory.turns",
+    }  # its own folder only
