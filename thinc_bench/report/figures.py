@@ -437,17 +437,24 @@ REWARD_KEY = "rewards/exact_match_reward/mean"
 """The GRPO recipe's reward column in trainer_state.json's log history (TRL's rewards/<func>/mean)."""
 
 
+def _per_step(
+    logs: Sequence[tuple[str, Sequence[dict[str, Any]]]], key: str
+) -> list[tuple[str, list[tuple[int, float]]]]:
+    """(label, [(step, value)]) of every run that logged `key`; runs that never did are left out."""
+    series = [
+        (label, [(int(h["step"]), float(h[key])) for h in history if key in h and "step" in h])
+        for label, history in logs
+    ]
+    return [(label, points) for label, points in series if points]
+
+
 def training_reward_figure(logs: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> Markup | None:
     """Mean exact-match reward per GRPO step (one line per run), with a least-squares trend line.
 
     Args:
         logs: (label, trainer_state.json `log_history`) pairs; entries without the reward are skipped.
     """
-    series = [
-        (label, [(int(h["step"]), float(h[REWARD_KEY])) for h in history if REWARD_KEY in h and "step" in h])
-        for label, history in logs
-    ]
-    series = [(label, points) for label, points in series if points]
+    series = _per_step(logs, REWARD_KEY)
     if not series:
         return None
     fig, ax = new_figure(2.6)
@@ -479,11 +486,7 @@ def training_clip_figure(logs: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -
     Args:
         logs: (label, trainer_state.json `log_history`) pairs; entries without the clip share are skipped.
     """
-    series = [
-        (label, [(int(h["step"]), float(h[CLIP_KEY])) for h in history if CLIP_KEY in h and "step" in h])
-        for label, history in logs
-    ]
-    series = [(label, points) for label, points in series if points]
+    series = _per_step(logs, CLIP_KEY)
     if not series:
         return None
     fig, ax = new_figure(2.6)
