@@ -8,6 +8,7 @@ import re
 import socket
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -41,13 +42,7 @@ def test_rollout_func_returns_one_masked_trajectory_per_prompt(rows, scripted_tu
     generator = load_generator("scripted", str(scripted_turns))
     prompts = [r["problem"] for r in rows for _ in range(2)]  # TRL repeats each prompt num_generations times
     with Sandbox() as sandbox:
-        rollout = ThincRollout(
-            sandbox,
-            RolloutLimits(max_tokens=2048, max_tool_calls=4),
-            load_system_prompt("thinc"),
-            generator=generator,
-            problem_ids={r["problem"]: r["id"] for r in rows},
-        )
+        rollout = _rows_rollout(sandbox, rows, generator, answers=False)
         out = rollout(prompts, None)
     assert len(out["completion_ids"]) == 4 and out["logprobs"] is None
     assert out["n_tool_calls"] == [1, 1, 2, 2]
@@ -123,13 +118,7 @@ def test_a_backend_down_from_the_first_turn_gives_an_unscored_placeholder_not_an
     generator = load_generator("scripted", str(scripted_turns))
     asyncio.run(generator.aclose())  # a closed backend raises BackendUnavailable on every request
     with Sandbox() as sandbox:
-        rollout = ThincRollout(
-            sandbox,
-            RolloutLimits(max_tokens=2048, max_tool_calls=4),
-            load_system_prompt("thinc"),
-            generator=generator,
-            problem_ids={r["problem"]: r["id"] for r in rows},
-        )
+        rollout = _rows_rollout(sandbox, rows, generator, answers=False)
         out = rollout([rows[0]["problem"]] * 2, None)
     eos = generator.tokenizer.eos_token_id
     assert out["completion_ids"] == [[eos], [eos]]  # TRL reads every completion's last token
@@ -139,6 +128,23 @@ def test_a_backend_down_from_the_first_turn_gives_an_unscored_placeholder_not_an
         None,
         None,
     ]
+
+
+def _rows_rollout(
+    sandbox: Sandbox, rows, generator: Generator, *, answers: bool = True, **options: Any
+) -> ThincRollout:
+    """The rollout most tests here drive: the rows' problems (and answers) under the ThinC prompt, at
+    2,048 tokens and 4 tool calls."""
+    if answers:
+        options["answers"] = {r["problem"]: r["answer"] for r in rows}
+    return ThincRollout(
+        sandbox,
+        RolloutLimits(max_tokens=2048, max_tool_calls=4),
+        load_system_prompt("thinc"),
+        generator=generator,
+        problem_ids={r["problem"]: r["id"] for r in rows},
+        **options,
+    )
 
 
 class _DownOnTurn(Generator):
@@ -173,14 +179,7 @@ def test_a_row_that_failed_mid_way_leaves_the_loss_and_its_denominator(rows, scr
     generator = _DownOnTurn(scripted, f"{rows[1]['id']}/1-3")
     prompts = [r["problem"] for r in rows for _ in range(2)]
     with Sandbox() as sandbox:
-        rollout = ThincRollout(
-            sandbox,
-            RolloutLimits(max_tokens=2048, max_tool_calls=4),
-            load_system_prompt("thinc"),
-            generator=generator,
-            problem_ids={r["problem"]: r["id"] for r in rows},
-            answers={r["problem"]: r["answer"] for r in rows},
-        )
+        rollout = _rows_rollout(sandbox, rows, generator)
         out = rollout(prompts, None)
     assert out["stop_reason"] == ["answer", "answer", "answer", "infra_error"]
     assert out["grade_status"] == ["correct", "correct", "correct", "infra_error"]
@@ -227,13 +226,10 @@ def test_more_trajectories_than_sessions_and_worker_threads_all_finish_right(
     n = threads + 5
     prompts = [rows[i % 2]["problem"] for i in range(n)]
     with Sandbox(SandboxConfig(max_sessions=2, warm_sessions=1)) as sandbox:
-        rollout = ThincRollout(
+        rollout = _rows_rollout(
             sandbox,
-            RolloutLimits(max_tokens=2048, max_tool_calls=4),
-            load_system_prompt("thinc"),
-            generator=load_generator("scripted", str(scripted_turns)),
-            problem_ids={r["problem"]: r["id"] for r in rows},
-            answers={r["problem"]: r["answer"] for r in rows},
+            rows,
+            load_generator("scripted", str(scripted_turns)),
             concurrency=64,  # asks for more than the pool holds: capped at its 2 sessions
         )
         assert rollout.in_flight() == 2
@@ -467,14 +463,7 @@ def test_a_row_whose_rollout_raises_earns_zero_leaves_the_loss_and_the_step_goes
     generator = _DownOnTurn(scripted, f"{rows[1]['id']}/1-3", error=RuntimeError)
     prompts = [r["problem"] for r in rows for _ in range(2)]
     with Sandbox() as sandbox:
-        rollout = ThincRollout(
-            sandbox,
-            RolloutLimits(max_tokens=2048, max_tool_calls=4),
-            load_system_prompt("thinc"),
-            generator=generator,
-            problem_ids={r["problem"]: r["id"] for r in rows},
-            answers={r["problem"]: r["answer"] for r in rows},
-        )
+        rollout = _rows_rollout(sandbox, rows, generator)
         out = rollout(prompts, None)
     assert out["stop_reason"] == ["answer", "answer", "answer", "harness_error"]
     assert out["grade_status"] == ["correct", "correct", "correct", "harness_error"]
