@@ -277,13 +277,21 @@ GENERATED: dict[str, tuple[str, str]] = {
         "families",
         "ThinC-nano test part (48): 3 families never trained on, each a chain of trained steps",
     ),
+    "nano_ranges": (
+        "ranges",
+        "ThinC-nano test part (48): prime counts and sums, half with excluded ends; what nano's GRPO targets",
+    ),
     "nano_train": (
         "train",
         "ThinC-nano train split (2000), disjoint from `nano`; what the nano recipes train on",
     ),
+    "nano_rl": (
+        "rl",
+        "ThinC-nano GRPO pool (512): range problems of the train stream past `nano_train`, in no SFT dataset",
+    ),
 }
 """Benchmarks generated here (`thinc_bench.nano`), by name: their part (`nano.generate_part`) and
-description. No data dir. The three test parts share no problem with train or with each other."""
+description. No data dir. The four test parts share no problem with train, the GRPO pool or each other."""
 
 
 def nano_problems(part: str, name: str, limit: int | None = None) -> list[Problem]:

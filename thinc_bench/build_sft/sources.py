@@ -85,6 +85,8 @@ REGISTRY: dict[str, SourceSpec] = {
 """Registered training sources by name."""
 NANO_SOURCE = "nano"
 """The generated ThinC-nano task as a training source: its train split (`thinc_bench.nano`)."""
+NANO_RL_SOURCE = "nano_rl"
+"""nano's GRPO pool as a training source: range problems past the train split (`nano.generate_rl`)."""
 
 
 def normalize_problem(text: str) -> str:
@@ -194,10 +196,10 @@ def load_deduplicated(
     Raises:
         DatasetError: missing file, column or local copy, empty problem or answer, or an unreachable Hub.
     """
-    if name == NANO_SOURCE:  # generated, train split only: `nano` as a benchmark is the test split
+    if name in (NANO_SOURCE, NANO_RL_SOURCE):  # generated; `nano` as a benchmark is the test split
         from thinc_bench.benchmarks import nano_problems
 
-        return dedupe(nano_problems("train", NANO_SOURCE))
+        return dedupe(nano_problems("train" if name == NANO_SOURCE else "rl", name))
     if name in REGISTRY:
         spec = REGISTRY[name]
         if data_dir is not None:

@@ -7,8 +7,10 @@ nano` runs the whole chain. The task has a train split (`generate("train")`, the
 benchmark and training source) and three test parts, each its own benchmark, because one accuracy
 cannot tell a learnt skill from learnt sentences: `generate("test")` (`nano`, the training's
 phrasings), `generate_unseen` (`nano_unseen`, the same families in test-only phrasings) and
-`generate_families` (`nano_families`, families never trained on, made of trained steps).
-`generate_part` reaches all four by name (train, seen, unseen, families). No two share a problem.
+`generate_families` (`nano_families`, families never trained on, made of trained steps). GRPO has
+a part of its own: `generate_rl` (`nano_rl`, range problems no SFT dataset holds) to train on and
+`generate_ranges` (`nano_ranges`) to score it. `generate_part` reaches all six by name. No two share
+a problem.
 """
 
 from thinc_bench.nano.held_out import FAMILIES_SIZE, HELD_OUT_FAMILIES, HELD_OUT_NAMES, generate_families
@@ -23,6 +25,7 @@ from thinc_bench.nano.problems import (
     generate,
     split_of,
 )
+from thinc_bench.nano.ranges import RANGE_FAMILIES, RANGES_SIZE, RL_SIZE, generate_ranges, generate_rl
 from thinc_bench.nano.teacher import Recovery, Slip, nl_turns, recovery_plan, thinc_turns, write_script
 from thinc_bench.nano.unseen import UNSEEN_PHRASINGS, UNSEEN_SIZE, UnseenPhrasing, generate_unseen
 
@@ -34,6 +37,9 @@ __all__ = [
     "HELD_OUT_FAMILIES",
     "HELD_OUT_NAMES",
     "PART_SIZES",
+    "RANGES_SIZE",
+    "RANGE_FAMILIES",
+    "RL_SIZE",
     "SPLIT_SIZES",
     "UNSEEN_PHRASINGS",
     "UNSEEN_SIZE",
@@ -46,6 +52,8 @@ __all__ = [
     "generate",
     "generate_families",
     "generate_part",
+    "generate_ranges",
+    "generate_rl",
     "generate_unseen",
     "nl_turns",
     "recovery_plan",

@@ -271,15 +271,20 @@ def counted(stated: Mapping[str, int], lo_open: bool, hi_open: bool) -> dict[str
     return {**stated, "lo": stated["lo"] + lo_open, "hi": stated["hi"] - hi_open}
 
 
-def draw_wording(family: str, stated: Mapping[str, int], rng: random.Random) -> Wording:
-    """A training wording of a problem, every part drawn from `rng`."""
+def draw_wording(
+    family: str,
+    stated: Mapping[str, int],
+    rng: random.Random,
+    ranges: tuple[RangeWording, ...] = TRAIN_RANGES,
+) -> Wording:
+    """A training wording of a problem, every part drawn from `rng` (a range's bounds from `ranges`)."""
     templates = TRAIN_TEMPLATES[family]
     k = rng.randrange(len(templates))
     template = templates[k]
     numbers = rng.choice(TRAIN_NUMBERS)
     lo_open = hi_open = False
     if "{range}" in template:
-        bound = rng.choice(TRAIN_RANGES)
+        bound = rng.choice(ranges)
         template = template.replace("{range}", bound.text)
         lo_open, hi_open = bound.lo_open, bound.hi_open
     text = fill(template, stated, numbers)

@@ -2,8 +2,9 @@
 
 `train` is what the recipes train on (the train split); `seen` (the `nano` benchmark, the test split)
 asks the same families in the training's phrasings; `unseen` asks them in phrasings training never
-uses; `families` asks families training never draws, made of trained steps. The three test parts
-share no problem with train nor with each other, so each measures one kind of generalisation.
+uses; `families` asks families training never draws, made of trained steps. `rl` is GRPO's pool of
+range problems past the train split, `ranges` the held-out range problems that score it. The test
+parts share no problem with train, `rl` nor each other, so each measures one kind of generalisation.
 """
 
 from __future__ import annotations
@@ -14,16 +15,19 @@ from typing import Literal
 
 from thinc_bench.nano.held_out import FAMILIES_SIZE, generate_families
 from thinc_bench.nano.problems import DEFAULT_SEED, SPLIT_SIZES, NanoProblem, generate
+from thinc_bench.nano.ranges import RANGES_SIZE, RL_SIZE, generate_ranges, generate_rl
 from thinc_bench.nano.unseen import UNSEEN_SIZE, generate_unseen
 
-Part = Literal["train", "seen", "unseen", "families"]
+Part = Literal["train", "seen", "unseen", "families", "rl", "ranges"]
 PART_SIZES: Mapping[str, int] = {
     "train": SPLIT_SIZES["train"],
     "seen": SPLIT_SIZES["test"],
     "unseen": UNSEEN_SIZE,
     "families": FAMILIES_SIZE,
+    "rl": RL_SIZE,
+    "ranges": RANGES_SIZE,
 }
-"""Problems per part as registered: train 2000, seen 100, unseen 64, families 48."""
+"""Problems per part as registered: train 2000, seen 100, unseen 64, families 48, rl 512, ranges 48."""
 
 
 def generate_part(part: Part, n: int | None = None, seed: int = DEFAULT_SEED) -> list[NanoProblem]:
@@ -36,6 +40,10 @@ def generate_part(part: Part, n: int | None = None, seed: int = DEFAULT_SEED) ->
         return generate_unseen(n, seed)
     if part == "families":
         return generate_families(n, seed)
+    if part == "rl":
+        return generate_rl(n, seed)
+    if part == "ranges":
+        return generate_ranges(n, seed)
     if part not in ("train", "seen"):
         raise ValueError(f"nano part {part!r}; use one of {', '.join(PART_SIZES)}")
     problems = generate("test" if part == "seen" else "train", n, seed)

@@ -1,0 +1,91 @@
+"""GRPO's part of the nano task: the held-out range part asks both bounds of both range families, its
+answers follow the sentence (read back from the text, counted by SymPy), and neither it nor GRPO's
+pool shares a problem with what SFT trains on or with another test part."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import pytest
+import sympy
+
+from thinc_bench import benchmarks, nano
+from thinc_bench.build_sft.sources import load_source
+
+# How a reader tells the bounds from the sentence (written from the training wordings' English, not
+# from the code's flags).
+EXCLUDING = ("strictly between", "neither end", "open interval", "< p <", "not counting either end")
+INCLUDING = ("inclusive", "both ends included", " through ", "interval $[", "\\le p \\le")
+NUMBER = re.compile(r"(?<![\d,])\d{1,3}(?:(?:,|\{,\})\d{3})+(?!\d)|\d+")
+
+
+def _reading(text: str) -> tuple[list[int], bool]:
+    """The stated ends and whether the sentence leaves them out."""
+    excluding = [w for w in EXCLUDING if w in text]
+    including = [w for w in INCLUDING if w in text]
+    assert bool(excluding) != bool(including), text  # exactly one kind of bound is stated
+    return [int(re.sub(r"\D", "", m)) for m in NUMBER.findall(text)], bool(excluding)
+
+
+def _answer(family: str, lo: int, hi: int, exclusive: bool) -> int:
+    primes = list(sympy.primerange(lo + 1, hi) if exclusive else sympy.primerange(lo, hi + 1))
+    return len(primes) if family == "prime_count" else sum(primes)
+
+
+@pytest.fixture(scope="module")
+def ranges() -> list[nano.NanoProblem]:
+    return nano.generate_part("ranges")
+
+
+@pytest.fixture(scope="module")
+def pool() -> list[nano.NanoProblem]:
+    return nano.generate_part("rl")
+
+
+def test_both_families_both_bounds_evenly_and_a_prefix(ranges) -> None:
+    assert len(ranges) == 48
+    kinds = Counter((p.family, _reading(p.problem)[1]) for p in ranges)
+    assert kinds == {(f, e): 12 for f in ("prime_count", "prime_sum") for e in (False, True)}
+    assert [p.problem for p in nano.generate_part("ranges", 10)] == [p.problem for p in ranges[:10]]
+    assert {p.meta["part"] for p in ranges} == {"ranges"}
+
+
+@pytest.mark.parametrize("part", ["ranges", "rl"])
+def test_every_answer_is_what_the_sentence_asks_and_a_misread_bound_changes_it(part) -> None:
+    problems = nano.generate_part(part, 64)  # type: ignore[arg-type]
+    for p in problems:
+        (lo, hi), exclusive = _reading(p.problem)
+        assert sympy.isprime(lo) and sympy.isprime(hi), p.problem
+        assert p.answer == _answer(p.family, lo, hi, exclusive), p.problem
+        assert p.answer != _answer(p.family, lo, hi, not exclusive), p.problem
+
+
+def test_the_pool_is_range_problems_no_sft_dataset_holds(pool) -> None:
+    assert len(pool) == 512 and {p.family for p in pool} == {"prime_count", "prime_sum"}
+    # both bounds in turn, so no GRPO batch teaches one reading by its majority
+    assert [_reading(p.problem)[1] for p in pool] == [i % 2 == 1 for i in range(len(pool))]
+    train = nano.generate("train")  # every nano SFT dataset is a prefix of it (build_sft --limit)
+    trained = {(p.family, tuple(sorted(p.params.items()))) for p in train}
+    for p in pool:
+        assert nano.split_of(p.family, p.params) == "train", p.id
+        assert (p.family, tuple(sorted(p.params.items()))) not in trained, p.id
+    assert not {p.problem for p in pool} & {p.problem for p in train}
+
+
+def test_the_held_out_part_shares_nothing_with_training_or_another_test_part(ranges, pool) -> None:
+    others = nano.generate("train") + pool + nano.generate("test", 1000) + nano.generate_unseen()
+    keys = {(p.family, tuple(sorted(p.params.items()))) for p in others}
+    for p in ranges:
+        for numbers in (p.params, p.meta["stated"]):
+            assert nano.split_of(p.family, numbers) == "test", p.id
+            assert (p.family, tuple(sorted(numbers.items()))) not in keys, p.id
+
+
+def test_grpo_reads_the_pool_and_eval_the_part_by_name(ranges, pool) -> None:
+    source = load_source("nano_rl")
+    assert [(p.id, p.problem, p.answer) for p in source] == [(p.id, p.problem, str(p.answer)) for p in pool]
+    loaded = benchmarks.load("nano_ranges")
+    assert [(p.id, p.answer, p.benchmark) for p in loaded] == [
+        (p.id, str(p.answer), "nano_ranges") for p in ranges
+    ]

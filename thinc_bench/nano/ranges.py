@@ -1,0 +1,121 @@
+"""GRPO's own part of the nano task: prime ranges, where reading a bound wrong costs the answer.
+
+SFT on the template teacher's 256 trajectories leaves the student reading a range's bounds about as
+often wrong as right (6 of 16 range problems on the seen part, 47 of 48 other problems' families at
+50-100 %; docs/LOG.md, session 10), and the exact-match reward separates a group's samples by exactly
+that reading, because both ends of every range are prime. That is what a GRPO stage can teach which
+SFT did not: nano's GRPO trains on range problems no SFT dataset holds (`generate_rl`) and is scored
+on range problems nothing trains on (`generate_ranges`, the `nano_ranges` benchmark).
+
+`generate_rl` is the train split's stream *past* its registered 2000 problems: every nano SFT
+dataset is a prefix of those 2000 (`--limit`), so no SFT example is ever a GRPO problem, whatever
+size the SFT data has. `generate_ranges` draws test-split numbers from a stream of its own, skips the
+seen part's guard and the unseen part, and alternates inclusive and exclusive wordings (the test
+split's hash keeps exclusive ranges rare in the seen stream: 3 of its first 16). Both are worded by
+the training grammar: the part measures the reading GRPO was given, not a new wording.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import random
+
+from thinc_bench.nano.grammar import TRAIN_RANGES, Wording, counted, draw_wording
+from thinc_bench.nano.problems import (
+    DEFAULT_SEED,
+    SPLIT_SIZES,
+    NanoProblem,
+    family,
+    key,
+    split_of,
+    stream,
+)
+from thinc_bench.nano.unseen import _seen_keys, generate_unseen
+
+RANGE_FAMILIES = ("prime_count", "prime_sum")
+"""The families whose problems state a range (and its bounds)."""
+RANGES_SIZE = 48
+"""Problems in the registered `nano_ranges` part: 24 per family, half of them with both ends excluded."""
+RL_SIZE = 512
+"""Problems in the registered `nano_rl` pool: more than a CPU GRPO run draws."""
+
+
+def _problem(
+    ident: str, fam: str, stated: dict[str, int], wording: Wording, meta: dict[str, object]
+) -> NanoProblem:
+    params = counted(stated, wording.lo_open, wording.hi_open)
+    return NanoProblem(
+        id=ident,
+        family=fam,
+        params=params,
+        problem=wording.text,
+        answer=family(fam).answer(params),
+        meta={
+            "family": fam,
+            "phrasing": wording.template,
+            "numbers": wording.numbers,
+            "stated": stated,
+            "lo_open": wording.lo_open,
+            "hi_open": wording.hi_open,
+            **meta,
+        },
+    )
+
+
+def generate_rl(n: int | None = None, seed: int = DEFAULT_SEED) -> list[NanoProblem]:
+    """The first `n` (default `RL_SIZE`) range problems of the train stream after the train split's 2000.
+
+    Train-split problems (their numbers hash to train), worded as training words them, none of them in
+    `generate("train")`: GRPO's problems, outside every SFT dataset. Inclusive and exclusive ranges
+    alternate (the stream draws them 56:44), so no batch of GRPO teaches one reading by its majority.
+    """
+    n = RL_SIZE if n is None else n
+    later = itertools.islice(stream("train", seed), SPLIT_SIZES["train"], None)
+    waiting: dict[bool, list[NanoProblem]] = {False: [], True: []}
+    out: list[NanoProblem] = []
+    for fam, stated, wording in later:
+        if len(out) >= n:
+            break
+        if fam.name not in RANGE_FAMILIES:
+            continue
+        waiting[wording.lo_open].append(_problem("", fam.name, stated, wording, {"part": "rl", "seed": seed}))
+        want = len(out) % 2 == 1  # inclusive first, then exclusive, in turn
+        if waiting[want]:
+            problem = waiting[want].pop(0)
+            out.append(dataclasses.replace(problem, id=f"nano-rl-{len(out):04d}"))
+    return out
+
+
+def generate_ranges(n: int | None = None, seed: int = DEFAULT_SEED) -> list[NanoProblem]:
+    """The first `n` problems (default `RANGES_SIZE`) of the held-out range part.
+
+    Families in turn and, every second pair, the bounds: inclusive, inclusive, exclusive, exclusive,
+    so each family is asked both ways. A problem is kept only if its stated and counted numbers both
+    hash to the test split and belong to no earlier problem, to the seen part's guard or to the unseen
+    part: `nano_ranges` shares no problem with train, `nano_rl`, `nano` or `nano_unseen` (the families
+    part asks other families), and a smaller `n` is a prefix of a larger one.
+    """
+    n = RANGES_SIZE if n is None else n
+    rng = random.Random(f"thinc-nano-ranges/{seed}")
+    taken = set(_seen_keys(seed)) | {key(p.family, p.params) for p in generate_unseen(None, seed)}
+    by_bounds = {
+        exclusive: tuple(r for r in TRAIN_RANGES if r.lo_open == exclusive) for exclusive in (False, True)
+    }
+    out: list[NanoProblem] = []
+    while len(out) < n:
+        fam = family(RANGE_FAMILIES[len(out) % len(RANGE_FAMILIES)])
+        exclusive = len(out) // len(RANGE_FAMILIES) % 2 == 1
+        stated = fam.draw(rng)
+        wording = draw_wording(fam.name, stated, rng, ranges=by_bounds[exclusive])
+        params = counted(stated, wording.lo_open, wording.hi_open)
+        keys = {key(fam.name, stated), key(fam.name, params)}
+        if keys & taken or any(split_of(fam.name, q, seed) != "test" for q in (stated, params)):
+            continue
+        taken |= keys
+        out.append(
+            _problem(
+                f"nano-ranges-{len(out):04d}", fam.name, stated, wording, {"part": "ranges", "seed": seed}
+            )
+        )
+    return out
