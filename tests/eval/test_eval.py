@@ -602,6 +602,53 @@ def test_bad_limits_and_repeated_benchmarks_are_one_line_before_anything_runs(
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--benchmark-limits", "nano_ranges=4"], "--benchmark-limits 'nano_ranges=4': write name=N"),
+        (["--benchmark-limits", "nano=0"], "--benchmark-limits 'nano=0'"),
+        (["--benchmark-limits", "nano"], "--benchmark-limits 'nano'"),
+        (["--recovery-benchmarks", "nano_families"], "--recovery-benchmarks names nano_families, not in"),
+    ],
+)
+def test_bad_per_benchmark_flags_are_one_line_before_anything_runs(flags, says, tmp_path, capsys) -> None:
+    out = tmp_path / "run"
+    args = ["--model", str(tmp_path / "no-such-model"), "--benchmarks", "nano,nano_unseen", *flags]
+    assert thinc_eval.main([*args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and says in err, err
+    assert not out.exists()
+
+
+def test_per_benchmark_limits_and_recovery_parts_plan_the_right_trajectories(tmp_path) -> None:
+    from thinc_bench.eval.run import load_problems, plan
+
+    config = thinc_eval.parse_config(
+        [
+            *("--backend", "scripted", "--model", str(tmp_path / "turns.jsonl")),
+            *("--benchmarks", "nano,nano_unseen,nano_ranges", "--limit", "2"),
+            *("--benchmark-limits", "nano_ranges=5", "--recovery-k", "0,1,2"),
+            *("--recovery-benchmarks", "nano", "--samples", "3", "--recovery-samples", "1"),
+        ]
+    )
+    problems = load_problems(config)
+    assert Counter(p.benchmark for p in problems) == {"nano": 2, "nano_unseen": 2, "nano_ranges": 5}
+    trajectories = Counter((problem.benchmark, k) for problem, _, k in plan(config, problems))
+    # clean: 3 samples of all 9 problems; k = 1, 2: one sample of nano's 2 problems only
+    assert trajectories == {
+        ("nano", 0): 6,
+        ("nano_unseen", 0): 6,
+        ("nano_ranges", 0): 15,
+        ("nano", 1): 2,
+        ("nano", 2): 2,
+    }
+    default = thinc_eval.parse_config(
+        [*("--backend", "scripted", "--model", "t.jsonl", "--benchmarks", "nano", "--limit", "1")]
+    )
+    assert "benchmark_limits" not in default.settings() and "recovery_benchmarks" not in default.settings()
+    assert config.settings()["benchmark_limits"] == "nano_ranges=5"  # part of the config hash
+
+
 def test_a_benchmark_file_with_other_columns_says_to_rename_them_not_to_pass_a_flag(tmp_path) -> None:
     from thinc_bench import benchmarks
     from thinc_bench.errors import DatasetError

@@ -117,10 +117,9 @@ class EvalConfig:
     max_tokens: int | None = field(
         default=None,
         metadata={
-            "help": "Completion token budget per trajectory: model and interpreter tokens after the prompt "
-            "(the paper's 32K of generated context; the prompt is not counted). Output that would cross it "
-            "is cut and the trajectory ends with max_tokens. It must be below the model's context; a "
-            "trajectory whose prompt + budget exceed the context ends at the context. Default 32768, demo 1024."
+            "help": "Token budget per trajectory after the prompt, model and interpreter tokens (the paper's "
+            "32K); output crossing it is cut (max_tokens), as is one crossing the model's context. "
+            "Default 32768, demo 1024."
         },
     )
     max_tool_calls: int | None = field(
@@ -148,13 +147,17 @@ class EvalConfig:
     seed: int = field(
         default=0,
         metadata={
-            "help": "Base seed; each sample's seed derives from it and the sample key, each turn's from the "
-            "sample's and the tokens so far, so a resumed or replayed sample draws the same."
+            "help": "Base seed; each sample's and each turn's seed derive from it, so a resumed or replayed "
+            "sample draws the same."
         },
     )
     limit: int | None = field(
         default=None,
         metadata={"help": "Problems per benchmark (first N); default all, demo 2. Raising it extends a run."},
+    )
+    benchmark_limits: str | None = field(
+        default=None,
+        metadata={"help": "--limit of named benchmarks, e.g. nano_ranges=48,nano=8."},
     )
     recovery_k: str | None = field(
         default=None,
@@ -163,11 +166,15 @@ class EvalConfig:
             "Default 0,1,2,3,4,5 with --model (scripted: 0), demo 0."
         },
     )
+    recovery_benchmarks: str | None = field(
+        default=None,
+        metadata={"help": "Benchmarks given the k > 0 runs (comma list); default all."},
+    )
     recovery_samples: int | None = field(
         default=None,
         metadata={
-            "help": "Samples per problem in each injected-failure run (k > 0); default --samples. Fewer "
-            "keeps Recovery@k affordable beside a clean avg@16: each k costs a whole run."
+            "help": "Samples per problem of each k > 0 run; default --samples (fewer keeps Recovery@k "
+            "affordable: each k costs a whole run)."
         },
     )
     dialect: str = field(
@@ -218,8 +225,8 @@ class EvalConfig:
     few_shot: int | None = field(
         default=None,
         metadata={
-            "help": "Bundled ThinC example trajectories shown as earlier chat turns; default 0 "
-            "(trained models need none), demo 1 (a 135M instruct model needs the format shown)."
+            "help": "Bundled ThinC example trajectories shown as earlier chat turns; default 0, demo 1 "
+            "(a 135M instruct model needs the format shown)."
         },
     )
     exec_on: str | None = field(
@@ -256,7 +263,7 @@ class EvalConfig:
             "samples.parquet, prompts and report), like lighteval's; the Hub is checked at start."
         },
     )
-    shard: str = field(default="0/1", metadata={"help": "i/n: evaluate every n-th problem starting at i."})
+    shard: str = field(default="0/1", metadata={"help": "i/n: every n-th problem from the i-th."})
     exec_timeout_s: float = field(
         default=10.0, metadata={"help": "Wall seconds per code block before it is killed."}
     )
@@ -367,7 +374,7 @@ class EvalConfig:
             raise ConfigError(
                 f"--limit {self.limit}: use a positive number of problems per benchmark (omit it for all of them)"
             )
-        keys = [Path(b).stem if b.endswith((".jsonl", ".parquet")) else b for b in self.benchmark_names]
+        keys = [_benchmark_key(b) for b in self.benchmark_names]
         twice = sorted({k for k in keys if keys.count(k) > 1})
         if twice:
             raise ConfigError(
@@ -389,6 +396,13 @@ class EvalConfig:
         )
         _parse_shard(self.shard)
         _parse_ks(str(self.recovery_k))
+        _ = self.limits_by_benchmark  # a bad --benchmark-limits fails here
+        unknown = sorted(self.recovery_benchmark_names - {_benchmark_key(b) for b in self.benchmark_names})
+        if unknown:
+            raise ConfigError(
+                f"--recovery-benchmarks names {', '.join(unknown)}, not in --benchmarks {self.benchmarks}; "
+                "name benchmarks of this run"
+            )
         parse_template_kwargs(self.chat_template_kwargs)
         if self.api_extensions not in ("auto", "vllm", "none"):
             raise ConfigError(f"--api-extensions {self.api_extensions!r}: use auto, vllm or none")
@@ -437,6 +451,33 @@ class EvalConfig:
     def benchmark_names(self) -> list[str]:
         return [b.strip() for b in str(self.benchmarks).split(",") if b.strip()]
 
+    @property
+    def limits_by_benchmark(self) -> dict[str, int | None]:
+        """Each benchmark's problem limit: `--benchmark-limits` where it names one, else `--limit`.
+
+        Raises:
+            ConfigError: an entry that is not `name=N` with a benchmark of this run and N positive.
+        """
+        limits: dict[str, int | None] = {name: self.limit for name in self.benchmark_names}
+        for entry in filter(None, (e.strip() for e in str(self.benchmark_limits or "").split(","))):
+            name, _, count = entry.partition("=")
+            if name.strip() not in limits or not count.strip().isdigit() or int(count) < 1:
+                raise ConfigError(
+                    f"--benchmark-limits {entry!r}: write name=N with a benchmark of --benchmarks "
+                    f"({self.benchmarks}) and N a positive number of problems"
+                )
+            limits[name.strip()] = int(count)
+        return limits
+
+    @property
+    def recovery_benchmark_names(self) -> set[str]:
+        """The benchmarks whose problems get the k > 0 runs, as their problems name them (a local
+        file by its stem); every benchmark by default."""
+        names = (
+            self.benchmark_names if self.recovery_benchmarks is None else self.recovery_benchmarks.split(",")
+        )
+        return {_benchmark_key(b.strip()) for b in names if b.strip()}
+
     def sampling_params(self, seed: int | None = None) -> SamplingParams:
         """The sampling parameters of every request: all `SAMPLING_FIELDS`, the budget, and `seed`.
 
@@ -465,6 +506,9 @@ class EvalConfig:
             del settings["preset"]  # the settings it made are recorded one by one
         if self.recovery_samples is None:
             del settings["recovery_samples"]  # every k takes --samples, as before the flag existed
+        for name in ("benchmark_limits", "recovery_benchmarks"):
+            if getattr(self, name) is None:
+                del settings[name]  # the default: the hash of earlier runs stays the same
         settings["system_prompt_text"] = load_system_prompt(str(self.system_prompt))
         if self.user_template == "none":
             del settings["user_template"]  # the problem alone, as before the flag existed
@@ -502,6 +546,11 @@ def _parse_shard(text: str) -> tuple[int, int]:
     if not 0 <= index < count:
         raise ConfigError(f"--shard {text!r}: use i/n with 0 <= i < n, e.g. 0/4")
     return index, count
+
+
+def _benchmark_key(name: str) -> str:
+    """The name a benchmark's problems carry: a local file's stem, else the name given."""
+    return Path(name).stem if name.endswith((".jsonl", ".parquet")) else name
 
 
 def _parse_ks(text: str) -> list[int]:

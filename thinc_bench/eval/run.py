@@ -54,8 +54,9 @@ def load_problems(config: EvalConfig) -> list[Problem]:
     from thinc_bench import benchmarks
 
     problems: list[Problem] = []
+    limits = config.limits_by_benchmark
     for name in config.benchmark_names:
-        loaded = benchmarks.load(name, data_dir=config.data_dir)[: config.limit]
+        loaded = benchmarks.load(name, data_dir=config.data_dir)[: limits[name]]
         problems += loaded[config.shard_index :: config.shard_count]
     return problems
 
@@ -303,13 +304,16 @@ def _render_prompts(
 
 
 def plan(config: EvalConfig, problems: Sequence[Problem]) -> list[tuple[Problem, int, int]]:
-    """Every (problem, sample index, k) the config asks for, k-major: the run's trajectories."""
+    """Every (problem, sample index, k) the config asks for, k-major: the run's trajectories
+    (k > 0 only for the problems of `--recovery-benchmarks`)."""
     clean = int(config.samples or 1)
     faulted = clean if config.recovery_samples is None else config.recovery_samples
+    recovering = config.recovery_benchmark_names
     return [
         (problem, sample_idx, k)
         for k in config.recovery_ks
         for problem in problems
+        if not k or problem.benchmark in recovering
         for sample_idx in range(faulted if k else clean)
     ]
 
