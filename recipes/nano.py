@@ -94,6 +94,16 @@ PRIORITY = (
 (data, SFT, recovery SFT, injected GRPO, its eval) first, the short independent ones in its gaps."""
 TEST_PARTS = "nano,nano_unseen,nano_families"
 """The three test parts, reported apart: seen phrasings, phrasings never trained on, families never trained on."""
+TARGET_PART = "nano_ranges"
+"""GRPO's held-out part (prime ranges, half with excluded ends: `thinc_bench.nano.ranges`), scored for
+ThinC SFT, GRPO's first stage and GRPO beside the three parts; GRPO trains on `nano_rl`, range problems
+no SFT dataset holds. The recovery pair (recovery SFT, injected GRPO) asks Recovery@1 on the three."""
+RANGES_PROBLEMS = 48
+"""Problems of the GRPO part each ThinC column is scored on: a paired difference of a few problems'
+worth needs more than the 16 of the other parts (its standard error shrinks with their root)."""
+RECOVERY_PARTS = "nano,nano_unseen"
+"""The parts of the k > 0 runs: the families part is never solved clean (no recovery to show), and
+Recovery@1 on the range part would double that part's cost for the same question."""
 COLUMNS = (
     ("base, code_close + prefill", "base-code-close"),
     ("NL-only SFT", "sft-nl"),
@@ -133,6 +143,10 @@ INJECT_SHARE = 0.5
 (k = 1, what Recovery@1 measures; a second failure and its rewrite would not fit stage 1's 256 tokens).
 The run starts from the recovery checkpoint, which recovers often but not always, so an injected
 group's rewards differ and carry an advantage (from a checkpoint that never recovers they are all 0)."""
+INJECT_STEPS = 3
+"""Steps per stage of the injected-failure GRPO run (6 generation batches): it is the chain's longest
+path (SFT, recovery SFT, this run, its eval), so it runs a stage shorter than grpo_nano.yaml's 4 to
+keep the chain within the hour on 2 float32 cores; its question is Recovery@1, not the range part."""
 Dtype = Literal["auto", "float32", "bfloat16"]
 
 
@@ -159,6 +173,12 @@ class NanoArgs:
             "help": f"Problems of each test part evaluated; default {TEST_PROBLEMS} (all: 100, 64, 48)."
         },
     )
+    ranges_problems: int = field(
+        default=RANGES_PROBLEMS,
+        metadata={
+            "help": f"Problems of GRPO's held-out part ({TARGET_PART}) each ThinC column is scored on (0: none)."
+        },
+    )
     samples: int = field(
         default=1, metadata={"help": "Clean samples per problem of every trained column (avg@n, paired)."}
     )
@@ -182,6 +202,12 @@ class NanoArgs:
     )
     grpo_steps: int | None = field(
         default=None, metadata={"help": "Steps per GRPO stage; default the grpo_nano.yaml curriculum."}
+    )
+    inject_steps: int | None = field(
+        default=INJECT_STEPS,
+        metadata={
+            "help": f"Steps per stage of the injected-failure GRPO run; default {INJECT_STEPS} (0: --grpo-steps)."
+        },
     )
     dtype: Dtype = field(
         default="auto",
@@ -225,7 +251,22 @@ def _commands(args: NanoArgs) -> dict[str, tuple[list[list[str]], Path]]:
     limit = [f"--limit={args.test_problems or TEST_PROBLEMS}"]
     examples = [f"--limit={args.sft_examples}"] if args.sft_examples else []
     epochs = ["--num_train_epochs", str(args.sft_epochs)] if args.sft_epochs else []
-    trained = [f"--samples={args.samples}", f"--recovery-k={args.recovery_k}", "--recovery-samples=1"]
+    parts = [p for p in args.parts.split(",") if p]
+    recovering = ",".join(p for p in RECOVERY_PARTS.split(",") if p in parts) or parts[0]
+    trained = [
+        f"--samples={args.samples}",
+        f"--recovery-k={args.recovery_k}",
+        "--recovery-samples=1",
+        f"--recovery-benchmarks={recovering}",
+    ]
+    clean = [f"--samples={args.samples}", "--recovery-k=0"]
+    if args.ranges_problems < 0:
+        raise SystemExit(f"--ranges-problems {args.ranges_problems}: use 0 (none) or more problems")
+    targeted = args.ranges_problems > 0
+    # The ThinC columns are scored on GRPO's part too; GRPO's first stage on it alone (else the parts).
+    thinc_parts = ",".join(dict.fromkeys([*parts, TARGET_PART])) if targeted else args.parts
+    stage_parts = TARGET_PART if targeted else args.parts
+    ranges = [f"--benchmark-limits={TARGET_PART}={args.ranges_problems}"] if targeted else []
     precision = _training_precision(args.dtype)
 
     def build(teacher: str, folder: str, *extra: str) -> list[str]:
@@ -269,22 +310,25 @@ def _commands(args: NanoArgs) -> dict[str, tuple[list[list[str]], Path]]:
             *extra,
         ]
 
-    grpo_config = CONFIGS / "grpo_nano.yaml"
-    if args.grpo_steps:  # the same curriculum with fewer steps per stage, as a YAML beside the outputs
+    def grpo_config(steps: int | None, name: str) -> Path:
+        """grpo_nano.yaml, or its curriculum with `steps` per stage as a YAML beside the outputs."""
+        config_file = CONFIGS / "grpo_nano.yaml"
+        if not steps:
+            return config_file
         import yaml
 
-        config = yaml.safe_load(grpo_config.read_text())
-        config["curriculum"] = [stage | {"max_steps": args.grpo_steps} for stage in config["curriculum"]]
-        grpo_config = out / "grpo_nano.yaml"
+        config = yaml.safe_load(config_file.read_text())
+        config["curriculum"] = [stage | {"max_steps": steps} for stage in config["curriculum"]]
         out.mkdir(parents=True, exist_ok=True)
-        grpo_config.write_text(yaml.safe_dump(config, sort_keys=False))
+        (out / name).write_text(yaml.safe_dump(config, sort_keys=False))
+        return out / name
 
-    def grpo(folder: str, start: str, *extra: str) -> list[str]:
+    def grpo(folder: str, start: str, steps: int | None, *extra: str) -> list[str]:
         return [
             py,
             str(REPO / "recipes" / "grpo.py"),
             "--config",
-            str(grpo_config),
+            str(grpo_config(steps, f"{folder}.yaml")),
             "--model_name_or_path",
             str(out / start),
             "--output_dir",
@@ -333,13 +377,16 @@ def _commands(args: NanoArgs) -> dict[str, tuple[list[list[str]], Path]]:
             out / "eval" / "base-code-close" / done,
         ),
         "sft": ([sft("sft_nano.yaml", "sft-data", "sft", *epochs)], out / "sft" / "thinc_bench.json"),
-        "eval-sft": ([evaluate("sft", out / "sft", *trained)], out / "eval" / "sft" / done),
+        "eval-sft": (
+            [evaluate("sft", out / "sft", *trained, *ranges, parts=thinc_parts)],
+            out / "eval" / "sft" / done,
+        ),
         "sft-nl": (
             [sft("sft_nano_nl.yaml", "sft-data-nl", "sft-nl", *epochs)],
             out / "sft-nl" / "thinc_bench.json",
         ),
         "eval-sft-nl": (
-            [evaluate("sft-nl", out / "sft-nl", f"--samples={args.samples}", "--recovery-k=0")],
+            [evaluate("sft-nl", out / "sft-nl", *clean)],
             out / "eval" / "sft-nl" / done,
         ),
         "sft-recovery": (
@@ -358,16 +405,18 @@ def _commands(args: NanoArgs) -> dict[str, tuple[list[list[str]], Path]]:
             [evaluate("sft-recovery", out / "sft-recovery", *trained)],
             out / "eval" / "sft-recovery" / done,
         ),
-        "grpo": ([grpo("grpo", "sft")], out / "grpo" / "thinc_bench.json"),
+        "grpo": ([grpo("grpo", "sft", args.grpo_steps)], out / "grpo" / "thinc_bench.json"),
         "eval-grpo": (
             [
-                evaluate(  # held-out accuracy per stage: stage 2 is the final policy below
+                evaluate(  # held-out accuracy per stage on GRPO's part; stage 2 is the final policy below
                     "grpo-stage1",
                     out / "grpo" / "stage1",
-                    f"--samples={args.samples}",
-                    "--recovery-k=0",
+                    *clean,
+                    *ranges,
+                    parts=stage_parts,
                 ),
-                evaluate("grpo", out / "grpo", *trained),
+                # clean only: GRPO without injections never taught recovery (0/16 in every chain)
+                evaluate("grpo", out / "grpo", *clean, *ranges, parts=thinc_parts),
             ],
             out / "eval" / "grpo" / done,
         ),
@@ -376,6 +425,7 @@ def _commands(args: NanoArgs) -> dict[str, tuple[list[list[str]], Path]]:
                 grpo(
                     "grpo-inject",
                     "sft-recovery",
+                    args.inject_steps or args.grpo_steps,
                     "--inject_failures_share",
                     str(args.inject_share),
                     "--inject_failures_k",

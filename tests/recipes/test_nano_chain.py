@@ -127,16 +127,28 @@ def test_every_column_is_evaluated_alike_at_the_precision_asked_for(tmp_path, dt
     commands = nano._commands(_args(tmp_path, "--dtype", dtype))
     evals = [c for stage, (steps, _) in commands.items() for c in steps if "thinc_bench.eval" in c]
     assert len(evals) == 7  # base, NL, ThinC, recovery, GRPO stage 1, GRPO, injected GRPO
-    for flag in (
-        "--dtype",
-        "--max-tokens",
-        "--max-tool-calls",
-        "--limit",
-        "--benchmarks",
-        "--max-batch-size",
-    ):
-        assert len({_flag(c, flag) for c in evals}) == 1, flag  # one budget, one test set, one precision
+    for flag in ("--dtype", "--max-tokens", "--max-tool-calls", "--limit", "--max-batch-size"):
+        assert len({_flag(c, flag) for c in evals}) == 1, flag  # one budget, one test size, one precision
     assert _flag(evals[0], "--dtype") == dtype
+    column = {Path(str(_flag(c, "--out"))).name: c for c in evals}
+    parts = "nano,nano_unseen,nano_families"
+    scored = {name: _flag(c, "--benchmarks") for name, c in column.items()}
+    # GRPO is scored on its own part beside the three, against the SFT checkpoint it started from, and
+    # per stage on that part alone; the other columns on the three parts
+    assert scored == {
+        **dict.fromkeys(("base-code-close", "sft-nl", "sft-recovery", "grpo-inject"), parts),
+        **dict.fromkeys(("sft", "grpo"), f"{parts},nano_ranges"),
+        "grpo-stage1": "nano_ranges",
+    }
+    assert {_flag(column[n], "--benchmark-limits") for n in ("sft", "grpo", "grpo-stage1")} == {
+        "nano_ranges=48"
+    }
+    # Recovery@1 where the clean runs solve something, for the columns that ask it
+    recovery = {
+        name: (_flag(c, "--recovery-k"), _flag(c, "--recovery-benchmarks")) for name, c in column.items()
+    }
+    assert {recovery[n] for n in ("sft", "sft-recovery", "grpo-inject")} == {("0,1", "nano,nano_unseen")}
+    assert {recovery[n][0] for n in ("base-code-close", "sft-nl", "grpo-stage1", "grpo")} == {"0"}
     training = [
         c
         for steps, _ in commands.values()
@@ -160,6 +172,17 @@ def test_recovery_continues_the_thinc_checkpoint_and_injected_grpo_starts_from_i
         float(_flag(inject, "--inject_failures_share") or 0) > 0
         and _flag(plain, "--inject_failures_share") is None
     )
+    # the injected run is the chain's longest path: a stage shorter than the plain run's
+    import yaml
+
+    steps = {
+        name: [
+            stage["max_steps"]
+            for stage in yaml.safe_load(Path(str(_flag(c, "--config"))).read_text())["curriculum"]
+        ]
+        for name, c in (("inject", inject), ("plain", plain))
+    }
+    assert steps == {"inject": [nano.INJECT_STEPS] * 2, "plain": [4, 4]}
     build = commands["data"][0][2]
     assert _flag(build, "--recovery-share") == "1" and _flag(build, "--limit") == str(nano.RECOVERY_EXAMPLES)
 
