@@ -1,11 +1,12 @@
 """GRPO's own part of the nano task: prime ranges, where reading a bound wrong costs the answer.
 
-SFT on the template teacher's 256 trajectories leaves the student reading a range's bounds about as
-often wrong as right (6 of 16 range problems on the seen part, 47 of 48 other problems' families at
-50-100 %; docs/LOG.md, session 10), and the exact-match reward separates a group's samples by exactly
-that reading, because both ends of every range are prime. That is what a GRPO stage can teach which
-SFT did not: nano's GRPO trains on range problems no SFT dataset holds (`generate_rl`) and is scored
-on range problems nothing trains on (`generate_ranges`, the `nano_ranges` benchmark).
+SFT on the template teacher's 256 trajectories leaves the student weakest on range problems (6 of 16
+on 64 seen-part problems, its other families 34 of 48; 25 of 48 on `nano_ranges`: docs/LOG.md,
+session 10): it reads a bound into code about as often wrong as right and miscounts with `primepi`
+offsets. The exact-match reward separates a group's samples by exactly that, because both ends of
+every range are prime: what a GRPO stage can teach which SFT did not. So nano's GRPO trains on range
+problems no SFT dataset holds (`generate_rl`) and is scored on range problems nothing trains on
+(`generate_ranges`, the `nano_ranges` benchmark).
 
 `generate_rl` is the train split's stream *past* its registered 2000 problems: every nano SFT
 dataset is a prefix of those 2000 (`--limit`), so no SFT example is ever a GRPO problem, whatever
