@@ -599,6 +599,27 @@ def test_a_box_opener_without_a_box_is_no_answer(text: str) -> None:
     assert not has_final_answer(parse(THINC_MD.replace("\\boxed{90}", text)))
 
 
+@pytest.mark.parametrize(
+    ("box", "answered"),
+    [
+        ("\\boxed{39", False),  # cut off mid-answer
+        ("\\boxed{}", False),
+        ("\\boxed{ }", False),
+        ("\\boxed{1} then \\boxed{", False),  # the last box decides, and it is unclosed
+        ("\\boxed{1}, \\boxed{2}", True),
+        ("\\boxed{\\boxed{3}}", True),
+        ("\\boxed{\\{1\\}}", True),
+    ],
+)
+def test_the_check_and_the_grader_agree_on_what_is_an_answer(box: str, answered: bool) -> None:
+    from thinc_bench import grading
+
+    traj = parse(THINC_MD.replace("\\boxed{90}", box))
+    assert (grading.final_answer(traj) is not None) is answered
+    assert has_final_answer(traj) is answered
+    assert check_conformance(traj).get("answer_after_last_output").passed is answered
+
+
 def test_a_stray_quote_ends_at_its_line_and_never_hides_the_closing_fence() -> None:
     traj = parse("```python\nprint('it's')\n```\n```output\nSyntaxError\n```\n\\boxed{1}")
     assert [s.kind for s in traj.segments] == ["code", "output", "answer"]

@@ -8,12 +8,13 @@ decides, when generation stops, whether the model asked for code to run and whic
 decides the same for a rollout's growing text, scanning only what each turn added). The ThinC
 conformance checks and `classify` read only this IR. The lexical rules for fences, tags and strings
 live in `_scan` (docs/parsing.md lists the variants real models write and how each parses).
-Three modules: `segments` (the IR, dialects, tool calls, `parse`), `turns` (what runs when) and
-`conformance` (the ThinC checks), each importing only the ones before it.
-Pure: no IO, no logging, no tokenizer, and no answer grading (that is `grading`; `\\boxed` is found
-here by a local regex only to place the answer).
+Four modules: `segments` (the IR, dialects, tool calls, `parse`), `turns` (what runs when), `boxes`
+(where a text boxes its answer: the scanner grading reads answers with) and `conformance` (the ThinC
+checks), each importing only the ones before it.
+Pure: no IO, no logging, no tokenizer, and no answer grading (that is `grading`).
 """
 
+from thinc_bench.trajectory.boxes import extract_answer, joined_answer
 from thinc_bench.trajectory.conformance import (
     DEFAULT_MAX_PLAN_SHARE,
     DEFAULT_MAX_PROSE_CHARS,
@@ -89,8 +90,10 @@ __all__ = [
     "classify",
     "exec_stops",
     "exec_trigger",
+    "extract_answer",
     "get_dialect",
     "harness_block",
+    "joined_answer",
     "has_final_answer",
     "model_prefix",
     "parse",

@@ -1,7 +1,7 @@
 """The ThinC conformance checks and `classify`: one brief plan, then only code linked by its outputs.
 
-They read only the parsed IR. No answer grading here (that is `grading`): `\\boxed` is found by a
-local regex only to place the answer.
+They read only the parsed IR. No answer grading here (that is `grading`); whether the final text
+boxes an answer is asked of the scanner the grader reads answers with (`boxes.joined_answer`).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
+from thinc_bench.trajectory.boxes import joined_answer
 from thinc_bench.trajectory.segments import Segment, Trajectory
 
 Style = Literal["thinc", "interleaved", "no_code"]
@@ -33,13 +34,11 @@ DEFAULT_MAX_PROSE_CHARS = 120
 runs as one): a short sentence around the box ("The count is \\boxed{90}." measures 14), never a
 paragraph of reasoning outside code."""
 
-_ANSWER_BOX = re.compile(r"\\(?:boxed|fbox)(?![A-Za-z])(?:\s*\{|\s+[+-]?\d)")
-"""A box the grader reads: `\\boxed{...}`, `\\fbox{...}` or a bare `\\boxed 42` (grading's forms)."""
-
 
 def has_final_answer(traj: Trajectory) -> bool:
-    """True when the final text holds a box the grader reads (`\\boxed{}`, `\\fbox{}`, `\\boxed 42`)."""
-    return _ANSWER_BOX.search(traj.final_text) is not None
+    """True when the final text boxes an answer the grader reads: its last box closed and not empty
+    (`\\boxed{}`, `\\fbox{}`, `\\boxed 42`); an answer cut off mid-box is no answer."""
+    return joined_answer(traj.final_text) is not None
 
 
 @dataclass(frozen=True)
