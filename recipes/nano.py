@@ -4,13 +4,14 @@ The paper's claim in miniature, with the project's real commands: build ThinC-SF
 natural-language-only twin and a set of failed-then-fixed trajectories (template teacher, real
 sandbox, build_sft's filters); evaluate the bundled SmolLM2-135M the fair way for an untrained model;
 fine-tune it on each dataset (recipes/sft.py; the recovery data continues from the ThinC checkpoint);
-run a GRPO curriculum from the ThinC checkpoint, and one with injected execution failures from the
-recovery checkpoint (recipes/grpo.py); evaluate every checkpoint the same way on the three test parts
-(seen phrasings, unseen phrasings, unseen families) with avg@n and Recovery@1; and compare them on one
-page with paired differences, the GRPO reward and clip fraction per step (reports/nano.html). Every
-stage is a subprocess running the command a user would type; a stage whose output is complete is
-skipped, so a rerun resumes where a stop left off. Stages that do not need each other run side by
-side (`--jobs`, each with its share of `--threads`): on 2 cores, two 1-thread stages instead of one
+run a GRPO curriculum from the ThinC checkpoint on GRPO's own pool of range problems, and one with
+injected execution failures from the recovery checkpoint (recipes/grpo.py); evaluate every checkpoint
+the same way on the three test parts (seen phrasings, unseen phrasings, unseen families) with avg@n and
+Recovery@1, and GRPO with its SFT start on GRPO's held-out range part, after each stage; and compare
+them on one page with paired differences, the GRPO reward and clip fraction per step
+(reports/nano.html). Every stage is a subprocess running the command a user would type; a stage whose
+output is complete is skipped, so a rerun resumes where a stop left off. Stages that do not need each
+other run side by side (`--jobs`, each with its share of `--threads`): on 2 cores, two 1-thread stages instead of one
 2-thread stage, so one stage's sandbox, grader and Python work overlaps the other's matrix work and
 no OpenMP thread waits at a barrier for a core the sandbox took. Each stage's wall time, the whole
 chain's, the precision, the jobs and the CPU go to OUT/timings.json.
