@@ -11,9 +11,9 @@ Recovery@1, and GRPO with its SFT start on GRPO's held-out range part, after eac
 them on one page with paired differences, the GRPO reward and clip fraction per step
 (reports/nano.html). Every stage is a subprocess running the command a user would type; a stage whose
 output is complete is skipped, so a rerun resumes where a stop left off. Stages that do not need each
-other run side by side (`--jobs`, each with its share of `--threads`): on 2 cores, two 1-thread stages instead of one
-2-thread stage, so one stage's sandbox, grader and Python work overlaps the other's matrix work and
-no OpenMP thread waits at a barrier for a core the sandbox took. Each stage's wall time, the whole
+other run side by side (`--jobs`, each with its share of `--threads`): on 2 cores, two 1-thread
+stages instead of one 2-thread stage, so one stage's sandbox, grader and Python work overlaps the
+other's matrix work and no OpenMP thread waits at a barrier for a core the sandbox took. Each stage's wall time, the whole
 chain's, the precision, the jobs and the CPU go to OUT/timings.json.
 
     python recipes/nano.py                       # the whole chain (README.md, ThinC-nano, has its time)
@@ -98,7 +98,7 @@ TEST_PARTS = "nano,nano_unseen,nano_families"
 TARGET_PART = "nano_ranges"
 """GRPO's held-out part (prime ranges, half with excluded ends: `thinc_bench.nano.ranges`), scored for
 ThinC SFT, GRPO's first stage and GRPO beside the three parts; GRPO trains on `nano_rl`, range problems
-no SFT dataset holds. The recovery pair (recovery SFT, injected GRPO) asks Recovery@1 on the three."""
+no SFT dataset holds. The recovery pair (recovery SFT, injected GRPO) is scored on the three parts."""
 RANGES_PROBLEMS = 48
 """Problems of the GRPO part each ThinC column is scored on: a paired difference of a few problems'
 worth needs more than the 16 of the other parts (its standard error shrinks with their root)."""
