@@ -15,7 +15,7 @@ import hashlib
 import itertools
 import math
 import random
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -225,6 +225,22 @@ def generate(split: Split, n: int | None = None, seed: int = DEFAULT_SEED) -> li
 def key(family_name: str, params: Mapping[str, int]) -> tuple[str, tuple[tuple[str, int], ...]]:
     """A problem's substance: its family and numbers (what the splits and parts must not share)."""
     return (family_name, tuple(sorted(params.items())))
+
+
+def claim_test(
+    family_name: str,
+    numbers: Sequence[Mapping[str, int]],
+    taken: set[tuple[str, tuple[tuple[str, int], ...]]],
+    seed: int = DEFAULT_SEED,
+) -> bool:
+    """Whether a drawn problem may join a test part: each of its numbers (what its sentence states and
+    what its answer counts) hashes to the test split and none is `taken`. If so, they are taken now,
+    so no later problem of a part sharing `taken` can be the same problem by either reading."""
+    keys = {key(family_name, q) for q in numbers}
+    if keys & taken or any(split_of(family_name, q, seed) != "test" for q in numbers):
+        return False
+    taken |= keys
+    return True
 
 
 def stream(split: Split, seed: int = DEFAULT_SEED) -> Iterator[tuple[Family, dict[str, int], Wording]]:

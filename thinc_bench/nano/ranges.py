@@ -18,7 +18,6 @@ the training grammar: the part measures the reading GRPO was given, not a new wo
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import random
 
@@ -26,10 +25,11 @@ from thinc_bench.nano.grammar import TRAIN_RANGES, Wording, counted, draw_wordin
 from thinc_bench.nano.problems import (
     DEFAULT_SEED,
     SPLIT_SIZES,
+    Family,
     NanoProblem,
+    claim_test,
     family,
     key,
-    split_of,
     stream,
 )
 from thinc_bench.nano.unseen import _seen_keys, generate_unseen
@@ -73,18 +73,20 @@ def generate_rl(n: int | None = None, seed: int = DEFAULT_SEED) -> list[NanoProb
     """
     n = RL_SIZE if n is None else n
     later = itertools.islice(stream("train", seed), SPLIT_SIZES["train"], None)
-    waiting: dict[bool, list[NanoProblem]] = {False: [], True: []}
+    waiting: dict[bool, list[tuple[Family, dict[str, int], Wording]]] = {False: [], True: []}
     out: list[NanoProblem] = []
-    for fam, stated, wording in later:
+    for drawn in later:
         if len(out) >= n:
             break
-        if fam.name not in RANGE_FAMILIES:
+        if drawn[0].name not in RANGE_FAMILIES:
             continue
-        waiting[wording.lo_open].append(_problem("", fam.name, stated, wording, {"part": "rl", "seed": seed}))
+        waiting[drawn[2].lo_open].append(drawn)
         want = len(out) % 2 == 1  # inclusive first, then exclusive, in turn
         if waiting[want]:
-            problem = waiting[want].pop(0)
-            out.append(dataclasses.replace(problem, id=f"nano-rl-{len(out):04d}"))
+            fam, stated, wording = waiting[want].pop(0)
+            out.append(
+                _problem(f"nano-rl-{len(out):04d}", fam.name, stated, wording, {"part": "rl", "seed": seed})
+            )
     return out
 
 
@@ -109,11 +111,8 @@ def generate_ranges(n: int | None = None, seed: int = DEFAULT_SEED) -> list[Nano
         exclusive = len(out) // len(RANGE_FAMILIES) % 2 == 1
         stated = fam.draw(rng)
         wording = draw_wording(fam.name, stated, rng, ranges=by_bounds[exclusive])
-        params = counted(stated, wording.lo_open, wording.hi_open)
-        keys = {key(fam.name, stated), key(fam.name, params)}
-        if keys & taken or any(split_of(fam.name, q, seed) != "test" for q in (stated, params)):
+        if not claim_test(fam.name, (stated, counted(stated, wording.lo_open, wording.hi_open)), taken, seed):
             continue
-        taken |= keys
         out.append(
             _problem(
                 f"nano-ranges-{len(out):04d}", fam.name, stated, wording, {"part": "ranges", "seed": seed}

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from thinc_bench.nano.grammar import Numbers, counted, fill
-from thinc_bench.nano.problems import DEFAULT_SEED, FAMILIES, NanoProblem, family, key, split_of, stream
+from thinc_bench.nano.problems import DEFAULT_SEED, FAMILIES, NanoProblem, claim_test, family, key, stream
 
 UNSEEN_SIZE = 64
 """Problems in the registered `nano_unseen` part: 8 per family, each phrasing used in turn."""
@@ -189,10 +189,8 @@ def generate_unseen(n: int | None = None, seed: int = DEFAULT_SEED) -> list[Nano
         phrasing = phrasings[k]
         stated = fam.draw(rng)
         substance = phrasing.substance(stated)
-        keys = {key(fam.name, stated), key(fam.name, substance)}
-        if keys & taken or any(split_of(fam.name, q, seed) != "test" for q in (stated, substance)):
+        if not claim_test(fam.name, (stated, substance), taken, seed):
             continue
-        taken |= keys
         out.append(
             NanoProblem(
                 id=f"nano-unseen-{len(out):04d}",
