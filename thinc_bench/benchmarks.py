@@ -279,7 +279,11 @@ GENERATED: dict[str, tuple[str, str]] = {
     ),
     "nano_ranges": (
         "ranges",
-        "ThinC-nano test part (48): prime counts and sums, half with excluded ends; what nano's GRPO targets",
+        "ThinC-nano test part (48): prime counts and sums, half with excluded ends; GRPO's configuration was chosen on it",
+    ),
+    "nano_ranges_confirm": (
+        "ranges_confirm",
+        "ThinC-nano test part (96): more of nano_ranges' kind, fixed before the run scored on it; GRPO's estimate",
     ),
     "nano_train": (
         "train",
@@ -291,7 +295,7 @@ GENERATED: dict[str, tuple[str, str]] = {
     ),
 }
 """Benchmarks generated here (`thinc_bench.nano`), by name: their part (`nano.generate_part`) and
-description. No data dir. The four test parts share no problem with train, the GRPO pool or each other."""
+description. No data dir. The five test parts share no problem with train, the GRPO pool or each other."""
 
 
 def nano_problems(part: str, name: str, limit: int | None = None) -> list[Problem]:

@@ -39,6 +39,11 @@ def ranges() -> list[nano.NanoProblem]:
 
 
 @pytest.fixture(scope="module")
+def confirm() -> list[nano.NanoProblem]:
+    return nano.generate_part("ranges_confirm")
+
+
+@pytest.fixture(scope="module")
 def pool() -> list[nano.NanoProblem]:
     return nano.generate_part("rl")
 
@@ -51,7 +56,21 @@ def test_both_families_both_bounds_evenly_and_a_prefix(ranges) -> None:
     assert {p.meta["part"] for p in ranges} == {"ranges"}
 
 
-@pytest.mark.parametrize("part", ["ranges", "rl"])
+def test_the_confirmatory_part_is_twice_as_large_alike_in_kind_and_shares_no_problem(ranges, confirm) -> None:
+    assert len(confirm) == 96
+    kinds = Counter((p.family, _reading(p.problem)[1]) for p in confirm)
+    assert kinds == {(f, e): 24 for f in ("prime_count", "prime_sum") for e in (False, True)}
+    assert {p.meta["part"] for p in confirm} == {"ranges_confirm"}
+    assert [p.problem for p in nano.generate_part("ranges_confirm", 8)] == [p.problem for p in confirm[:8]]
+    # nothing in common with the part the configuration was chosen on: not a sentence, not a range
+    assert not {p.problem for p in confirm} & {p.problem for p in ranges}
+    assert not {p.id for p in confirm} & {p.id for p in ranges}
+    assert not {tuple(_reading(p.problem)[0]) for p in confirm} & {
+        tuple(_reading(p.problem)[0]) for p in ranges
+    }
+
+
+@pytest.mark.parametrize("part", ["ranges", "ranges_confirm", "rl"])
 def test_every_answer_is_what_the_sentence_asks_and_a_misread_bound_changes_it(part) -> None:
     problems = nano.generate_part(part, 64)  # type: ignore[arg-type]
     for p in problems:
@@ -73,19 +92,23 @@ def test_the_pool_is_range_problems_no_sft_dataset_holds(pool) -> None:
     assert not {p.problem for p in pool} & {p.problem for p in train}
 
 
-def test_the_held_out_part_shares_nothing_with_training_or_another_test_part(ranges, pool) -> None:
+def test_the_held_out_parts_share_nothing_with_training_or_another_test_part(ranges, confirm, pool) -> None:
     others = nano.generate("train") + pool + nano.generate("test", 1000) + nano.generate_unseen()
     keys = {(p.family, tuple(sorted(p.params.items()))) for p in others}
-    for p in ranges:
+    for p in ranges + confirm:
         for numbers in (p.params, p.meta["stated"]):
             assert nano.split_of(p.family, numbers) == "test", p.id
             assert (p.family, tuple(sorted(numbers.items()))) not in keys, p.id
 
 
-def test_grpo_reads_the_pool_and_eval_the_part_by_name(ranges, pool) -> None:
+def test_grpo_reads_the_pool_and_eval_the_parts_by_name(ranges, confirm, pool) -> None:
     source = load_source("nano_rl")
     assert [(p.id, p.problem, p.answer) for p in source] == [(p.id, p.problem, str(p.answer)) for p in pool]
     loaded = benchmarks.load("nano_ranges")
     assert [(p.id, p.answer, p.benchmark) for p in loaded] == [
         (p.id, str(p.answer), "nano_ranges") for p in ranges
+    ]
+    confirmed = benchmarks.load("nano_ranges_confirm")
+    assert [(p.id, p.answer, p.benchmark) for p in confirmed] == [
+        (p.id, str(p.answer), "nano_ranges_confirm") for p in confirm
     ]

@@ -137,11 +137,11 @@ def test_every_column_is_evaluated_alike_at_the_precision_asked_for(tmp_path, dt
     # per stage on that part alone; the other columns on the three parts
     assert scored == {
         **dict.fromkeys(("base-code-close", "sft-nl", "sft-recovery", "grpo-inject"), parts),
-        **dict.fromkeys(("sft", "grpo"), f"{parts},nano_ranges"),
-        "grpo-stage1": "nano_ranges",
+        **dict.fromkeys(("sft", "grpo"), f"{parts},nano_ranges_confirm"),
+        "grpo-stage1": "nano_ranges_confirm",
     }
     assert {_flag(column[n], "--benchmark-limits") for n in ("sft", "grpo", "grpo-stage1")} == {
-        "nano_ranges=48"
+        "nano_ranges_confirm=96"
     }
     # Recovery@1 where the clean runs solve something, for the columns that ask it
     recovery = {

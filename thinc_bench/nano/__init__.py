@@ -9,7 +9,9 @@ cannot tell a learnt skill from learnt sentences: `generate("test")` (`nano`, th
 phrasings), `generate_unseen` (`nano_unseen`, the same families in test-only phrasings) and
 `generate_families` (`nano_families`, families never trained on, made of trained steps). GRPO has
 a part of its own: `generate_rl` (`nano_rl`, range problems no SFT dataset holds) to train on and
-`generate_ranges` (`nano_ranges`) to score it. `generate_part` reaches all six by name. No two share
+`generate_ranges` (`nano_ranges`, where its configuration was chosen) and `generate_ranges_confirm`
+(`nano_ranges_confirm`, fixed before the run that scores on it) to score it. `generate_part` reaches
+all seven by name. No two share
 a problem.
 """
 
@@ -25,7 +27,15 @@ from thinc_bench.nano.problems import (
     generate,
     split_of,
 )
-from thinc_bench.nano.ranges import RANGE_FAMILIES, RANGES_SIZE, RL_SIZE, generate_ranges, generate_rl
+from thinc_bench.nano.ranges import (
+    CONFIRM_SIZE,
+    RANGE_FAMILIES,
+    RANGES_SIZE,
+    RL_SIZE,
+    generate_ranges,
+    generate_ranges_confirm,
+    generate_rl,
+)
 from thinc_bench.nano.teacher import Recovery, Slip, nl_turns, recovery_plan, thinc_turns, write_script
 from thinc_bench.nano.unseen import UNSEEN_PHRASINGS, UNSEEN_SIZE, UnseenPhrasing, generate_unseen
 
@@ -37,6 +47,7 @@ __all__ = [
     "HELD_OUT_FAMILIES",
     "HELD_OUT_NAMES",
     "PART_SIZES",
+    "CONFIRM_SIZE",
     "RANGES_SIZE",
     "RANGE_FAMILIES",
     "RL_SIZE",
@@ -53,6 +64,7 @@ __all__ = [
     "generate_families",
     "generate_part",
     "generate_ranges",
+    "generate_ranges_confirm",
     "generate_rl",
     "generate_unseen",
     "nl_turns",
