@@ -100,8 +100,8 @@ class EvalConfig:
     benchmarks: str | None = field(
         default=None,
         metadata={
-            "help": f"Comma list of {', '.join([*REGISTRY, *GENERATED])} or .jsonl/.parquet paths. "
-            f"Default: the paper's five ({DEMO_BENCHMARKS} for the demo)."
+            "help": f"Comma list of {', '.join([*REGISTRY, *GENERATED])}, .jsonl or .parquet; "
+            f"default the paper's five (demo: {DEMO_BENCHMARKS})."
         },
     )
     data_dir: str | None = field(
