@@ -7,8 +7,12 @@ SLOW := slow and not gpu and not network
 
 test: test-fast test-slow
 
+# The fast tier runs a worker per core (pytest-xdist): its tests are independent (their own tmp_path,
+# uuid-tagged processes and sandboxes) and mostly wait on subprocesses; each worker keeps torch to one
+# thread (tests/conftest.py), since N workers of N threads thrash. The slow tier stays serial: its
+# tests time, train and start engines on every core.
 test-fast:
-	$(PY) -m pytest -m "$(FAST)" -q --durations=15
+	$(PY) -m pytest -m "$(FAST)" -q --durations=15 -n auto
 
 # pytest exits 5 when a tier selects no test; an empty slow tier is not a failure.
 test-slow:

@@ -19,6 +19,12 @@ from shared_inputs import need_shared  # tests/ is on sys.path: test modules imp
 
 from thinc_bench.backends import _sources, smollm2_gguf
 
+# Under pytest-xdist (`make test-fast` runs a worker per core) each worker keeps torch and its children
+# to one thread before anything imports torch: N workers of N OpenMP threads each slowed evaluations
+# here 4-50x. A value the caller set is left alone.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 BENCHMARK_DIR = SHARED_DATA / "benchmarks"
