@@ -11,8 +11,7 @@ phrasings), `generate_unseen` (`nano_unseen`, the same families in test-only phr
 a part of its own: `generate_rl` (`nano_rl`, range problems no SFT dataset holds) to train on and
 `generate_ranges` (`nano_ranges`, where its configuration was chosen) and `generate_ranges_confirm`
 (`nano_ranges_confirm`, fixed before the run that scores on it) to score it. `generate_part` reaches
-all seven by name. No two share
-a problem.
+all seven by name. No two share a problem.
 """
 
 from thinc_bench.nano.held_out import FAMILIES_SIZE, HELD_OUT_FAMILIES, HELD_OUT_NAMES, generate_families
