@@ -1,7 +1,8 @@
 # /// script
 # dependencies = ["thinc_bench[vllm]", "trl>=1.16", "datasets>=5.2", "accelerate>=1.15"]
 # ///
-"""GRPO on DAPO-Math-17k with the thinc_bench rollout engine, the one grader and a staged curriculum.
+"""GRPO with the thinc_bench rollout engine, the one grader and a staged curriculum. Without --config:
+ThinC-nano's range problems (nano_rl) from runs/nano/sft on CPU; the paper configs: DAPO-Math-17k.
 
 Each completion is a full ThinC trajectory from `thinc_bench.eval.rollout` (real sandbox execution),
 returned to TRL through `rollout_func` with `env_mask` 0 on every interpreter-output token. The
@@ -65,6 +66,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -213,6 +215,15 @@ class ScriptArgs:
     )
 
 
+EXAMPLES = (
+    "python recipes/grpo.py                 # ThinC-nano on CPU: runs/nano/sft -> runs/nano/grpo",
+    "python recipes/grpo.py --config recipes/configs/grpo_smoke.yaml   # 2 steps, a few minutes",
+    "accelerate launch --config_file recipes/configs/accelerate_zero3.yaml recipes/grpo.py "
+    "--config recipes/configs/grpo_qwen3_4b_thinking.yaml",
+)
+"""The first lines of `--help`."""
+
+
 def split_config(argv: list[str]) -> tuple[list[str], object]:
     """Take the `curriculum:` key out of `--config` (TrlParser rejects unknown keys); return new argv."""
     from thinc_bench.train import split_recipe_config
@@ -281,7 +292,9 @@ def parse(argv: Sequence[str]) -> tuple[Any, Any, Any, object, str]:
     parser = TrlParser((ScriptArgs, GRPOConfig, ModelConfig))
     own = [f.name for f in fields(ScriptArgs)]
     try:
-        script_args, training_args, model_args = parse_recipe(parser, args, __doc__.split("\n\n")[0], own)
+        script_args, training_args, model_args = parse_recipe(
+            parser, args, __doc__.split("\n\n")[0], own, EXAMPLES, "python recipes/grpo.py"
+        )
     finally:
         if curriculum is not None:
             Path(args[args.index("--config") + 1]).unlink()  # the temporary TrlParser copy of the YAML
@@ -289,7 +302,17 @@ def parse(argv: Sequence[str]) -> tuple[Any, Any, Any, object, str]:
 
 
 def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int:
-    """Run the curriculum (or resume it at `--start_stage`); `callbacks` go to the trainer as well."""
+    """Run the curriculum (or resume it at `--start_stage`); `callbacks` go to the trainer as well.
+    Ctrl-C is one line and exit 130, naming the command that goes on (`train.launch.run_recipe`)."""
+    from thinc_bench.train.launch import bare_argv, recipe_setting, resume_grpo, run_recipe
+
+    shown = list(sys.argv[1:] if argv is None else argv)
+    full = bare_argv(shown, "grpo_nano.yaml", "ThinC-nano GRPO on CPU")
+    stages = [str(s.get("name")) for s in recipe_setting(full, "curriculum") or [] if isinstance(s, dict)]
+    return run_recipe(lambda: _train(full, shown, callbacks), lambda: resume_grpo(full, shown, stages))
+
+
+def _train(argv: list[str], shown: list[str], callbacks: Sequence[object]) -> int:
     import datasets
     import torch
     import transformers
@@ -313,7 +336,7 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
         parse_share,
         training_sandbox_config,
     )
-    from thinc_bench.train.launch import bare_argv, resolve_model
+    from thinc_bench.train.launch import grpo_plan, resolve_model
     from thinc_bench.train.lm_head import install_lm_head
     from thinc_bench.train.micro_batch import with_trimmed_padding
     from thinc_bench.train.policy_ratio import with_ratio_logging
@@ -323,7 +346,6 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     from thinc_bench.train.stage_callback import CurriculumCallback
     from thinc_bench.train.vllm_sync import use_layerwise_reload
 
-    argv = bare_argv(sys.argv[1:] if argv is None else argv, "grpo_nano.yaml", "ThinC-nano GRPO on CPU")
     script_args, training_args, model_args, curriculum, precision = parse(argv)
     if not model_args.model_name_or_path:
         raise SystemExit("pass --model_name_or_path (the SFT output folder, a Hub id, or bundled-smollm2)")
@@ -410,8 +432,18 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
         script_args.epochs,
         len(order),
     )
+    print(
+        grpo_plan(
+            model_args.model_name_or_path,
+            script_args.dataset_name,
+            len(problems),
+            plans,
+            layout,
+            training_args,
+        )
+    )  # noqa: T201
     if process.is_main_process:
-        root.mkdir(parents=True, exist_ok=True)
+        checkpoint.begin(root, shlex.join(["python", "recipes/grpo.py", *shown]))
         (root / REPORT_FILE).write_text(json.dumps(clean.report, indent=1) + "\n", encoding="utf-8")
         if not start:
             write_order(order_file, order, plans, training_args.seed)

@@ -524,7 +524,11 @@ def run_chain(
 def main(argv: list[str] | None = None) -> int:
     from transformers import HfArgumentParser
 
-    (args,) = HfArgumentParser(NanoArgs).parse_args_into_dataclasses(args=argv)  # type: ignore[arg-type]
+    from thinc_bench.cli import parse_dataclasses
+
+    parser = HfArgumentParser(NanoArgs, prog="python recipes/nano.py", allow_abbrev=False)  # type: ignore[arg-type]
+    parser.description = __doc__.split("\n\n")[0] if __doc__ else None
+    (args,) = parse_dataclasses(parser, argv)
     wanted = [s.strip() for s in args.stages.split(",") if s.strip()]
     unknown = [s for s in wanted if s not in STAGES]
     if unknown:

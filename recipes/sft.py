@@ -145,6 +145,15 @@ def data_card(trained: int, dropped: int, max_length: int | None) -> str:
     return "\n".join(lines) + "\n"
 
 
+EXAMPLES = (
+    "python recipes/sft.py                  # ThinC-nano on CPU: SmolLM2-135M -> runs/nano/sft",
+    "python recipes/sft.py --config recipes/configs/sft_smoke.yaml    # 3 steps, a minute",
+    "accelerate launch --config_file recipes/configs/accelerate_zero3.yaml recipes/sft.py "
+    "--config recipes/configs/sft_qwen3_4b_thinking.yaml",
+)
+"""The first lines of `--help`."""
+
+
 def parse(argv: Sequence[str]) -> tuple[Any, Any, Any, str]:
     """The recipe's settings from its full argv (`--config` first, as `bare_argv` makes it): script
     args, SFTConfig, ModelConfig and the precision line (`bf16: auto` resolved for this machine).
@@ -158,7 +167,9 @@ def parse(argv: Sequence[str]) -> tuple[Any, Any, Any, str]:
     args, precision = resolve_auto_bf16(argv)
     parser = TrlParser((ScriptArgs, SFTConfig, ModelConfig))
     own = [f.name for f in fields(ScriptArgs)]
-    script_args, training_args, model_args = parse_recipe(parser, args, __doc__.split("\n\n")[0], own)
+    script_args, training_args, model_args = parse_recipe(
+        parser, args, __doc__.split("\n\n")[0], own, EXAMPLES, "python recipes/sft.py"
+    )
     if not script_args.dataset_name or not model_args.model_name_or_path:
         raise SystemExit(
             "pass --dataset_name (build_sft output) and --model_name_or_path (a folder or Hub id)"
@@ -193,7 +204,16 @@ def grpo_command(output_dir: str, config: str) -> list[str]:
 def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int:
     """Train, save the final model (and tokenizer, from the main process), print the eval command.
 
-    `callbacks` go to the trainer beside its own (tests use one to compare ranks' weights)."""
+    `callbacks` go to the trainer beside its own (tests use one to compare ranks' weights). Ctrl-C
+    is one line and exit 130, naming the command that resumes (`train.launch.run_recipe`)."""
+    from thinc_bench.train.launch import bare_argv, resume_sft, run_recipe
+
+    shown = list(sys.argv[1:] if argv is None else argv)
+    full = bare_argv(shown, "sft_nano.yaml", "ThinC-nano SFT on CPU")
+    return run_recipe(lambda: _train(full, shown, callbacks), lambda: resume_sft(full, shown))
+
+
+def _train(argv: list[str], shown: list[str], callbacks: Sequence[object]) -> int:
     import torch
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer, set_seed
@@ -201,10 +221,9 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
 
     from thinc_bench import checkpoint
     from thinc_bench.train.common import attn_implementation, eval_command
-    from thinc_bench.train.launch import bare_argv, build_data_if_missing, resolve_model
+    from thinc_bench.train.launch import build_data_if_missing, resolve_model, sft_plan
     from thinc_bench.train.lm_head import install_lm_head
 
-    argv = bare_argv(sys.argv[1:] if argv is None else argv, "sft_nano.yaml", "ThinC-nano SFT on CPU")
     config = argv[argv.index("--config") + 1]
     script_args, training_args, model_args, precision = parse(argv)
 
@@ -235,8 +254,14 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
             training_args.max_length,
         )
 
+    model_path = resolve_model(model_args.model_name_or_path)  # an unfinished folder: one line
+    print(  # noqa: T201 - the recipe's terminal
+        sft_plan(model_args.model_name_or_path, script_args.dataset_name, len(dataset), training_args),
+        flush=True,
+    )
+    if training_args.process_index == 0:
+        checkpoint.begin(training_args.output_dir, shlex.join(["python", "recipes/sft.py", *shown]))
     dtype = model_args.dtype if model_args.dtype in ("auto", None) else getattr(torch, model_args.dtype)
-    model_path = resolve_model(model_args.model_name_or_path)
     tokenizer = AutoTokenizer.from_pretrained(model_path, revision=model_args.model_revision)
     model = AutoModelForCausalLM.from_pretrained(
         model_path,

@@ -6,6 +6,13 @@ mismatch, not the model).
 The recipes write `CKPT/thinc_bench.json` and `CKPT/system_prompt.txt` beside the weights; eval
 takes them as its defaults, and any flag given on the command line still wins. A checkpoint
 without the file (a Hub model, an older run) evaluates with eval's own defaults.
+
+A folder a recipe is still writing (or was stopped while writing) is marked: `begin` writes
+`CKPT/INCOMPLETE`, naming the command that makes the folder, before training starts (and drops an
+older record, so a stopped rerun never passes for the run before it); `write`, the recipe's last
+step, removes it. `require_complete` is what every reader of a checkpoint asks first (eval's
+--model, a recipe's --model_name_or_path), so an interrupted folder is one line ("train it first"),
+not a tokenizer's traceback.
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ from thinc_bench.errors import ConfigError
 
 SETTINGS_FILE = "thinc_bench.json"
 PROMPT_FILE = "system_prompt.txt"
+INCOMPLETE_FILE = "INCOMPLETE"
+"""Present while a recipe writes the folder; holds the command that makes it."""
 SCHEMA_VERSION = 1
 EVAL_FIELDS = frozenset(
     {
@@ -76,8 +85,50 @@ def write(
         (folder / PROMPT_FILE).write_text(system_prompt + "\n", encoding="utf-8")
         record["system_prompt"] = PROMPT_FILE
     path = folder / SETTINGS_FILE
-    path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    (folder / INCOMPLETE_FILE).unlink(missing_ok=True)  # the folder is whole: weights, then this record
     return path
+
+
+def begin(folder: str | Path, command: str) -> None:
+    """Mark `folder` as being written by `command` (a recipe's first write, before training): until
+    `write` finishes it, readers refuse it with one line naming the command (`require_complete`)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / INCOMPLETE_FILE).write_text(
+        "A recipe started writing this folder and has not finished: the weights here are missing or "
+        f"partial. Make it with:\n{command}\n",
+        encoding="utf-8",
+    )
+    (folder / SETTINGS_FILE).unlink(missing_ok=True)  # an older run's record no longer describes it
+
+
+def require_complete(model: str | Path | None) -> None:
+    """Refuse a local folder a recipe has not finished (or a folder that holds no model at all).
+
+    Raises:
+        ConfigError: one line naming the folder and the command that makes it.
+    """
+    if model is None:
+        return
+    folder = Path(model)
+    marker = folder / INCOMPLETE_FILE
+    if marker.is_file():
+        lines = marker.read_text(encoding="utf-8").strip().splitlines()
+        command = lines[-1] if lines else "the recipe that writes it"
+        raise ConfigError(
+            f"{folder} is an unfinished training run (it was stopped); train it first: {command}"
+        )
+    if folder.is_dir() and not (folder / "config.json").is_file():
+        trainer_left = any(folder.glob("checkpoint-*")) or (folder / "runs").is_dir()
+        hint = (
+            "it looks like an unfinished training run: train it first (rerun the recipe that writes it)"
+            if trainer_left
+            else "pass a model folder, a Hub id or bundled-smollm2"
+        )
+        raise ConfigError(f"{folder} holds no model (no config.json); {hint}")
 
 
 def read(model: str | Path | None) -> dict[str, Any] | None:

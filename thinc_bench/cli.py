@@ -4,7 +4,10 @@ HfArgumentParser and TrlParser raise a ValueError listing unused arguments, and 
 usage block before the error; a user who typed `--num-samples` needs neither, only the flag that
 exists (`did you mean --samples?`). `parse_dataclasses` and `parse_recipe` wrap the two parsers for
 eval, build_sft, report and the recipes; `short_help` keeps a recipe's `--help` to its own flags (the
-full TRL list, hundreds of lines, is behind `--help-all`). No other parsing logic lives here.
+full TRL list, hundreds of lines, is behind `--help-all`); `grouped_help` orders a `--help` by purpose
+under a few examples. No parser takes a prefix of a flag for the flag (`allow_abbrev=False`): `--sample 2`
+is a typo to name, not `--samples 2`. An unknown flag is reported before any setting is checked, so
+a typo is never hidden behind the error it causes. No other parsing logic lives here.
 """
 
 from __future__ import annotations
@@ -12,12 +15,14 @@ from __future__ import annotations
 import argparse
 import difflib
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NoReturn
 
 __all__ = [
     "HelpFormatter",
+    "choice_error",
     "closest_flag",
+    "grouped_help",
     "one_line_errors",
     "parse_dataclasses",
     "parse_recipe",
@@ -42,6 +47,10 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     spelling = "-"
     """The separator the docs write flags with: "-" for eval, build_sft and report, "_" for the
     recipes (TRL's own spelling)."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        """The description as written: its examples keep their lines (argparse would join them)."""
+        return "".join(indent + line for line in text.splitlines(keepends=True))
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         if action.default is None:
@@ -80,11 +89,51 @@ class RecipeHelpFormatter(HelpFormatter):
 
 
 def one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Make argparse's own errors (a bad value, an ambiguous prefix) one `error:` line, exit 2, and
-    its help free of "(default: None)" (`HelpFormatter`)."""
+    """Make argparse's own errors (a bad value) one `error:` line, exit 2, its help free of
+    "(default: None)" (`HelpFormatter`), and a prefix of a flag no flag (`allow_abbrev`)."""
     parser.error = _fail  # type: ignore[method-assign]
     parser.formatter_class = HelpFormatter
+    parser.allow_abbrev = False
     return parser
+
+
+def grouped_help(
+    parser: argparse.ArgumentParser, groups: Mapping[str, Sequence[str]], examples: Sequence[str] = ()
+) -> None:
+    """Lay out `--help` by purpose: `groups` maps a heading to the flags (field names) under it, in
+    order; `examples` (commands with a `# comment` each) go under the description, first thing read.
+
+    Raises:
+        ValueError: a flag of the parser is in no group, or a group names a flag the parser lacks
+            (tests call this, so a new flag cannot slip into a help without a heading).
+    """
+    actions: dict[str, list[argparse.Action]] = {}
+    for action in parser._actions:  # a bool flag has a second action, --no_NAME, of the same dest
+        if action.option_strings and action.dest != "help" and action.help != argparse.SUPPRESS:
+            actions.setdefault(action.dest, []).append(action)
+    named = [name for names in groups.values() for name in names]
+    missing, unknown = sorted(set(actions) - set(named)), sorted(set(named) - set(actions))
+    if missing or unknown:
+        raise ValueError(f"--help groups: flags in no group {missing}, unknown flags {unknown}")
+    for title, names in groups.items():
+        group = parser.add_argument_group(title)
+        for action in (a for name in names for a in actions[name]):
+            for holder in parser._action_groups:
+                if action in holder._group_actions and holder is not group:
+                    holder._group_actions.remove(action)
+            group._group_actions.append(action)
+    if examples:
+        shown = "\n".join(f"  {line}" for line in examples)
+        parser.description = f"{parser.description or ''}\n\nexamples:\n{shown}".lstrip("\n")
+
+
+def choice_error(flag: str, value: object, choices: Iterable[str], what: str = "value") -> str:
+    """One line for a value outside a closed set: the flag, the value, the choices and the closest
+    one (`--backend hff: unknown backend; choose one of hf, vllm, openai, scripted (did you mean hf?)`)."""
+    options = list(choices)
+    close = difflib.get_close_matches(str(value), options, n=1, cutoff=0.6)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return f"{flag} {value}: unknown {what}; choose one of {', '.join(options)}{hint}"
 
 
 def closest_flag(flag: str, parser: argparse.ArgumentParser) -> str | None:
@@ -117,9 +166,12 @@ def reject_unknown(parser: argparse.ArgumentParser, rest: Iterable[str], what: s
 
 def parse_dataclasses(parser: Any, argv: Sequence[str] | None) -> tuple[Any, ...]:
     """`parser.parse_args_into_dataclasses` (an HfArgumentParser) with one-line errors for a
-    mistyped or unknown flag; returns the dataclasses."""
+    mistyped or unknown flag; returns the dataclasses. The flags are read before the dataclasses are
+    made, so an unknown flag is named before a setting's own check (a demo without data) can fail."""
     one_line_errors(parser)
     args = list(sys.argv[1:] if argv is None else argv)
+    _, rest = parser.parse_known_args(args)
+    reject_unknown(parser, rest)
     *configs, rest = parser.parse_args_into_dataclasses(args=args, return_remaining_strings=True)
     reject_unknown(parser, rest)
     return tuple(configs)
@@ -151,11 +203,21 @@ def short_help(parser: argparse.ArgumentParser, own: Iterable[str]) -> None:
             group.title = None
 
 
-def parse_recipe(parser: Any, argv: Sequence[str], description: str, own: Iterable[str]) -> tuple[Any, ...]:
-    """A recipe's `TrlParser.parse_args_and_config` with a short `--help` (description, `--config`,
-    the recipe's own flags and the common TRL ones), `--help-all` for every TRL flag, and one-line
-    errors for an unknown flag or config key."""
+def parse_recipe(
+    parser: Any,
+    argv: Sequence[str],
+    description: str,
+    own: Iterable[str],
+    examples: Sequence[str] = (),
+    prog: str | None = None,
+) -> tuple[Any, ...]:
+    """A recipe's `TrlParser.parse_args_and_config` with a short `--help` (description, `examples`,
+    `--config`, the recipe's own flags and the common TRL ones), `--help-all` for every TRL flag, and
+    one-line errors for an unknown flag or config key (a flag before TRL's own checks run)."""
+    own = list(own)
     parser.description = description
+    if prog:
+        parser.prog = prog
     parser.add_argument(  # TrlParser reads it before argparse does; declared here for --help
         "--config",
         default=argparse.SUPPRESS,
@@ -165,8 +227,17 @@ def parse_recipe(parser: Any, argv: Sequence[str], description: str, own: Iterab
     args = list(argv)
     if "--help-all" not in args:
         short_help(parser, own)
+        shown = {a.dest for a in parser._actions if a.help != argparse.SUPPRESS and a.option_strings}
+        shown -= {"help"}
+        recipe = [n for n in ("config", *own, "help_all") if n in shown]
+        common = sorted(shown - set(recipe), key=RECIPE_FLAGS.index)
+        grouped_help(
+            parser, {"the recipe": recipe, "common TRL flags (--help-all: every one)": common}, examples
+        )
     one_line_errors(parser)
     parser.formatter_class = RecipeHelpFormatter
+    _, rest = parser.parse_known_args(args)  # a mistyped flag, before TRL's checks of the settings
+    reject_unknown(parser, [a for a in rest if a.startswith("-")], what="flag")
     try:
         *configs, rest = parser.parse_args_and_config(args, return_remaining_strings=True)
     except ValueError as exc:  # TrlParser's own checks of the YAML (not a mapping, a bad `env`)

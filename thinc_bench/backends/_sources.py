@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from thinc_bench import hub
+from thinc_bench import checkpoint, hub
 from thinc_bench.backends.base import one_line
 from thinc_bench.errors import ConfigError
 
@@ -118,6 +118,8 @@ def resolve(model: str, *, with_weights: bool = True, revision: str | None = Non
                 f"no model at {model!r}: no such folder or file here, and not a Hub id (org/name); "
                 f"check the path, or pass a Hub id or {BUNDLED_MODEL}"
             )
+        elif with_weights:  # a recipe's folder it has not finished (a tokenizer folder has no weights)
+            checkpoint.require_complete(Path(model).expanduser())
         return ModelSource(load_path=model, origin=model)
     gguf = Path(model).expanduser().resolve()
     if not gguf.is_file():

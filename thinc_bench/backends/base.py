@@ -30,6 +30,15 @@ MAX_SEED = 2**63 - 1
 """Seeds travel as signed 64-bit integers in torch, vLLM and the OpenAI API alike."""
 
 
+class SamplingError(ConfigError):
+    """A sampling field out of range, with the field, its value and the advice apart, so a CLI can
+    name its own flag (`--temperature -1: ...`) where the library names the field."""
+
+    def __init__(self, field: str, value: object, advice: str) -> None:
+        super().__init__(f"SamplingParams.{field}={value}: {advice}")
+        self.field, self.value, self.advice = field, value, advice
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     """How to sample one generation; the defaults sample the model's own distribution.
@@ -69,38 +78,30 @@ class SamplingParams:
 
     def __post_init__(self) -> None:
         if isinstance(self.stop, str) or not isinstance(self.stop, tuple | list):
-            raise ConfigError(
-                f"SamplingParams.stop={self.stop!r}: pass a tuple of strings, e.g. ('```output',)"
-            )
+            raise SamplingError("stop", repr(self.stop), "pass a tuple of strings, e.g. ('```output',)")
         object.__setattr__(self, "stop", tuple(self.stop))
         if not math.isfinite(self.temperature) or self.temperature < 0:
-            raise ConfigError(
-                f"SamplingParams.temperature={self.temperature}: use a finite value >= 0 (0 = greedy)"
-            )
+            raise SamplingError("temperature", self.temperature, "use a finite value >= 0 (0 = greedy)")
         if not 0 < self.top_p <= 1:
-            raise ConfigError(
-                f"SamplingParams.top_p={self.top_p}: use a value in (0, 1]; 1 disables nucleus sampling"
-            )
+            raise SamplingError("top_p", self.top_p, "use a value in (0, 1]; 1 disables nucleus sampling")
         if self.top_k is not None and self.top_k < 1:
-            raise ConfigError(
-                f"SamplingParams.top_k={self.top_k}: use an integer >= 1, or None to disable top-k"
-            )
+            raise SamplingError("top_k", self.top_k, "use an integer >= 1, or None to disable top-k")
         if self.max_tokens < 1:
-            raise ConfigError(f"SamplingParams.max_tokens={self.max_tokens}: generate at least one token")
+            raise SamplingError("max_tokens", self.max_tokens, "generate at least one token")
         if any(not isinstance(s, str) or not s for s in self.stop):
-            raise ConfigError(f"SamplingParams.stop={self.stop!r}: every stop string must be a non-empty str")
+            raise SamplingError("stop", repr(self.stop), "every stop string must be a non-empty str")
         if self.seed is not None and not 0 <= self.seed <= MAX_SEED:
-            raise ConfigError(f"SamplingParams.seed={self.seed}: use an integer in [0, 2**63 - 1] or None")
+            raise SamplingError("seed", self.seed, "use an integer in [0, 2**63 - 1] or None")
         if not 0 <= self.min_p <= 1:
-            raise ConfigError(f"SamplingParams.min_p={self.min_p}: use a value in [0, 1]; 0 disables min-p")
+            raise SamplingError("min_p", self.min_p, "use a value in [0, 1]; 0 disables min-p")
         if not math.isfinite(self.repetition_penalty) or self.repetition_penalty <= 0:
-            raise ConfigError(
-                f"SamplingParams.repetition_penalty={self.repetition_penalty}: use a finite value > 0; 1 disables it"
+            raise SamplingError(
+                "repetition_penalty", self.repetition_penalty, "use a finite value > 0; 1 disables it"
             )
         for name in ("presence_penalty", "frequency_penalty"):
             value = getattr(self, name)
             if not math.isfinite(value) or not -2 <= value <= 2:
-                raise ConfigError(f"SamplingParams.{name}={value}: use a value in [-2, 2]; 0 disables it")
+                raise SamplingError(name, value, "use a value in [-2, 2]; 0 disables it")
 
     def sampling(self) -> dict[str, Any]:
         """The fields that shape the distribution (not the per-call budget, stops or seed): what a
@@ -154,6 +155,19 @@ class Generator(ABC):
     """
 
     _tokenizer: PreTrainedTokenizerBase
+    _generated_tokens: int = 0
+
+    @property
+    def generated_tokens(self) -> int:
+        """Tokens this generator has produced since it was made, those of requests still decoding
+        included where the backend decodes them itself (hf, in-process vllm); a backend that gets a
+        turn whole (a server, a script) counts it when it arrives. Progress bars read differences of
+        it to show life between finished trajectories; nothing else depends on it."""
+        return self._generated_tokens
+
+    def _count_tokens(self, n: int) -> None:
+        """Add `n` to `generated_tokens` (from the backend's own thread: an int add under the GIL)."""
+        self._generated_tokens += n
 
     @property
     def tokenizer(self) -> PreTrainedTokenizerBase:

@@ -305,6 +305,7 @@ class HFGenerator(Generator):
                         [(Row(r.prompt_ids, r.params, self._rng(r.params)), r) for r in incoming]
                     ):
                         _deliver(request, generation)
+                    self._count_tokens(len(incoming))  # each prefill samples its row's first token
                 gone = [r for r in engine.owners if r.future.cancelled()]
                 if gone:
                     engine.drop(gone)
@@ -313,6 +314,7 @@ class HFGenerator(Generator):
                     self._widest_batch = max(self._widest_batch, rows)
                     for request, generation in engine.step():
                         _deliver(request, generation)
+                    self._count_tokens(rows)  # one token for every live row
                     if len(engine) != rows:
                         logger.debug("hf batch of %d: %d ended", rows, rows - len(engine))
             except Exception as exc:  # worker boundary: every live caller hears of it, loudly, with its type
@@ -378,6 +380,7 @@ class HFGenerator(Generator):
             return
         elapsed = time.perf_counter() - started
         tokens = sum(len(g.token_ids) for g in results)
+        self._count_tokens(tokens)
         logger.debug(
             "hf batch of %d: %d tokens in %.2f s (%.1f tok/s)", len(rows), tokens, elapsed, tokens / elapsed
         )

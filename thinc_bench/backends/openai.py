@@ -264,7 +264,9 @@ class OpenAIGenerator(Generator):
                 self._context = learned
         self._succeeded += 1
         self._observe(server.url, choice, params)
-        return self._generation(choice, params, server.url)
+        generation = self._generation(choice, params, server.url)
+        self._count_tokens(len(generation.token_ids))  # a turn arrives whole
+        return generation
 
     def check(self, max_tokens: int) -> None:
         """With several servers, first ask each for its models (the served name and context) and refuse

@@ -79,7 +79,9 @@ class ScriptedGenerator(Generator):
             )
         params = fit_context(prompt_ids, params, self._context, request_id)
         self._calls[key] = index + 1
-        return self._turn(problem_id, index, turns[index], params)
+        generation = self._turn(problem_id, index, turns[index], params)
+        self._count_tokens(len(generation.token_ids))
+        return generation
 
     @property
     def context_length(self) -> int | None:

@@ -166,11 +166,15 @@ class VLLMGenerator(Generator):
         sampling = _sampling_params(fit_context(prompt_ids, params, self._context, request_id))
         engine_id = _engine_id(request_id)
         final = None
+        counted = 0
         try:
             async for output in self._engine.generate(
                 vllm.TokensPrompt(prompt_token_ids=list(prompt_ids)), sampling, engine_id
             ):
                 final = output
+                if output.outputs:  # cumulative outputs, one per engine step: count what is new
+                    self._count_tokens(len(output.outputs[0].token_ids) - counted)
+                    counted = len(output.outputs[0].token_ids)
         except self._server_errors as exc:
             raise BackendUnavailable(f"vllm engine failed request {request_id}: {one_line(exc)}") from exc
         except self._client_errors as exc:
@@ -263,6 +267,7 @@ class ColocatedVLLMGenerator(Generator):
                         continue
                     key = self._aliases.pop(output.request_id, output.request_id)
                     future, params, request_id = self._waiting.pop(key)
+                    self._count_tokens(len(output.outputs[0].token_ids) if output.outputs else 0)
                     if future.done():  # the caller was cancelled
                         continue
                     try:

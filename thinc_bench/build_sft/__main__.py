@@ -22,10 +22,10 @@ stored rollouts without generating: every setting comes from the stored build ex
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
 import json
 import logging
+import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -39,19 +39,87 @@ from thinc_bench.errors import ConfigError, ThincError
 logger = logging.getLogger("thinc_bench.build_sft")
 
 
+EXAMPLES = (
+    "python -m thinc_bench.build_sft                  # the demo: the bundled SmolLM2-135M teaches 3 problems",
+    "python -m thinc_bench.build_sft --source nano    # ThinC-SFT-nano from the template teacher",
+    "python -m thinc_bench.build_sft --teacher Qwen/Qwen3.5-27B --backend vllm --source dapo_math_17k",
+)
+"""The first lines of `--help`."""
+HELP_GROUPS = {
+    "teacher": ("teacher", "backend", "revision", "dtype", "tokenizer"),
+    "source problems": (
+        "source",
+        "data_dir",
+        "problem_column",
+        "answer_column",
+        "id_column",
+        "split",
+        "limit",
+        "samples_per_problem",
+    ),
+    "generation": (
+        "max_tokens",
+        "max_tool_calls",
+        "temperature",
+        "top_p",
+        "top_k",
+        "seed",
+        "system_prompt",
+        "few_shot",
+        "dialect",
+        "tool_name",
+        "teacher_chat_template_kwargs",
+        "teacher_thinks",
+        "exec_on",
+        "response_prefix",
+    ),
+    "student and filters (--refilter changes these without generating)": (
+        "student_tokenizer",
+        "student_system_prompt",
+        "min_code_blocks",
+        "max_plan_share",
+        "max_prose_chars",
+        "max_per_problem",
+        "recovery_share",
+        "refilter",
+    ),
+    "decontamination": (
+        "decontam_benchmarks",
+        "decontam_data_dir",
+        "decontam_ngram",
+        "decontam_threshold",
+        "decontam_maths_threshold",
+    ),
+    "output and execution": ("out", "push_to_hub", "concurrency", "exec_timeout_s", "log_level"),
+    "vllm and openai backends": (
+        "max_batch_size",
+        "tensor_parallel_size",
+        "max_model_len",
+        "gpu_memory_utilization",
+        "base_url",
+        "api_key_env",
+        "max_retries",
+    ),
+}
+"""`--help` by purpose, each flag once."""
+
+
 def _parser(argv: Sequence[str] = ()) -> Any:
     """The CLI's parser; with `--source nano` in argv, its defaults are the nano teacher's (`NANO_CLI`)."""
     from transformers import HfArgumentParser
 
     from thinc_bench.build_sft.config import NANO_CLI
     from thinc_bench.build_sft.sources import NANO_SOURCE
+    from thinc_bench.cli import grouped_help
 
     parser = HfArgumentParser(
         BuildSFTConfig,  # type: ignore[arg-type]
         prog="python -m thinc_bench.build_sft",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
+        allow_abbrev=False,
     )
-    peek = argparse.ArgumentParser(add_help=False)
+    grouped_help(parser, HELP_GROUPS, EXAMPLES)
+    peek = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     peek.add_argument("--source")
     peek.add_argument("--teacher")
     known, _ = peek.parse_known_args(list(argv))
@@ -63,8 +131,8 @@ def _parser(argv: Sequence[str] = ()) -> Any:
 def _given(argv: Sequence[str]) -> dict[str, Any]:
     """The settings given on the command line, by field name, as argparse itself resolved them.
 
-    argparse accepts `--max-plan-share`, `--max_plan_share`, `--max-plan-share=0.4` and unambiguous
-    prefixes (`--max-plan`); asking it, rather than reading the strings, honours every one of them.
+    argparse accepts `--max-plan-share`, `--max_plan_share` and `--max-plan-share=0.4` (no prefix:
+    `allow_abbrev` is off); asking it, rather than reading the strings, honours every one of them.
     """
     if {"-h", "--help"} & set(argv):  # the real parser's help shows the defaults; the probe's would not
         from thinc_bench.cli import one_line_errors
@@ -118,9 +186,33 @@ def _stored_config(given: dict[str, Any]) -> BuildSFTConfig:
     return BuildSFTConfig(**merged)
 
 
-def generate(config: BuildSFTConfig, out: Path) -> None:
-    """Run every teacher rollout not yet stored in `out/rollouts`, appending each as it finishes."""
-    from thinc_bench.eval.run import run_eval
+DEMO_MINUTES = 3
+"""What the bare demo takes on 2 CPU cores, for its plan line (README.md, Set up, has the measurement)."""
+
+
+def plan_line(config: BuildSFTConfig, problems: int, planned: int, saved: int, out: Path) -> str:
+    """The build's plan in one line: who teaches what, how many trajectories (how many stored), the
+    budget and where the dataset goes; the bare demo says it is the demo and what it takes."""
+    source = config.source if not config.data_dir else f"{config.source} ({config.data_dir})"
+    left = f"{planned - saved:,} to run" + (f", {saved:,} stored" if saved else "")
+    counts = (
+        f"{problems:,} problems of {source} x {config.samples_per_problem} samples = {planned:,} trajectories "
+        f"({left}), budget {config.max_tokens} tokens, {config.max_tool_calls} tool calls each"
+    )
+    if config.teacher is None:
+        return (
+            f"plan: build_sft demo (no --teacher): the bundled SmolLM2-135M teaches {counts}; dataset into "
+            f"{out} (about {DEMO_MINUTES} minutes on 2 CPU cores; a 135M teacher passes almost nothing, and "
+            "stats.json says why; --teacher MODEL for a real build)"
+        )
+    return f"plan: build_sft: {config.teacher_description()} ({config.backend}) teaches {counts}; dataset into {out}"
+
+
+def generate(config: BuildSFTConfig, out: Path) -> bool:
+    """Run every teacher rollout not yet stored in `out/rollouts`, appending each as it finishes;
+    whether all are stored (False: Ctrl-C or SIGTERM stopped it, the stored ones kept)."""
+    from thinc_bench.eval.api import run_stoppable
+    from thinc_bench.eval.run import plan
     from thinc_bench.eval.store import RunDir
 
     problems = config.load_problems(limit=config.limit)
@@ -137,9 +229,13 @@ def generate(config: BuildSFTConfig, out: Path) -> None:
             recovery_share=config.recovery_share,
         )
     run = RunDir.open(out / "rollouts", config.generation_settings())
+    eval_config = config.eval_config()
+    planned = plan(eval_config, problems)
+    done = run.done_keys()
+    saved = sum((p.benchmark, p.id, i, k) in done for p, i, k in planned)
+    print(plan_line(config, len(problems), len(planned), saved, out), file=sys.stderr, flush=True)  # noqa: T201
     run.annotate("build_sft", asdict(config))
-    logger.info("%d problems x %s samples into %s", len(problems), config.samples_per_problem, run.path)
-    asyncio.run(run_eval(config.eval_config(), run, problems, label="build_sft"))
+    return run_stoppable(eval_config, run, problems, label="build_sft")
 
 
 def preflight(config: BuildSFTConfig) -> None:
@@ -194,8 +290,13 @@ def regrade(out: Path) -> int:
     return len(todo)
 
 
+EXIT_INTERRUPTED = 130
+"""128 + SIGINT: what a shell reports for a command stopped by Ctrl-C."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    resume = shlex.join(["python", "-m", "thinc_bench.build_sft", *args])
     try:
         given = _given(args)
         if given.get("refilter"):
@@ -210,20 +311,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         from thinc_bench.cli import quiet_libraries
 
         quiet_libraries(verbose=config.log_level.lower() in ("debug", "info"))
-        return _main(config)
+        return _main(config, resume)
     except ThincError as exc:
         print(f"error: {exc}", file=sys.stderr)  # noqa: T201 - the CLI owns the terminal
         return 2
+    except KeyboardInterrupt:  # outside the rollouts (their own stop is in order): loading or writing
+        print(  # noqa: T201
+            f"interrupted: stored rollouts are kept and the dataset is written only whole; resume with: {resume}",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
 
 
-def _main(config: BuildSFTConfig) -> int:
+def _main(config: BuildSFTConfig, resume: str) -> int:
     from thinc_bench.build_sft.dataset import finish, format_funnel, push
 
     started = time.perf_counter()
     out = config.out_dir()
-    if not config.refilter:
+    if config.refilter:
+        refilter = f"plan: build_sft --refilter: the stored rollouts of {out} through the filters again, no generation"
+        print(refilter, file=sys.stderr, flush=True)  # noqa: T201 - the CLI owns the terminal
+    else:
         preflight(config)
-        generate(config, out)
+        if not generate(config, out):
+            from thinc_bench.eval.store import RunDir
+
+            stored = len(RunDir(out / "rollouts", {}).records())
+            print(  # noqa: T201
+                f"interrupted: {stored} rollouts stored in {out / 'rollouts'} (no dataset written yet); "
+                f"resume with: {resume}",
+                file=sys.stderr,
+            )
+            return EXIT_INTERRUPTED
     regrade(out)
     stats = finish(config, out)
     if config.push_to_hub:

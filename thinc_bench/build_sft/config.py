@@ -322,7 +322,15 @@ class BuildSFTConfig:
 
     def __post_init__(self) -> None:
         from thinc_bench.build_sft.sources import NANO_SOURCE
+        from thinc_bench.cli import choice_error
+        from thinc_bench.eval.config import BACKENDS, CHOICES
 
+        if self.backend not in BACKENDS:  # before any check that the backend's value shapes
+            raise ConfigError(choice_error("--backend", self.backend, BACKENDS, "backend"))
+        for name, choices in CHOICES.items():
+            value = getattr(self, name)
+            if value is not None and str(value).lower() not in choices:
+                raise ConfigError(choice_error(f"--{name.replace('_', '-')}", value, choices))
         if self.source == NANO_SOURCE and self.teacher is None:
             self.teacher = "template"
         if self.teacher in TEMPLATE_TEACHERS:

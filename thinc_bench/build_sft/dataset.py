@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import statistics
 from collections import Counter
 from collections.abc import Sequence
@@ -188,8 +189,10 @@ def finish(config: BuildSFTConfig, out: Path) -> dict[str, Any]:
         "per_benchmark": decontamination["per_benchmark"],
     }
     stats["source_dedup"] = source.stats()
-    (out / "stats.json").write_text(json.dumps(stats, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    partial = out / "stats.json.partial"  # renamed whole: `make nano` takes stats.json as "the build is done"
+    partial.write_text(json.dumps(stats, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     write_pages(out, stats)
+    partial.replace(out / "stats.json")
     return stats
 
 
@@ -276,9 +279,25 @@ def _write_dataset(rows: list[dict[str, Any]], out: Path) -> None:
     features = _features()
     # from_dict, not from_list: an empty kept set must still carry every column (a build may keep nothing)
     dataset = datasets.Dataset.from_dict({k: [row[k] for row in rows] for k in features}, features=features)
+    # Whole or not at all: the recipes take an existing OUT/dataset as built, so a stop mid-write must
+    # leave the old one (or none), never half of the new one.
+    staging = out / ".dataset.partial"
+    shutil.rmtree(staging, ignore_errors=True)
     # an empty dataset saved with the default shard count (0) does not load back (datasets 5.2)
-    dataset.save_to_disk(str(out / "dataset"), num_shards=1 if not rows else None)
-    dataset.to_parquet(str(out / "thinc_sft.parquet"))
+    dataset.save_to_disk(str(staging), num_shards=1 if not rows else None)
+    _replace_dir(staging, out / "dataset")
+    dataset.to_parquet(str(out / "thinc_sft.parquet.partial"))
+    (out / "thinc_sft.parquet.partial").replace(out / "thinc_sft.parquet")
+
+
+def _replace_dir(new: Path, target: Path) -> None:
+    """Put the folder `new` at `target`, replacing what was there, by renames only."""
+    old = target.with_name(f".{target.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if target.exists():
+        target.rename(old)
+    new.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def _histogram(values: Sequence[float], *, integer: bool) -> dict[str, Any]:

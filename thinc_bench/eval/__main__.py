@@ -68,6 +68,75 @@ def _recovery_cell(recovery: dict[str, Any], k: int) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
+EXAMPLES = (
+    "python -m thinc_bench.eval                      # the demo: bundled SmolLM2-135M, 2 AIME 2025 problems x 2",
+    "python -m thinc_bench.eval --model bundled-smollm2 --benchmarks nano --limit 4 --samples 1 --recovery-k 0",
+    "python -m thinc_bench.eval --model Qwen/Qwen3-4B-Thinking-2507 --backend vllm --out runs/qwen3-4b",
+)
+"""The first lines of `--help`: the demo, a small run on generated problems, the paper's setting."""
+HELP_GROUPS = {
+    "model": ("model", "backend", "preset", "revision", "dtype", "tokenizer"),
+    "what to run": (
+        "benchmarks",
+        "data_dir",
+        "limit",
+        "benchmark_limits",
+        "samples",
+        "recovery_k",
+        "recovery_benchmarks",
+        "recovery_samples",
+        "shard",
+    ),
+    "budget and sampling": (
+        "max_tokens",
+        "max_tool_calls",
+        "temperature",
+        "top_p",
+        "top_k",
+        "min_p",
+        "repetition_penalty",
+        "presence_penalty",
+        "frequency_penalty",
+        "seed",
+    ),
+    "trajectory format and prompt": (
+        "dialect",
+        "tool_name",
+        "system_prompt",
+        "user_template",
+        "chat_template_kwargs",
+        "few_shot",
+        "exec_on",
+        "response_prefix",
+    ),
+    "output and execution": (
+        "out",
+        "push_to_hub",
+        "concurrency",
+        "exec_timeout_s",
+        "sandbox_state",
+        "log_level",
+    ),
+    "hf and vllm backends": (
+        "max_batch_size",
+        "kv_cache_tokens",
+        "tensor_parallel_size",
+        "data_parallel_size",
+        "max_model_len",
+        "gpu_memory_utilization",
+    ),
+    "openai backend (a server)": (
+        "base_url",
+        "api",
+        "api_key_env",
+        "max_retries",
+        "api_extensions",
+        "context_length",
+    ),
+}
+"""`--help` by purpose, each flag once (`cli.grouped_help` refuses a flag in no group)."""
+
+
 def _checkpoint_defaults(argv: Sequence[str] | None) -> dict[str, Any]:
     """What the --model checkpoint recorded about how it was trained to run (`thinc_bench.checkpoint`):
     eval's defaults for it, below every flag given."""
@@ -75,7 +144,7 @@ def _checkpoint_defaults(argv: Sequence[str] | None) -> dict[str, Any]:
 
     from thinc_bench import checkpoint
 
-    peek = argparse.ArgumentParser(add_help=False)
+    peek = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     peek.add_argument("--model")
     known, _ = peek.parse_known_args(list(sys.argv[1:] if argv is None else argv))
     defaults = checkpoint.eval_defaults(known.model)
@@ -93,13 +162,15 @@ def parse_config(argv: Sequence[str] | None = None) -> EvalConfig:
     """
     from transformers import HfArgumentParser
 
-    from thinc_bench.cli import parse_dataclasses
+    from thinc_bench.cli import grouped_help, parse_dataclasses
 
     parser = HfArgumentParser(
         EvalConfig,  # type: ignore[arg-type]
         prog="python -m thinc_bench.eval",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
+        allow_abbrev=False,
     )
+    grouped_help(parser, HELP_GROUPS, EXAMPLES)
     parser.set_defaults(**_checkpoint_defaults(argv))
     (config,) = parse_dataclasses(parser, argv)
     assert isinstance(config, EvalConfig)

@@ -40,6 +40,8 @@ class Prepared:
     run: RunDir
     planned: int
     saved: int
+    budget_note: str | None = None
+    """How the budget was set when it followed the model's context (`context.fit_budget`)."""
 
     @property
     def out(self) -> Path:
@@ -58,18 +60,23 @@ def prepare(config: EvalConfig) -> Prepared:
     Raises:
         ThincError: a benchmark cannot be loaded, or the directory holds another run's samples.
     """
-    out = Path(config.out) if config.out else default_out(config)
-    check_writable(out)  # before the Hub, the problems or the model: a bad --out fails in a second
+    from thinc_bench.eval.context import fit_budget
+
+    if config.out:
+        check_writable(Path(config.out))  # before the Hub, the problems or the model: fails in a second
     if config.push_to_hub:
         from thinc_bench.eval.publish import check_reachable
 
         check_reachable(config.push_to_hub)  # seconds now, not after hours of generation
     problems = load_problems(config)
+    budget_note = fit_budget(config, problems)  # a setting: before the directory's hash is taken
+    out = Path(config.out) if config.out else default_out(config)
+    check_writable(out)
     run = RunDir.open(out, config.settings())
     done = run.done_keys()
     planned = plan(config, problems)
     saved = sum((p.benchmark, p.id, i, k) in done for p, i, k in planned)
-    return Prepared(config, problems, run, len(planned), saved)
+    return Prepared(config, problems, run, len(planned), saved, budget_note)
 
 
 def plan_line(prepared: Prepared) -> str:
@@ -85,9 +92,10 @@ def plan_line(prepared: Prepared) -> str:
         f"plan: {benchmarks} problems x {config.samples} samples x {len(ks)} k ({','.join(map(str, ks))}"
         + (f"; {config.recovery_samples} samples each k > 0" if config.recovery_samples is not None else "")
         + ") "
-        f"= {prepared.planned:,} trajectories ({left}); budget {config.max_tokens} tokens, "
-        f"{config.max_tool_calls} tool calls each; backend {config.backend} {config.model or 'bundled SmolLM2-135M'}"
-        f"; into {prepared.out}"
+        f"= {prepared.planned:,} trajectories ({left}); budget {config.max_tokens} tokens"
+        + (f" ({prepared.budget_note})" if prepared.budget_note else "")
+        + f", {config.max_tool_calls} tool calls each; backend {config.backend} "
+        f"{config.model or 'bundled SmolLM2-135M'}; into {prepared.out}"
     )
 
 
@@ -107,7 +115,10 @@ def execute(prepared: Prepared, *, stop_on_signals: bool = False) -> tuple[dict[
         The summary and whether the run is complete (False when a signal stopped it: the summary
         and report then cover what is saved and say `partial`).
     """
-    complete = asyncio.run(_run(prepared, stop_on_signals))
+    if stop_on_signals:
+        complete = run_stoppable(prepared.config, prepared.run, prepared.problems)
+    else:
+        complete = asyncio.run(run_eval(prepared.config, prepared.run, prepared.problems))
     problems = Counter(p.benchmark for p in prepared.problems)
     summary = finish(prepared.config, prepared.run, planned=prepared.planned, problems=problems)
     if complete and prepared.config.push_to_hub:
@@ -117,18 +128,23 @@ def execute(prepared: Prepared, *, stop_on_signals: bool = False) -> tuple[dict[
     return summary, complete
 
 
-async def _run(prepared: Prepared, stop_on_signals: bool) -> bool:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    if stop_on_signals:
+def run_stoppable(config: EvalConfig, run: RunDir, problems: list[Problem], label: str = "eval") -> bool:
+    """`run_eval` with SIGINT and SIGTERM stopping it in order (no new trajectory, those in flight
+    cancelled, their sessions closed, the stored ones kept); whether it completed. The CLIs' way to
+    run rollouts (eval, build_sft), so Ctrl-C is never a traceback."""
+
+    async def rollouts() -> bool:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
         for sig in STOP_SIGNALS:
             loop.add_signal_handler(sig, stop.set)
-    try:
-        return await run_eval(prepared.config, prepared.run, prepared.problems, stop=stop)
-    finally:
-        if stop_on_signals:
+        try:
+            return await run_eval(config, run, problems, stop=stop, label=label)
+        finally:
             for sig in STOP_SIGNALS:
                 loop.remove_signal_handler(sig)
+
+    return asyncio.run(rollouts())
 
 
 def evaluate(model: str | None = None, benchmarks: str | list[str] | None = None, **settings: Any) -> Run:

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from thinc_bench.backends import SamplingParams
+from thinc_bench.backends.base import SamplingError
 from thinc_bench.benchmarks import GENERATED, PAPER_BENCHMARKS, REGISTRY
+from thinc_bench.cli import choice_error
 from thinc_bench.errors import ConfigError
 from thinc_bench.prompts.chat import parse_template_kwargs
 
@@ -65,6 +67,14 @@ _BACKEND_OPTIONS: dict[str, tuple[str, ...]] = {
     "openai": ("base_url", "tokenizer", "api_key_env", "max_retries", "context_length", "api_extensions"),
     "scripted": ("tokenizer", "context_length"),
 }
+CHOICES = {
+    "dialect": ("markdown", "xml", "tool_call"),
+    "dtype": ("auto", "float32", "bfloat16", "float16"),
+    "log_level": ("debug", "info", "warning", "error"),
+}
+"""Closed sets of a flag's values (log levels in any case), checked before anything loads."""
+BACKENDS = tuple(_BACKEND_OPTIONS)
+"""`--backend`'s choices."""
 SAMPLING_FIELDS = (
     "temperature",
     "top_p",
@@ -345,7 +355,12 @@ class EvalConfig:
     def __post_init__(self) -> None:
         if isinstance(self.base_url, list):  # --base-url given once or more on the command line
             self.base_url = ",".join(self.base_url)
+        if self.backend not in _BACKEND_OPTIONS:  # before any check that the backend's value shapes
+            raise ConfigError(choice_error("--backend", self.backend, _BACKEND_OPTIONS, "backend"))
         self._apply_preset()
+        # --max-tokens given (or recorded by the checkpoint); else the preset's budget may follow
+        # the model's context (`eval.context.fit_budget`)
+        self.budget_given = self.max_tokens is not None
         preset = DEMO if self.model is None else PAPER
         if self.system_prompt is None:
             self.system_prompt = "tool_call" if self.dialect == "tool_call" else "thinc"
@@ -363,8 +378,6 @@ class EvalConfig:
             if self.data_dir is None and any(name in REGISTRY for name in self.benchmark_names):
                 self.data_dir = _find_demo_data()
         self.benchmarks = self.benchmarks or ",".join(PAPER_BENCHMARKS)
-        if self.backend not in _BACKEND_OPTIONS:
-            raise ConfigError(f"--backend {self.backend!r}; choose one of {', '.join(_BACKEND_OPTIONS)}")
         if self.backend == "scripted" and self.model is None:
             raise ConfigError("--backend scripted needs --model pointing at the turns .jsonl file")
         for name in ("samples", "max_tokens", "max_tool_calls", "concurrency", "recovery_samples"):
@@ -381,8 +394,12 @@ class EvalConfig:
                 f"--benchmarks {self.benchmarks} names {', '.join(twice)} more than once; name each benchmark "
                 "once (--samples sets how often each problem is asked)"
             )
+        for name, choices in CHOICES.items():
+            value = getattr(self, name)
+            if value is not None and str(value).lower() not in choices:
+                raise ConfigError(choice_error(f"--{name.replace('_', '-')}", value, choices))
         if self.exec_on not in ("output_open", "code_close"):
-            raise ConfigError(f"--exec-on {self.exec_on!r}: use output_open or code_close")
+            raise ConfigError(choice_error("--exec-on", self.exec_on, ("output_open", "code_close")))
         self.sampling_params()  # a bad sampling flag fails here, before anything loads
         if int(self.few_shot or 0) < 0:
             raise ConfigError(f"--few-shot {self.few_shot}: use 0 or more bundled examples")
@@ -405,14 +422,14 @@ class EvalConfig:
             )
         parse_template_kwargs(self.chat_template_kwargs)
         if self.api_extensions not in ("auto", "vllm", "none"):
-            raise ConfigError(f"--api-extensions {self.api_extensions!r}: use auto, vllm or none")
+            raise ConfigError(choice_error("--api-extensions", self.api_extensions, ("auto", "vllm", "none")))
         if self.sandbox_state not in ("persistent", "fresh"):
-            raise ConfigError(f"--sandbox-state {self.sandbox_state!r}: use persistent or fresh")
+            raise ConfigError(choice_error("--sandbox-state", self.sandbox_state, ("persistent", "fresh")))
         from thinc_bench.prompts import load_user_template
 
         load_user_template(self.user_template)  # a bad name or file fails here, before anything loads
         if self.api not in ("completions", "chat"):
-            raise ConfigError(f"--api {self.api!r}: use completions or chat")
+            raise ConfigError(choice_error("--api", self.api, ("completions", "chat")))
         if self.api == "chat" and (self.backend != "openai" or self.dialect != "tool_call"):
             raise ConfigError(
                 f"--api chat is function calling: it needs --backend openai and --dialect tool_call "
@@ -429,7 +446,7 @@ class EvalConfig:
         if self.preset is None:
             return
         if self.preset not in PRESETS:
-            raise ConfigError(f"--preset {self.preset!r}: choose one of {', '.join(PRESETS)}")
+            raise ConfigError(choice_error("--preset", self.preset, PRESETS, "preset"))
         defaults = {f.name: f.default for f in fields(self)}
         for name, value in PRESETS[self.preset].settings.items():
             if getattr(self, name) == defaults[name]:
@@ -485,7 +502,10 @@ class EvalConfig:
             ConfigError: a sampling flag out of range.
         """
         values = {name: getattr(self, name) for name in SAMPLING_FIELDS}
-        return SamplingParams(**values, max_tokens=int(self.max_tokens or 1), seed=seed)
+        try:
+            return SamplingParams(**values, max_tokens=int(self.max_tokens or 1), seed=seed)
+        except SamplingError as exc:  # the flag the user typed, not the class it lands in
+            raise ConfigError(f"--{exc.field.replace('_', '-')} {exc.value}: {exc.advice}") from None
 
     def backend_options(self) -> dict[str, Any]:
         return {n: getattr(self, n) for n in _BACKEND_OPTIONS[self.backend] if getattr(self, n) is not None}

@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from thinc_bench.backends import Generator
     from thinc_bench.eval.store import RunDir, SampleRecord
     from thinc_bench.grading import Grader
-    from thinc_bench.prompts import Example
     from thinc_bench.sandbox import Sandbox
     from thinc_bench.trajectory import Trajectory
 
@@ -59,25 +58,6 @@ def load_problems(config: EvalConfig) -> list[Problem]:
         loaded = benchmarks.load(name, data_dir=config.data_dir)[: limits[name]]
         problems += loaded[config.shard_index :: config.shard_count]
     return problems
-
-
-@dataclass
-class _Progress:
-    done: int = 0
-    correct: int = 0
-    scored: int = 0
-    gen_tokens: int = 0
-    sandbox_errors: int = 0
-    started: float = field(default_factory=time.perf_counter)
-
-    def postfix(self) -> dict[str, str]:
-        elapsed = max(time.perf_counter() - self.started, 1e-9)
-        accuracy = f"{self.correct / self.scored:.3f}" if self.scored else "-"
-        return {
-            "acc": accuracy,
-            "tok/s": f"{self.gen_tokens / elapsed:.1f}",
-            "sandbox_err": str(self.sandbox_errors),
-        }
 
 
 async def _evaluate_one(
@@ -269,35 +249,16 @@ def _measures(
 
 
 def _render_prompts(
-    config: EvalConfig,
-    generator: Generator,
-    run: RunDir,
-    problems: Sequence[Problem],
-    system_prompt: str,
-    examples: list[Example],
+    config: EvalConfig, generator: Generator, run: RunDir, problems: Sequence[Problem]
 ) -> dict[tuple[str, str], list[int]]:
-    """Each problem's prompt ids (`prompts.render_prompt_ids`, the renderer SFT examples use too),
-    recorded once in the run directory's prompts.jsonl so a reader sees exactly what the model saw."""
-    from thinc_bench.prompts import (
-        build_messages,
-        load_user_template,
-        opened_plan,
-        parse_template_kwargs,
-        python_tool,
-        render_prompt_ids,
-    )
+    """Each problem's prompt ids (`context.prompt_ids`: the renderer SFT examples use too), recorded
+    once in the run directory's prompts.jsonl so a reader sees exactly what the model saw."""
+    from thinc_bench.eval.context import prompt_ids
+    from thinc_bench.prompts import opened_plan
 
-    template_kwargs = parse_template_kwargs(config.chat_template_kwargs)
-    tools = [python_tool(config.tool_name)] if config.dialect == "tool_call" else None
-    user_template = load_user_template(config.user_template)
     tokenizer = generator.tokenizer
-    prompts: dict[tuple[str, str], list[int]] = {}
-    for problem in problems:
-        key = (problem.benchmark, problem.id)
-        if key in prompts:
-            continue
-        messages = build_messages(problem.problem, system_prompt, examples, user_template)
-        ids = prompts[key] = render_prompt_ids(tokenizer, messages, template_kwargs, tools)
+    prompts = prompt_ids(config, tokenizer, problems)
+    for key, ids in prompts.items():
         text = str(tokenizer.decode(ids, skip_special_tokens=False))
         run.record_prompt(*key, ids, text, opened_plan(tokenizer, ids))
     return prompts
@@ -341,11 +302,10 @@ async def run_eval(
         HarnessError: the first `_failures.HARNESS_QUORUM` trajectories all failed in the harness the same way.
         ConfigError: the backend refuses the run's requests (its own quorum), or a setting cannot work.
     """
-    from tqdm import tqdm
-
     from thinc_bench.backends import load_generator, smollm2_gguf
+    from thinc_bench.eval.summary import EXCLUDED_STATUSES
     from thinc_bench.grading import Grader
-    from thinc_bench.prompts import load_examples, load_system_prompt
+    from thinc_bench.progress import Progress, ProgressBar
     from thinc_bench.sandbox import Sandbox, SandboxConfig
 
     done = run.done_keys()
@@ -354,8 +314,6 @@ async def run_eval(
         logger.info("nothing to do: all %d samples are in %s", len(done), run.path)
         await regrade(config, run, grader)
         return True
-    system_prompt = load_system_prompt(str(config.system_prompt))
-    examples = load_examples(config.few_shot)
     model = config.model or str(smollm2_gguf())
     concurrency = int(config.concurrency or 1)
     sandbox_config = SandboxConfig(
@@ -363,7 +321,6 @@ async def run_eval(
         state=config.sandbox_state,  # type: ignore[arg-type]
         max_sessions=max(concurrency, SandboxConfig.max_sessions),
     )
-    progress = _Progress()
     generator = load_generator(config.backend, model, **config.backend_options())  # type: ignore[arg-type]
     generator.check(int(config.max_tokens or 1))
     resolved = {
@@ -373,57 +330,52 @@ async def run_eval(
     }
     run.annotate("resolved", resolved)
     quorum = Quorum()
+    progress = Progress(len(todo), max_tokens=config.max_tokens)
+    counted = generator.generated_tokens  # the bar moves with the tokens generated from here on
+    bar = ProgressBar(progress, label, lambda: generator.generated_tokens - counted)
     try:
-        with ExitStack() as owned, tqdm(total=len(todo), desc=label, unit="traj") as bar:
-            sandbox = sandbox or owned.enter_context(Sandbox(sandbox_config))
-            grader = grader or owned.enter_context(Grader())
-            resolved["sandbox"]["protections"] = sandbox.protection_summary()  # active, missing and why
-            run.annotate("resolved", resolved)
-            await regrade(config, run, grader)
-            bar.update(0)
-            gate = asyncio.Semaphore(concurrency)
-            prompts = _render_prompts(
-                config, generator, run, [problem for problem, _, _ in todo], system_prompt, examples
-            )
+        async with bar.ticking():
+            with ExitStack() as owned:
+                sandbox = sandbox or owned.enter_context(Sandbox(sandbox_config))
+                grader = grader or owned.enter_context(Grader())
+                resolved["sandbox"]["protections"] = sandbox.protection_summary()  # active, missing, why
+                run.annotate("resolved", resolved)
+                await regrade(config, run, grader)
+                gate = asyncio.Semaphore(concurrency)
+                prompts = _render_prompts(config, generator, run, [problem for problem, _, _ in todo])
 
-            async def one(problem: Problem, sample_idx: int, k: int) -> None:
-                async with gate:
-                    record = await _evaluate_one(
-                        problem,
-                        sample_idx,
-                        k,
-                        config=config,
-                        generator=generator,
-                        sandbox=sandbox,
-                        grader=grader,
-                        prompt_ids=prompts[problem.benchmark, problem.id],
-                    )
-                run.append(record)
-                quorum.count(record)
-                progress.done += 1
-                progress.gen_tokens += record.gen_tokens
-                progress.sandbox_errors += sum(s == "infra_error" for s in record.exec_statuses)
-                if record.k == 0 and record.status != "infra_error":
-                    progress.scored += 1
-                    progress.correct += record.correct
-                bar.set_postfix(progress.postfix(), refresh=False)
-                bar.update(1)
+                async def one(problem: Problem, sample_idx: int, k: int) -> None:
+                    async with gate:
+                        record = await _evaluate_one(
+                            problem,
+                            sample_idx,
+                            k,
+                            config=config,
+                            generator=generator,
+                            sandbox=sandbox,
+                            grader=grader,
+                            prompt_ids=prompts[problem.benchmark, problem.id],
+                        )
+                    run.append(record)
+                    quorum.count(record)
+                    scored = record.k == 0 and record.status not in EXCLUDED_STATUSES
+                    bar.finished(record.gen_tokens, record.correct if scored else None)
 
-            # The rollout window, apart from engine, sandbox and grader start and the report after it
-            # (perf/vllm_overhead.py reads these two lines to rate the harness against the engine).
-            logger.info("rollouts: %d trajectories start", len(todo))
-            started = time.perf_counter()
-            completed = await _until_stopped([asyncio.ensure_future(one(*item)) for item in todo], stop)
-            logger.info(
-                "rollouts: %d trajectories done in %.3f s", progress.done, time.perf_counter() - started
-            )
-            # Processes that trajectories' code left running (each killed when its session ended).
-            resolved["sandbox"]["survivors"] = sandbox.stats.survivors
-            resolved["generator"] = (
-                generator.describe()
-            )  # what requests sent in the end (api_extensions auto)
-            run.annotate("resolved", resolved)
-            return completed
+                # The rollout window, apart from engine, sandbox and grader start and the report after
+                # it (perf/vllm_overhead.py reads these two lines to rate the harness against the engine).
+                logger.info("rollouts: %d trajectories start", len(todo))
+                started = time.perf_counter()
+                tasks = [asyncio.ensure_future(one(*item)) for item in todo]
+                completed = await _until_stopped(tasks, stop)
+                logger.info(
+                    "rollouts: %d trajectories done in %.3f s", progress.done, time.perf_counter() - started
+                )
+                # Processes that trajectories' code left running (each killed when its session ended).
+                resolved["sandbox"]["survivors"] = sandbox.stats.survivors
+                # what requests sent in the end (api_extensions auto)
+                resolved["generator"] = generator.describe()
+                run.annotate("resolved", resolved)
+                return completed
     finally:
         await generator.aclose()
 

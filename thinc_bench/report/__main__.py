@@ -58,17 +58,32 @@ class ReportConfig:
     log_level: str = field(default="warning", metadata={"help": "debug | info | warning | error."})
 
 
+EXAMPLES = (
+    "python -m thinc_bench.report runs/a                           # re-render one run's report.html",
+    "python -m thinc_bench.report runs/a runs/b --out compare.html  # compare runs (or merge shards)",
+    "python -m thinc_bench.report base=runs/a tuned=runs/b --paired tuned:base --out compare.html",
+)
+"""The first lines of `--help`."""
+HELP_GROUPS = {
+    "runs": ("run_dirs", "paired", "training_log"),
+    "page": ("out", "title", "no_problem_text", "log_level"),
+}
+"""`--help` by purpose."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from transformers import HfArgumentParser
 
-    from thinc_bench.cli import one_line_errors, reject_unknown
+    from thinc_bench.cli import grouped_help, one_line_errors, reject_unknown
     from thinc_bench.report import REPORT_FILE, write_comparison
 
     parser = HfArgumentParser(
         ReportConfig,  # type: ignore[arg-type]
         prog="python -m thinc_bench.report",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
+        allow_abbrev=False,
     )
+    grouped_help(parser, HELP_GROUPS, EXAMPLES)
     one_line_errors(parser)
     config, rest = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True)
     reject_unknown(parser, [a for a in rest if a.startswith("-")])

@@ -7,8 +7,10 @@ any flag given on top; these helpers make that one path with the configured one,
 
 from __future__ import annotations
 
+import math
 import shlex
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +22,21 @@ RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 
 def resolve_model(name: str) -> str:
     """A name the trainers load: the bundled model or any `.gguf` becomes a dequantized HF folder
-    (cached per machine); everything else (folder, Hub id) is returned as given."""
+    (cached per machine); everything else (folder, Hub id) is returned as given.
+
+    Raises:
+        ConfigError: a folder a recipe has not finished writing (`checkpoint.require_complete`).
+    """
+    from thinc_bench import checkpoint
     from thinc_bench.backends import _sources
 
     if name == BUNDLED_MODEL:
         name = str(_sources.smollm2_gguf())
-    return _sources.resolve(name).load_path if name.endswith(".gguf") else name
+    if name.endswith(".gguf"):
+        return _sources.resolve(name).load_path
+    if Path(name).expanduser().is_dir():
+        checkpoint.require_complete(Path(name).expanduser())  # an interrupted recipe's folder: one line
+    return name
 
 
 def has_config(argv: Sequence[str]) -> bool:
@@ -106,3 +117,96 @@ def resolve_auto_bf16(argv: Sequence[str]) -> tuple[list[str], str]:
         del args[at[0] : at[0] + at[1]]
     args += ["--bf16", "true" if support.native else "false"]
     return args, f"bf16: auto -> {str(support.native).lower()} on {support.device} ({support.reason})"
+
+
+EXIT_INTERRUPTED = 130
+"""128 + SIGINT: what a shell reports for a command stopped by Ctrl-C."""
+
+
+def run_recipe(train: Callable[[], int], resume: Callable[[], str]) -> int:
+    """A recipe's entry point around `train`: Ctrl-C (anywhere: imports, loading, training, saving)
+    is one line saying what is kept and the command that resumes (`resume()`), exit 130; a ThincError
+    is one `error:` line, exit 2. Anything else is a bug and keeps its traceback."""
+    from thinc_bench.errors import ThincError
+
+    try:
+        return train()
+    except KeyboardInterrupt:
+        print(f"interrupted: {resume()}", file=sys.stderr, flush=True)  # noqa: T201 - the recipe's terminal
+        return EXIT_INTERRUPTED
+    except ThincError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)  # noqa: T201
+        return 2
+
+
+def recipe_setting(argv: Sequence[str], name: str) -> Any:
+    """A flag's value as the recipe will see it without parsing (TRL is slow to import): the last
+    `--name VALUE` / `--name=VALUE` given, else the `--config` YAML's key, else None."""
+    value: Any = None
+    for i, arg in enumerate(argv):
+        if arg == f"--{name}" and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith(f"--{name}="):
+            value = arg.split("=", 1)[1]
+    if value is not None or "--config" not in argv:
+        return value
+    at = list(argv).index("--config") + 1
+    try:
+        import yaml
+
+        config = yaml.safe_load(Path(argv[at]).read_text(encoding="utf-8")) if at < len(argv) else None
+    except (OSError, ValueError):
+        return None
+    return config.get(name) if isinstance(config, dict) else None
+
+
+def resume_sft(argv: Sequence[str], shown: Sequence[str]) -> str:
+    """What an interrupted `recipes/sft.py` leaves and the command that goes on: the last trainer
+    checkpoint when there is one (`--resume_from_checkpoint`), else the same command again."""
+    command = ["python", "recipes/sft.py", *shown]
+    output_dir = recipe_setting(argv, "output_dir")
+    if not output_dir:
+        return f"nothing was saved; rerun: {shlex.join(command)}"
+    saved = sorted(Path(output_dir).glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1] or 0))
+    if saved and "--resume_from_checkpoint" not in shown:
+        command += ["--resume_from_checkpoint", str(saved[-1])]
+        return f"{output_dir} is unfinished (marked INCOMPLETE); resume from its last checkpoint: {shlex.join(command)}"
+    return f"{output_dir} is unfinished (marked INCOMPLETE); train it again: {shlex.join(command)}"
+
+
+def resume_grpo(argv: Sequence[str], shown: Sequence[str], stages: Sequence[str]) -> str:
+    """What an interrupted `recipes/grpo.py` leaves and the command that goes on: from the stage after
+    the last one saved (`--start_stage`, the run's own resume point), else the same command again."""
+    command = ["python", "recipes/grpo.py", *shown]
+    output_dir = recipe_setting(argv, "output_dir")
+    if not output_dir:
+        return f"nothing was saved; rerun: {shlex.join(command)}"
+    root = Path(output_dir)
+    done = [s for s in stages if (root / s / "trainer_state.json").is_file()]
+    if done and len(done) < len(stages):
+        at = [i for i, a in enumerate(command) if a == "--start_stage"]
+        command = command[: at[0]] + command[at[0] + 2 :] if at else command
+        command += ["--start_stage", stages[stages.index(done[-1]) + 1]]
+        return f"{root} is unfinished (stages saved: {', '.join(done)}); go on with: {shlex.join(command)}"
+    return f"{root} is unfinished (marked INCOMPLETE, no stage saved); train it again: {shlex.join(command)}"
+
+
+def sft_plan(model: str, dataset: str, sequences: int, args: Any) -> str:
+    """recipes/sft.py's plan line: what trains on what, how many optimizer steps, where it goes."""
+    per_step = args.per_device_train_batch_size * args.gradient_accumulation_steps * max(1, args.world_size)
+    epochs = math.ceil(args.num_train_epochs)
+    steps = args.max_steps if args.max_steps > 0 else -(-sequences // per_step) * epochs
+    return (
+        f"plan: SFT of {model} on {dataset}: {sequences:,} sequences, {steps:,} optimizer steps of "
+        f"{per_step} sequences; into {args.output_dir} (marked INCOMPLETE until saved)"
+    )
+
+
+def grpo_plan(model: str, dataset: str, problems: int, plans: Sequence[Any], layout: Any, args: Any) -> str:
+    """recipes/grpo.py's plan line: policy, problems, each stage's batches and budget, the batch, the output."""
+    stages = ", ".join(f"{p.stage.name} {p.batches} batches at {p.stage.max_tokens} tokens" for p in plans)
+    return (
+        f"plan: GRPO of {model} on {dataset} ({problems:,} problems after decontamination): {stages}; each "
+        f"batch {layout.prompts} prompts x {args.num_generations} rollouts, {layout.updates} optimizer steps; "
+        f"into {args.output_dir} (marked INCOMPLETE until saved)"
+    )

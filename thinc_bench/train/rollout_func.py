@@ -112,6 +112,8 @@ class ThincRollout:
             recipe's curriculum callback sets each stage's); the default injects none.
         concurrency: trajectories in flight at once, each holding one sandbox session; None (and
             anything above it): the sandbox's `max_sessions`.
+        progress: show a bar per generation batch on the main process (`thinc_bench.progress`: it
+            moves with generated tokens, and says when nothing has moved for a minute).
     """
 
     sandbox: Sandbox
@@ -128,6 +130,7 @@ class ThincRollout:
     answers: dict[str, str] = field(default_factory=dict)
     injection: FailureInjection = field(default_factory=FailureInjection)
     concurrency: int | None = None
+    progress: bool = True
     _calls: int = field(default=0, init=False, repr=False)
     _step_calls: tuple[int, int] = field(default=(-1, 0), init=False, repr=False)
     """(global step, calls made in it): the seed's call index restarts at every step."""
@@ -159,14 +162,16 @@ class ThincRollout:
             if getattr(trainer, "state", None) is None
             else sampling_seed(trainer, self._call_in_step(trainer))
         )
+        main = bool(getattr(getattr(trainer, "accelerator", None), "is_local_main_process", True))
+        label = f"rollouts, step {step + 1}" if self.progress and main else None
         if self.generator is not None:
             results = asyncio.run(
-                self._run_all(problems, faults, self.generator, want_logprobs, seed, close=False)
+                self._run_all(problems, faults, self.generator, want_logprobs, seed, close=False, label=label)
             )
         else:
             with self._policy_generator(trainer, seed) as generator:
                 results = asyncio.run(
-                    self._run_all(problems, faults, generator, want_logprobs, seed, close=True)
+                    self._run_all(problems, faults, generator, want_logprobs, seed, close=True, label=label)
                 )
         logprobs = None
         if want_logprobs:
@@ -269,22 +274,33 @@ class ThincRollout:
         seed: int | None,
         *,
         close: bool,
+        label: str | None = None,
     ) -> list[engine.RolloutResult]:
+        from thinc_bench.progress import Progress, ProgressBar
+
         # One seed per trajectory: a rank's copies of a prompt differ, and a resumed run samples as the
         # uninterrupted one did, whatever the engine (hf, colocated vLLM, server) and its batching.
         seeds = [None if seed is None else (seed * 1_000_003 + i) % 2**31 for i in range(len(problems))]
         width = self.in_flight()
         gate = asyncio.Semaphore(width)
         opener = ThreadPoolExecutor(width, thread_name_prefix="rollout-open")  # threads start as needed
+        counted = generator.generated_tokens
+        bar = ProgressBar(
+            Progress(len(problems), max_tokens=self.limits.max_tokens),
+            label or "rollouts",
+            lambda: generator.generated_tokens - counted,
+            leave=False,
+            disable=label is None,
+        )
+
+        async def one(i: int, problem: str) -> engine.RolloutResult:
+            result = await self._one(problem, i, faults[i], generator, logprobs, seeds[i], gate, opener)
+            bar.finished(result.gen_tokens)
+            return result
+
         try:
-            return list(
-                await asyncio.gather(
-                    *(
-                        self._one(p, i, faults[i], generator, logprobs, seeds[i], gate, opener)
-                        for i, p in enumerate(problems)
-                    )
-                )
-            )
+            async with bar.ticking():
+                return list(await asyncio.gather(*(one(i, p) for i, p in enumerate(problems))))
         finally:
             opener.shutdown(wait=False, cancel_futures=True)
             if close:
