@@ -31,7 +31,7 @@ perf:
 	$(PY) perf/grading.py
 	$(PY) perf/sandbox.py
 
-# ThinC-nano end to end on CPU (its measured time: README.md, ThinC-nano; a rerun resumes): reports/nano.html
+# ThinC-nano end to end on CPU (its measured time: docs/nano.md; a rerun resumes): reports/nano.html
 nano:
 	$(PY) recipes/nano.py
 

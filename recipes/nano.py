@@ -16,7 +16,7 @@ stages instead of one 2-thread stage, so one stage's sandbox, grader and Python 
 other's matrix work and no OpenMP thread waits at a barrier for a core the sandbox took. Each stage's wall time, the whole
 chain's, the precision, the jobs and the CPU go to OUT/timings.json.
 
-    python recipes/nano.py                       # the whole chain (README.md, ThinC-nano, has its time)
+    python recipes/nano.py                       # the whole chain (docs/nano.md has its time)
     python recipes/nano.py --dtype float32       # as on a CPU without native bf16 (AVX2)
     python recipes/nano.py --sft-examples 96 --test-problems 24 --stages data,base-code-close,sft,eval-sft --out runs/nano-short
 """
@@ -139,7 +139,7 @@ them recovered: build_sft --recovery-share 1). A continuation rather than a seco
 model: a third of the time, and its paired difference against ThinC SFT is the recovery data's alone."""
 TEST_PROBLEMS = 16
 """Problems per test part by default, one sample each: the smallest evaluation that still pairs every
-column on all three parts (the chain's measured time is in README.md, ThinC-nano; the details in
+column on all three parts (the chain's measured time is in docs/nano.md; the details in
 docs/LOG.md). For a paired difference more problems tell more than more samples of the same ones;
 `--test-problems 48 --samples 4` is the issue's full size (about three times the evaluation time)."""
 INJECT_SHARE = 0.5
@@ -467,6 +467,8 @@ def _run_stage(stage: str, steps: list[list[str]], env: dict[str, str], log: Pat
         else:
             with log.open("a", encoding="utf-8") as handle:
                 code = subprocess.run(command, env=env, stdout=handle, stderr=subprocess.STDOUT).returncode
+        if code in INTERRUPTED_CODES:  # Ctrl-C reached the stage too: the chain's own line says it
+            return False
         if code != 0:
             where = f" (its output: {log})" if log is not None else ""
             print(
@@ -521,7 +523,26 @@ def run_chain(
     return not failed and not pending
 
 
+INTERRUPTED_CODES = (130, -2)
+"""A stage stopped by Ctrl-C: our commands exit 130; one killed by the signal itself, -SIGINT."""
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The chain; Ctrl-C is one line (finished stages are kept) and exit 130."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(args)
+    except KeyboardInterrupt:
+        print(  # noqa: T201 - the chain's terminal
+            "[nano] interrupted: finished stages are kept (each is skipped when its output is complete); "
+            f"resume with: {shlex.join(['python', 'recipes/nano.py', *args])}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 130
+
+
+def _main(argv: list[str]) -> int:
     from transformers import HfArgumentParser
 
     from thinc_bench.cli import parse_dataclasses
@@ -553,7 +574,9 @@ def main(argv: list[str] | None = None) -> int:
     if computes:
         timings |= {"dtype": args.dtype, "jobs": jobs, "threads_per_job": per_job, "cpu": _cpu_capability()}
     print(
-        f"[nano] {len(todo)} stages, {jobs} at a time, {per_job} thread(s) each, dtype {args.dtype}",
+        f"[nano] plan: {len(todo)} of {len(wanted)} stages to run ({', '.join(todo) or 'none'}), {jobs} at a "
+        f"time, {per_job} thread(s) each, dtype {args.dtype}; outputs in {out}, the page {args.report} "
+        "(the whole chain's time on 2 cores: docs/nano.md)",
         flush=True,
     )
 

@@ -226,6 +226,7 @@ def _train(argv: list[str], shown: list[str], callbacks: Sequence[object]) -> in
 
     config = argv[argv.index("--config") + 1]
     script_args, training_args, model_args, precision = parse(argv)
+    model_path = resolve_model(model_args.model_name_or_path)  # an unfinished folder: one line, first
 
     set_seed(training_args.seed)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s", level=logging.INFO)
@@ -254,7 +255,6 @@ def _train(argv: list[str], shown: list[str], callbacks: Sequence[object]) -> in
             training_args.max_length,
         )
 
-    model_path = resolve_model(model_args.model_name_or_path)  # an unfinished folder: one line
     print(  # noqa: T201 - the recipe's terminal
         sft_plan(model_args.model_name_or_path, script_args.dataset_name, len(dataset), training_args),
         flush=True,

@@ -18,7 +18,9 @@ def need_shared(path: Path, what: str) -> Path:
     the Qwen3 tokenizer), and its tests run without them; .ci/run sets THINC_CI, so there a
     missing copy fails instead of quietly skipping."""
     if not path.exists():
-        message = f"{what} missing at {path}: needs ../shared beside the checkout (README: Benchmark data)"
+        message = (
+            f"{what} missing at {path}: needs ../shared beside the checkout (docs/install.md, Benchmark data)"
+        )
         if os.environ.get(STRICT_ENV):
             pytest.fail(message)
         pytest.skip(message)

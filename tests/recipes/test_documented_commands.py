@@ -5,6 +5,7 @@ model, no GPU): the arithmetic a user would otherwise learn at the first step of
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import re
 import shlex
@@ -17,7 +18,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 DAPO_PROBLEMS = 16_674
 """Problems of the local DAPO copy after deduplication (16,690) and the four decontamination passes
-against the paper benchmarks (16 dropped; README)."""
+against the paper benchmarks (16 dropped; docs/training.md)."""
 
 
 def _grpo():
@@ -30,10 +31,16 @@ def _grpo():
 
 
 def documented_launches() -> list[tuple[str, list[str]]]:
-    """(where, argv) of every `accelerate launch ... recipes/grpo.py ...` in README.md and the recipe."""
+    """(where, argv) of every `accelerate launch ... recipes/grpo.py ...` in README.md, docs/ and the recipe."""
     found = []
-    for path in (REPO / "README.md", REPO / "recipes" / "grpo.py"):
-        text = re.sub(r"\\\n\s*", " ", path.read_text(encoding="utf-8"))  # join continued lines
+    docs = [
+        p for p in sorted((REPO / "docs").glob("*.md")) if p.name != "LOG.md"
+    ]  # LOG: history, no commands
+    for path in (REPO / "README.md", *docs, REPO / "recipes" / "grpo.py"):
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".py":
+            text = ast.get_docstring(ast.parse(text)) or ""  # the recipe's documented commands
+        text = re.sub(r"\\\n\s*", " ", text)  # join continued lines
         for line in text.splitlines():
             if "accelerate launch" in line and "recipes/grpo.py" in line:
                 command = line[line.index("accelerate launch") :].split("#")[0]
@@ -64,7 +71,7 @@ LAUNCHES = documented_launches()
 
 
 def test_the_docs_show_the_8_and_6_gpu_launches() -> None:
-    assert len(LAUNCHES) >= 4  # README and recipe docstring, 8 GPUs colocated and 6 + a server each
+    assert len(LAUNCHES) >= 4  # docs/training.md and recipe docstring, 8 GPUs colocated and 6 + a server each
     assert {_processes(argv[: argv.index("recipes/grpo.py")]) for _, argv in LAUNCHES} == {6, 8}
 
 

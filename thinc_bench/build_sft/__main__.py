@@ -187,7 +187,7 @@ def _stored_config(given: dict[str, Any]) -> BuildSFTConfig:
 
 
 DEMO_MINUTES = 3
-"""What the bare demo takes on 2 CPU cores, for its plan line (README.md, Set up, has the measurement)."""
+"""What the bare demo takes on 2 CPU cores, for its plan line (docs/build_sft.md has the measurement)."""
 
 
 def plan_line(config: BuildSFTConfig, problems: int, planned: int, saved: int, out: Path) -> str:

@@ -12,10 +12,11 @@ directory and its resume, returning the run as tables (`results.Run`). No printi
 from __future__ import annotations
 
 import asyncio
+import difflib
 import logging
 import signal
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -160,17 +161,28 @@ def evaluate(model: str | None = None, benchmarks: str | list[str] | None = None
         The run (`thinc_bench.load_run` of its directory): `.config`, `.summary`, `.samples`.
 
     Raises:
+        TypeError: a setting that is no flag's field name (`sample=1`: the message names `samples`).
         ThincError: an invalid setting, a model or benchmark that cannot load, or an --out holding
             another run's samples (the message names the fix).
 
-    Example:
-        >>> run = evaluate("runs/nano/sft", benchmarks="nano", limit=10)  # doctest: +SKIP
-        >>> run.problems().groupby("benchmark")["accuracy"].mean()  # avg@n, as summary.json  # doctest: +SKIP
+    Example (the bundled model on 2 generated problems, clean and after one injected failure;
+    `python -m thinc_bench.eval --help` lists every setting by its flag: `--max-tokens` is `max_tokens`):
+
+        >>> run = evaluate("bundled-smollm2", "nano", limit=2, samples=1, recovery_k=[0, 1], max_tokens=256)
+        >>> clean = float(run.problems(k=0).accuracy.mean())  # avg@n: clean samples only, never k = 1
+        >>> round(clean, 6) == round(run.summary["per_benchmark"]["nano"]["accuracy"]["value"], 6)
+        True
     """
     from thinc_bench import checkpoint
 
     if isinstance(benchmarks, list | tuple):
         benchmarks = ",".join(benchmarks)
+    names = {f.name for f in fields(EvalConfig)}
+    unknown = sorted(set(settings) - names)
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], sorted(names), n=1)
+        hint = f"; did you mean {close[0]}?" if close else "; the settings are eval's flags by field name"
+        raise TypeError(f"evaluate() got an unknown setting {unknown[0]}={settings[unknown[0]]!r}{hint}")
     given = {"model": model, "benchmarks": benchmarks, **settings}
     if "recovery_k" in given and isinstance(given["recovery_k"], list | tuple):
         given["recovery_k"] = ",".join(map(str, given["recovery_k"]))

@@ -554,7 +554,7 @@ def _find_demo_data() -> str | None:
     raise ConfigError(
         f"the demo run reads {DEMO_BENCHMARKS} from the Hugging Face Hub, which cannot be reached ({reason}), "
         f"and found no local copy in {' or '.join(DATA_DIR_CANDIDATES)}; pass --data-dir FOLDER holding "
-        f"{DEMO_BENCHMARKS}.jsonl (README: Benchmark data), or --benchmarks nano (generated here, no data needed)"
+        f"{DEMO_BENCHMARKS}.jsonl (docs/install.md, Benchmark data), or --benchmarks nano (generated here, no data needed)"
     )
 
 

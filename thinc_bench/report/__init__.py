@@ -147,5 +147,7 @@ def write_comparison(
     data = build_data(
         run_dirs, title=title, problem_text=problem_text, training_logs=training_logs, paired=paired
     )
-    path.write_text(render(data), encoding="utf-8")
+    partial = path.with_name(path.name + ".partial")  # a stopped render never leaves half a page
+    partial.write_text(render(data), encoding="utf-8")
+    partial.replace(path)
     return path

@@ -71,11 +71,15 @@ HELP_GROUPS = {
 """`--help` by purpose."""
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parse_config(argv: Sequence[str] | None = None) -> ReportConfig:
+    """The command line as a ReportConfig (leading positional arguments are run directories).
+
+    Raises:
+        SystemExit: status 2 with one line, for an unknown flag or no run directory.
+    """
     from transformers import HfArgumentParser
 
     from thinc_bench.cli import grouped_help, one_line_errors, reject_unknown
-    from thinc_bench.report import REPORT_FILE, write_comparison
 
     parser = HfArgumentParser(
         ReportConfig,  # type: ignore[arg-type]
@@ -90,6 +94,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     config.run_dirs = [*config.run_dirs, *rest]
     if not config.run_dirs:
         parser.error("give at least one RUN_DIR")
+    assert isinstance(config, ReportConfig)
+    return config
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from thinc_bench.report import REPORT_FILE, write_comparison
+
+    config = parse_config(argv)
     logging.basicConfig(
         level=config.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -97,6 +109,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("error: --out FILE is required with several run directories", file=sys.stderr)  # noqa: T201
         return 2
     out = Path(config.out) if config.out else Path(config.run_dirs[0]) / REPORT_FILE
+    runs = ", ".join(config.run_dirs)
+    print(f"plan: report of {len(config.run_dirs)} run(s) ({runs}) into {out}", file=sys.stderr)  # noqa: T201
     try:
         path = write_comparison(
             config.run_dirs,
@@ -109,6 +123,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ThincError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)  # noqa: T201 - the CLI owns the terminal
         return 2
+    except KeyboardInterrupt:
+        print(f"interrupted: {out} not written (a page is written whole); rerun the command", file=sys.stderr)  # noqa: T201
+        return 130
     print(f"report: {path} ({path.stat().st_size / 1e6:.1f} MB)")  # noqa: T201
     return 0
 

@@ -94,6 +94,8 @@ def build_report_data(
 
 def _problem_rows(samples: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per (run, benchmark, problem, k): its samples' verdicts, for the problem-level view."""
+    from thinc_bench.eval.summary import EXCLUDED_STATUSES
+
     rows: dict[tuple[int, str, str, int], dict[str, Any]] = {}
     for s in samples:
         key = (s["run"], s["benchmark"], s["problem_id"], s["k"])
@@ -107,9 +109,8 @@ def _problem_rows(samples: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 "verdicts": [],
             },
         )
-        row["verdicts"].append(
-            "infra" if s["status"] in ("infra_error", "harness_error") else ("ok" if s["correct"] else "bad")
-        )
+        unscored = s["status"] in EXCLUDED_STATUSES  # summary.json's rule: no verdict, grey
+        row["verdicts"].append("infra" if unscored else ("ok" if s["correct"] else "bad"))
     out = list(rows.values())
     for row in out:
         row["n_correct"] = row["verdicts"].count("ok")

@@ -140,13 +140,21 @@ def _unique_ids(svg: str) -> str:
     return _REF.sub(lambda m: f"{m[1]}{prefix}{m[2]}", svg)
 
 
+def _colours(runs: Sequence[Run], colours: Sequence[str] | None) -> Sequence[str]:
+    """Each run's colour: `colours` as given (a figure drawing some of the report's runs keeps each
+    run's own colour from the tables' swatches), else the palette in order."""
+    return colours if colours is not None else [PALETTE[r % len(PALETTE)] for r in range(len(runs))]
+
+
 def _grouped_bars(
     ax: Any,
     runs: Sequence[Run],
     names: Sequence[str],
     values: list[list[float | None]],
     errors: list[list[float | None]] | None = None,
+    colours: Sequence[str] | None = None,
 ) -> list[float]:
+    colours = _colours(runs, colours)
     width = 0.8 / max(len(runs), 1)
     centres = list(range(len(names)))
     for r, run in enumerate(runs):
@@ -162,7 +170,7 @@ def _grouped_bars(
             width * 0.9,
             yerr=err,
             capsize=2,
-            color=PALETTE[r % len(PALETTE)],
+            color=colours[r],
             label=run.label,
             error_kw={"ecolor": INK, "elinewidth": 0.8},
         )
@@ -192,7 +200,12 @@ def _marker_label(entry: dict[str, Any], reference: dict[str, Any]) -> str:
     return f"{entry['model']} {entry['value']} (published; {kind})"
 
 
-def accuracy_figure(runs: Sequence[Run], benchmarks: Sequence[str], reference: dict[str, Any]) -> Markup:
+def accuracy_figure(
+    runs: Sequence[Run],
+    benchmarks: Sequence[str],
+    reference: dict[str, Any],
+    colours: Sequence[str] | None = None,
+) -> Markup:
     """avg@n per benchmark ± standard error, runs side by side; published averages as markers."""
     with _style():
         fig, ax = new_figure(3.2)
@@ -205,7 +218,7 @@ def accuracy_figure(runs: Sequence[Run], benchmarks: Sequence[str], reference: d
                 + [run.summary.get("overall", {}).get("mean_accuracy")]
             )
             errors.append([(per.get(b, {}).get("accuracy") or {}).get("stderr") for b in benchmarks] + [None])
-        centres = _grouped_bars(ax, runs, names, values, errors)
+        centres = _grouped_bars(ax, runs, names, values, errors, colours)
         markers = itertools.cycle("D^sv<>pho")
         for entry in published_markers(reference, "avg_accuracy", benchmarks):
             ax.plot(
@@ -222,7 +235,9 @@ def accuracy_figure(runs: Sequence[Run], benchmarks: Sequence[str], reference: d
     return svg_figure(fig)
 
 
-def recovery_figure(runs: Sequence[Run], ks: Sequence[int]) -> Markup | None:
+def recovery_figure(
+    runs: Sequence[Run], ks: Sequence[int], colours: Sequence[str] | None = None
+) -> Markup | None:
     """Recovery@k (mean over benchmarks) against k, with each run's clean accuracy dashed."""
     from thinc_bench.report.tables import mean_recovery
 
@@ -235,7 +250,7 @@ def recovery_figure(runs: Sequence[Run], ks: Sequence[int]) -> Markup | None:
             points = [(k, v) for k, v in sorted(curve.items()) if v is not None]
             if not points:
                 continue
-            colour = PALETTE[r % len(PALETTE)]
+            colour = _colours(runs, colours)[r]
             clean = points[0][1]["clean"]
             xs = [0] + [k for k, _ in points]
             ys = [100 * clean] + [100 * v["accuracy"] for _, v in points]
@@ -250,10 +265,13 @@ def recovery_figure(runs: Sequence[Run], ks: Sequence[int]) -> Markup | None:
 
 
 def _clean_scored(run: Run) -> list[dict[str, Any]]:
-    return [s for s in run.samples if s["k"] == 0 and s["status"] not in ("infra_error", "harness_error")]
+    """The clean samples with a verdict (summary.json's rule: no infrastructure, harness or grader error)."""
+    from thinc_bench.eval.summary import EXCLUDED_STATUSES
+
+    return [s for s in run.samples if s["k"] == 0 and s["status"] not in EXCLUDED_STATUSES]
 
 
-def tool_call_figure(runs: Sequence[Run]) -> Markup:
+def tool_call_figure(runs: Sequence[Run], colours: Sequence[str] | None = None) -> Markup:
     """Histogram of code executions per trajectory (clean samples), one bar group per run."""
     with _style():
         fig, ax = new_figure(2.6)
@@ -264,7 +282,7 @@ def tool_call_figure(runs: Sequence[Run]) -> Markup:
             data,
             bins=bins,
             label=[run.label for run in runs],
-            color=[PALETTE[r % len(PALETTE)] for r in range(len(runs))],
+            color=list(_colours(runs, colours)),
         )
         ax.set_xticks(range(top + 1))
         ax.set_xlabel("tool calls per trajectory")
@@ -292,7 +310,9 @@ def length_figure(runs: Sequence[Run]) -> Markup:
     return svg_figure(fig)
 
 
-def grounding_figure(runs: Sequence[Run], benchmarks: Sequence[str]) -> Markup:
+def grounding_figure(
+    runs: Sequence[Run], benchmarks: Sequence[str], colours: Sequence[str] | None = None
+) -> Markup:
     """Grounding rate (answered samples) per benchmark, runs side by side."""
     with _style():
         fig, ax = new_figure(2.6)
@@ -305,7 +325,7 @@ def grounding_figure(runs: Sequence[Run], benchmarks: Sequence[str]) -> Markup:
                     for b in benchmarks
                 ]
             )
-        _grouped_bars(ax, runs, benchmarks, values)
+        _grouped_bars(ax, runs, benchmarks, values, colours=colours)
         ax.set_ylabel("grounded answers (%)")
         ax.set_ylim(0, 100)
         ax.legend(fontsize=7)
@@ -328,7 +348,12 @@ def _dig(block: dict[str, Any], path: Sequence[str]) -> float | None:
     return None if value is None else float(value)
 
 
-def failure_mode_figure(runs: Sequence[Run], reference: dict[str, Any], benchmarks: Sequence[str]) -> Markup:
+def failure_mode_figure(
+    runs: Sequence[Run],
+    reference: dict[str, Any],
+    benchmarks: Sequence[str],
+    colours: Sequence[str] | None = None,
+) -> Markup:
     """Grounding and the three TIR failure modes, runs side by side (pooled clean samples).
 
     Published numbers are drawn as markers where the paper gives one (grounding); groups it does
@@ -350,7 +375,7 @@ def failure_mode_figure(runs: Sequence[Run], reference: dict[str, Any], benchmar
         values = [
             [_dig(run.summary.get("overall", {}), path) for _, path, _ in FAILURE_MODE_GROUPS] for run in runs
         ]
-        centres = _grouped_bars(ax, runs, names, values)
+        centres = _grouped_bars(ax, runs, names, values, colours=colours)
         markers = itertools.cycle("D^sv<>pho")
         for centre, (_, _, metric) in zip(centres, FAILURE_MODE_GROUPS, strict=True):
             for entry in drawn[metric]:
@@ -373,7 +398,16 @@ def all_figures(
     runs: Sequence[Run], benchmarks: Sequence[str], reference: dict[str, Any]
 ) -> list[dict[str, Any]]:
     """The report's run-level figures in page order: dicts with key, title, caption and svg (None when
-    no data); the per-benchmark heat maps follow them (`_heatmap.heatmap_figures`)."""
+    no data); the per-benchmark heat maps follow them (`_heatmap.heatmap_figures`).
+
+    Only runs with a scored clean sample are drawn, each in its own colour (the tables' swatch): a run
+    stopped before its first record has nothing to draw, and a report of such runs alone draws no
+    figure at all (empty axes from -0.04 to 0.04 say nothing); the tables say what is missing."""
+    drawn = [(r, run) for r, run in enumerate(runs) if _clean_scored(run)]
+    if not drawn:
+        return []
+    colours = [PALETTE[r % len(PALETTE)] for r, _ in drawn]
+    runs = [run for _, run in drawn]
     ks = sorted({int(s["k"]) for run in runs for s in run.samples})
     paper = ", ".join(reference.get("source", {}).get("benchmarks", []))
     none_here = f"no published markers: they were measured on {paper}, not on this report's benchmarks"
@@ -392,14 +426,14 @@ def all_figures(
             "key": "accuracy",
             "title": "Accuracy per benchmark",
             "caption": f"avg@n ± standard error over problems; {averages}{NA_NOTE}",
-            "svg": accuracy_figure(runs, benchmarks, reference),
+            "svg": accuracy_figure(runs, benchmarks, reference, colours),
         },
         {
             "key": "recovery",
             "title": "Recovery@k",
             "caption": "accuracy with the first k executions failed (mean over benchmarks); dashed: clean "
             "accuracy on the same problems",
-            "svg": recovery_figure(runs, ks),
+            "svg": recovery_figure(runs, ks, colours),
         },
         {
             "key": "failure_modes",
@@ -408,13 +442,13 @@ def all_figures(
             "into code (% of trajectories), (C) prose outside the plan (% of model tokens); lower is better "
             "for A-C. "
             f"{grounding}; the paper reports no number for A-C{NA_NOTE}",
-            "svg": failure_mode_figure(runs, reference, benchmarks),
+            "svg": failure_mode_figure(runs, reference, benchmarks, colours),
         },
         {
             "key": "tool_calls",
             "title": "Tool calls",
             "caption": "code executions per trajectory, clean runs",
-            "svg": tool_call_figure(runs),
+            "svg": tool_call_figure(runs, colours),
         },
         {
             "key": "lengths",
@@ -427,7 +461,7 @@ def all_figures(
             "key": "grounding",
             "title": "Grounding by benchmark",
             "caption": "answers equal to a value the interpreter printed" + NA_NOTE,
-            "svg": grounding_figure(runs, benchmarks),
+            "svg": grounding_figure(runs, benchmarks, colours),
         },
     ]
     return figures

@@ -263,7 +263,11 @@ def _header(run: Run) -> dict[str, Any]:
     ks = sorted({int(k) for k in str(settings.get("recovery_k", "0")).split(",") if k.strip()} | {0})
     problems = sorted({(s["benchmark"], s["problem_id"]) for s in run.samples})
     n_samples = int(settings.get("samples") or 1)
-    requested = len(problems) * n_samples * len(ks)
+    faulted = int(settings.get("recovery_samples") or n_samples)
+    recovering = settings.get("recovery_benchmarks")  # k > 0 runs only on these (eval's `plan`); None: all
+    names = None if recovering is None else {Path(b.strip()).stem for b in str(recovering).split(",")}
+    per_k = faulted * (len(ks) - 1)
+    requested = sum(n_samples + (per_k if names is None or b in names else 0) for b, _ in problems)
     requested = max(
         requested, int((run.summary.get("partial") or {}).get("planned", 0))
     )  # an interrupted run

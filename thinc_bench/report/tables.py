@@ -274,20 +274,46 @@ def _average_cells(run: Run, shown: int) -> list[dict[str, Any]]:
     return cells
 
 
-def _mark_best(groups: list[list[dict[str, Any]]], skip: frozenset[str] = frozenset()) -> None:
-    """Flag, per metric, the best value across runs (all tied best values); only with 2+ runs, and
-    not for `skip` (pass@k / maj@k at different k: pass@8 beats pass@4 by construction)."""
-    if len(groups) < 2:
+def _mark_best(
+    groups: list[list[dict[str, Any]]],
+    skip: frozenset[str] = frozenset(),
+    comparable: Sequence[bool] | None = None,
+) -> None:
+    """Flag, per metric, the one best value across the comparable runs (`comparable`: measured on the
+    same problems; default all): only with 2+ of them, never on a tie (a star that two runs share, or
+    every run's 0.0, marks nothing), and not for `skip` (pass@k / maj@k at different k: pass@8 beats
+    pass@4 by construction)."""
+    compared = [g for g, ok in zip(groups, comparable or [True] * len(groups), strict=True) if ok]
+    if len(compared) < 2:
         return
     for i, metric in enumerate(METRICS):
         if metric.direction == "none" or metric.key in skip:
             continue
-        values = [g[i]["value"] for g in groups if g[i]["value"] is not None]
-        if len(values) < 2:
+        cells = [g[i] for g in compared if g[i]["value"] is not None]
+        if len(cells) < 2:
             continue
-        best = max(values) if metric.direction == "higher" else min(values)
-        for g in groups:
-            g[i]["best"] = g[i]["value"] == best
+        best = (max if metric.direction == "higher" else min)(cells, key=lambda c: c["value"])
+        if sum(c["text"] == best["text"] for c in cells) > 1:  # a tie as the reader sees it
+            continue
+        best["best"] = True
+
+
+def _measured_on(run: Run, benchmark: str) -> int | None:
+    """How many problems of `benchmark` the run scored (None: none, or an interrupted run's part)."""
+    if run.summary.get("partial"):
+        return None
+    block = run.summary.get("per_benchmark", {}).get(benchmark) or {}
+    return (block.get("accuracy") or {}).get("n_problems") or None
+
+
+def _same_problems(counts: Sequence[Any]) -> list[bool]:
+    """Which runs to compare: those measured on the problem set most runs share (a run measured on
+    fewer problems, or on a part of the benchmarks, is not compared with the others)."""
+    known = [c for c in counts if c is not None]
+    if not known:
+        return [False] * len(counts)
+    common = max(set(known), key=lambda c: (known.count(c), str(c)))
+    return [c == common for c in counts]
 
 
 def excluded(block: dict[str, Any]) -> int:
@@ -334,14 +360,18 @@ def headline(runs: Sequence[Run], benchmarks: Sequence[str]) -> dict[str, Any]:
         }
         for run, group in zip(runs, groups, strict=True):
             _mark_interrupted(group[0], run, name)
-        _mark_best(groups, frozenset(m for m, found in ks.items() if found and len(found) > 1))
+        comparable = _same_problems([_measured_on(run, name) for run in runs])
+        _mark_best(groups, frozenset(m for m, found in ks.items() if found and len(found) > 1), comparable)
         infra = [_excluded_cell(run.summary.get("per_benchmark", {}).get(name, {})) for run in runs]
         rows.append({"benchmark": name, "groups": groups, "ks": ks, "infra": infra, "average": False})
     averages = [_average_cells(run, len(benchmarks)) for run in runs]
     for run, group in zip(runs, averages, strict=True):
         _mark_interrupted(group[0], run, None)
     differ = {m for row in rows for m, found in row["ks"].items() if found and len(found) > 1}
-    _mark_best(averages, frozenset(differ))
+    # averages compare only over the same benchmarks and problems: a run measured on 1 of 4 is no rival
+    coverage = [tuple(_measured_on(run, name) for name in benchmarks) for run in runs]
+    whole = [None if any(c is None for c in cover) else cover for cover in coverage]
+    _mark_best(averages, frozenset(differ), _same_problems(whole))
     infra = [_excluded_cell(run.summary.get("overall", {})) for run in runs]
     rows.append({"benchmark": "average", "groups": averages, "ks": {}, "infra": infra, "average": True})
     columns = []
