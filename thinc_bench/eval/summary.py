@@ -344,7 +344,7 @@ def benchmark_mean(blocks: Sequence[Any]) -> Any:
             continue
         values = [b.get(key) for b in dicts]
         if key in _MEAN_LEAVES:
-            numbers = [float(v) for v in values if _number(v)]
+            numbers = [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
             out[key] = sum(numbers) / len(numbers) if numbers else None
             out["n_benchmarks"] = max(out.get("n_benchmarks", 0), len(numbers))
         elif (mean := benchmark_mean(values)) is not None:
