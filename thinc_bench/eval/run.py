@@ -192,8 +192,9 @@ async def _produce(
     parsed = await asyncio.to_thread(trajectory.parse, result.text, config.dialect)
     style = trajectory.classify(parsed)
     measures: dict[str, Any] = {}
+    grade_status: str
     if result.stop_reason in (INFRA_STATUS, HARNESS_STATUS):  # a refused request (`rollout.refused`)
-        grade_status, answer, correct, grounded = result.stop_reason, None, False, None
+        grade_status, answer, correct, grounded = str(result.stop_reason), None, False, None
     else:
         stage.name = "grade"
         verdict = await grader.agrade(gold=problem.answer, pred=parsed)
