@@ -13,6 +13,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from thinc_bench.outcomes import EXCLUDED_STATUSES
 from thinc_bench.report import _warnings
 from thinc_bench.report.reference import load_reference
 from thinc_bench.report.runs import Run, differences, header, utc
@@ -46,7 +47,14 @@ def build_report_data(
     """
     from thinc_bench.report import figures
     from thinc_bench.report._heatmap import heatmap_figures
-    from thinc_bench.report.tables import headline, paired_rows, published, recovery, resolve_pairs
+    from thinc_bench.report.tables import (
+        denominators,
+        headline,
+        paired_rows,
+        published,
+        recovery,
+        resolve_pairs,
+    )
 
     if not runs:
         raise ValueError("a report needs at least one run directory")
@@ -60,6 +68,7 @@ def build_report_data(
         "generated": utc(datetime.datetime.now(tz=datetime.timezone.utc).timestamp()),
         "runs": headers,
         "differences": differences(headers),
+        "denominators": denominators(runs),
         "benchmarks": benchmarks,
         "headline": headline(runs, benchmarks),
         "recovery": recovery(runs, benchmarks),
@@ -94,8 +103,6 @@ def build_report_data(
 
 def _problem_rows(samples: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per (run, benchmark, problem, k): its samples' verdicts, for the problem-level view."""
-    from thinc_bench.eval.summary import EXCLUDED_STATUSES
-
     rows: dict[tuple[int, str, str, int], dict[str, Any]] = {}
     for s in samples:
         key = (s["run"], s["benchmark"], s["problem_id"], s["k"])
@@ -109,8 +116,9 @@ def _problem_rows(samples: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 "verdicts": [],
             },
         )
-        unscored = s["status"] in EXCLUDED_STATUSES  # summary.json's rule: no verdict, grey
-        row["verdicts"].append("infra" if unscored else ("ok" if s["correct"] else "bad"))
+        row["verdicts"].append(
+            "infra" if s["status"] in EXCLUDED_STATUSES else ("ok" if s["correct"] else "bad")
+        )
     out = list(rows.values())
     for row in out:
         row["n_correct"] = row["verdicts"].count("ok")

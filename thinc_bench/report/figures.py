@@ -265,10 +265,10 @@ def recovery_figure(
 
 
 def _clean_scored(run: Run) -> list[dict[str, Any]]:
-    """The clean samples with a verdict (summary.json's rule: no infrastructure, harness or grader error)."""
-    from thinc_bench.eval.summary import EXCLUDED_STATUSES
+    """Clean samples with a processed trajectory: the ones summary.json's trajectory measures read."""
+    from thinc_bench.outcomes import EXCLUDED_STATUSES, HARNESS_STATUS
 
-    return [s for s in run.samples if s["k"] == 0 and s["status"] not in EXCLUDED_STATUSES]
+    return [s for s in run.samples if s["k"] == 0 and s["status"] not in (*EXCLUDED_STATUSES, HARNESS_STATUS)]
 
 
 def tool_call_figure(runs: Sequence[Run], colours: Sequence[str] | None = None) -> Markup:
