@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 from report.synthetic import synthetic_run
-
 from thinc_bench.eval.store import RunDir
 from thinc_bench.report import build_data, render
 from thinc_bench.report.figures import PALETTE

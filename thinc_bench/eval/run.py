@@ -306,8 +306,8 @@ async def run_eval(
         ConfigError: the backend refuses the run's requests (its own quorum), or a setting cannot work.
     """
     from thinc_bench.backends import load_generator, smollm2_gguf
-    from thinc_bench.outcomes import EXCLUDED_STATUSES
     from thinc_bench.grading import Grader
+    from thinc_bench.outcomes import EXCLUDED_STATUSES
     from thinc_bench.progress import Progress, ProgressBar
     from thinc_bench.sandbox import Sandbox, SandboxConfig
 
