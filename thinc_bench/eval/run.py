@@ -368,7 +368,7 @@ async def run_eval(
                 # it (perf/vllm_overhead.py reads these two lines to rate the harness against the engine).
                 logger.info("rollouts: %d trajectories start", len(todo))
                 started = time.perf_counter()
-                tasks = [asyncio.ensure_future(one(*item)) for item in todo]
+                tasks: list[asyncio.Future[None]] = [asyncio.ensure_future(one(*item)) for item in todo]
                 completed = await _until_stopped(tasks, stop)
                 logger.info(
                     "rollouts: %d trajectories done in %.3f s", progress.done, time.perf_counter() - started
