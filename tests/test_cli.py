@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -66,11 +67,11 @@ def _recipe(name: str) -> ModuleType:
         ),
         (
             ["sft", "--config", "recipes/configs/sft_smoke.yaml", "--lerning_rate", "1"],
-            "error: unknown flag or config key --lerning_rate; did you mean --learning_rate?",
+            "error: unknown flag --lerning_rate; did you mean --learning_rate?",
         ),
         (
             ["grpo", "--config", "recipes/configs/grpo_smoke.yaml", "--num_generation_s", "2"],
-            "error: unknown flag or config key --num_generation_s; did you mean --num_generations?",
+            "error: unknown flag --num_generation_s; did you mean --num_generations?",
         ),
     ],
 )
@@ -147,7 +148,7 @@ def test_eval_help_is_one_usage_line_and_each_flag_once_in_the_docs_spelling(
     flags = [w for line in lines for w in line.split() if w.startswith("--")]
     assert "--max-tokens" in flags and "--data-dir" in flags and "--max_tokens" not in flags
     assert not [f for f in flags if "_" in f.split("=")[0] and f.replace("_", "-") in flags]
-    assert "bundled-smollm2" in text and len(lines) < 160
+    assert "bundled-smollm2" in text and len(lines) < 190
     assert thinc_eval.parse_config(["--max_tokens", "64", "--model", "m"]).max_tokens == 64  # still parses
 
 
@@ -156,3 +157,130 @@ def test_recipe_help_keeps_trls_underscore_spelling(capsys: pytest.CaptureFixtur
         _recipe("sft").main(["--help"])
     text = capsys.readouterr().out
     assert "--max_steps" in text and "--max-steps" not in text and "--learning_rate" in text
+
+
+# Issue 54: no prefixes, values named with their choices, the flag named, a typo before any other check
+
+
+def _main_of(name: str):
+    return importlib.import_module(f"{name}.__main__").main if "." in name else _recipe(name).main
+
+
+@pytest.mark.parametrize(
+    ("command", "expected"),
+    [
+        # argparse would take a prefix for the flag: a typo that starts a 10-minute run
+        (["thinc_bench.eval", "--sample", "2"], "error: unknown flag --sample; did you mean --samples?"),
+        (
+            ["thinc_bench.build_sft", "--max-plan", "0.3"],
+            "error: unknown flag --max-plan; did you mean --max-plan-share?",
+        ),
+        (["thinc_bench.report", "runs/x", "--tit", "a"], "error: unknown flag --tit; did you mean --title?"),
+        (["nano", "--stage", "data"], "error: unknown flag --stage; did you mean --stages?"),
+        (["sft", "--max_step", "1"], "error: unknown flag --max_step; did you mean --max_steps?"),
+        # a value outside a closed set names the flag and the choices
+        (
+            ["thinc_bench.eval", "--backend", "hff"],
+            "error: --backend hff: unknown backend; choose one of hf, vllm, openai, scripted (did you mean hf?)",
+        ),
+        (
+            ["thinc_bench.build_sft", "--backend", "hff"],
+            "error: --backend hff: unknown backend; choose one of hf, vllm, openai, scripted (did you mean hf?)",
+        ),
+        (
+            ["thinc_bench.eval", "--model", "m", "--preset", "retol"],
+            "error: --preset retol: unknown preset; choose one of thinc, rstar2-agent, aster, retool (did you mean retool?)",
+        ),
+        (
+            ["thinc_bench.eval", "--dtype", "fp32"],
+            "error: --dtype fp32: unknown value; choose one of auto, float32, bfloat16, float16",
+        ),
+        (
+            ["thinc_bench.eval", "--log-level", "loud"],
+            "error: --log-level loud: unknown value; choose one of debug, info, warning, error",
+        ),
+        # a bad sampling value names the flag typed, not the class it lands in
+        (
+            ["thinc_bench.eval", "--temperature", "-1"],
+            "error: --temperature -1.0: use a finite value >= 0 (0 = greedy)",
+        ),
+        (
+            ["thinc_bench.eval", "--top-p", "2"],
+            "error: --top-p 2.0: use a value in (0, 1]; 1 disables nucleus sampling",
+        ),
+    ],
+)
+def test_a_mistyped_flag_or_value_is_one_line_naming_it(
+    command: list[str], expected: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(REPO)
+    name, *argv = command
+    try:
+        code = _main_of(name)(argv)
+    except SystemExit as stop:
+        code = stop.code
+    assert code == 2
+    assert capsys.readouterr().err.splitlines() == [expected]
+
+
+def test_a_misspelt_flag_is_named_before_the_missing_data_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A clone without ../shared and without the Hub: the demo cannot read its data, but a typo on the
+    command line is what the user must hear first (it used to hide behind the data error)."""
+    from huggingface_hub import constants
+
+    from thinc_bench.eval import __main__ as thinc_eval
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(SystemExit) as stop:
+        thinc_eval.main(["--sampels", "2"])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines() == ["error: unknown flag --sampels; did you mean --samples?"]
+    assert thinc_eval.main(["--samples", "2"]) == 2  # without the typo: the data error, one line
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("error: ") and "aime2025" in line and "--data-dir" in line
+
+
+def test_help_is_grouped_by_purpose_under_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    from thinc_bench.build_sft import __main__ as build_sft
+    from thinc_bench.eval import __main__ as thinc_eval
+    from thinc_bench.report import __main__ as report
+
+    for module in (thinc_eval, build_sft, report):
+        with pytest.raises(SystemExit) as stop:
+            module.main(["--help"])
+        assert stop.value.code == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines.index("examples:") < 5  # the examples come first, after the one-line description
+        shown = [
+            line.strip() for line in lines[lines.index("examples:") + 1 :] if line.startswith("  python")
+        ]
+        assert shown and all(e in shown for e in module.EXAMPLES)
+        headings = [line[:-1] for line in lines if line and not line.startswith(" ") and line.endswith(":")]
+        assert headings == ["examples", "options", *module.HELP_GROUPS]
+        # each group readable at a glance: no heading holds more than 30 lines
+        starts = [lines.index(f"{h}:") for h in module.HELP_GROUPS] + [len(lines)]
+        assert max(b - a for a, b in zip(starts, starts[1:])) <= 60
+
+
+def test_grouped_help_refuses_a_flag_in_no_group() -> None:
+    from thinc_bench.cli import grouped_help
+
+    parser = _parser()
+    with pytest.raises(ValueError, match=r"flags in no group \['learning_rate'\]"):
+        grouped_help(parser, {"budget": ("samples", "max_tokens")})
+
+
+def test_grpo_help_says_what_its_default_dataset_really_is(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        _recipe("grpo").main(["--help"])
+    text = capsys.readouterr().out
+    assert (
+        "DAPO-Math-17k with the thinc_bench" not in text
+    )  # the old description: not what a bare run trains on
+    description = " ".join(text.split("examples:")[0].split())
+    assert "Without --config: ThinC-nano's range problems (nano_rl)" in description
+    assert re.search(r"--dataset_name VALUE.*?\(default: nano_rl\)", " ".join(text.split()))
+    assert text.splitlines()[0] == "usage: python recipes/grpo.py [--flag VALUE ...]"

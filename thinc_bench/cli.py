@@ -236,8 +236,9 @@ def parse_recipe(
         )
     one_line_errors(parser)
     parser.formatter_class = RecipeHelpFormatter
-    _, rest = parser.parse_known_args(args)  # a mistyped flag, before TRL's checks of the settings
-    reject_unknown(parser, [a for a in rest if a.startswith("-")], what="flag")
+    if not {"-h", "--help", "--help-all"} & set(args):  # help after TrlParser applies the YAML's defaults
+        _, rest = parser.parse_known_args(args)  # a mistyped flag, before TRL's checks of the settings
+        reject_unknown(parser, [a for a in rest if a.startswith("-")], what="flag")
     try:
         *configs, rest = parser.parse_args_and_config(args, return_remaining_strings=True)
     except ValueError as exc:  # TrlParser's own checks of the YAML (not a mapping, a bad `env`)

@@ -243,8 +243,8 @@ def test_config_json_records_every_effective_sampling_setting(
     ("flag", "value"),
     [("min_p", 1.5), ("repetition_penalty", 0.0), ("presence_penalty", 3.0), ("top_p", 0.0)],
 )
-def test_bad_sampling_flags_are_config_errors(flag: str, value: float) -> None:
-    with pytest.raises(ConfigError, match=flag):
+def test_bad_sampling_flags_are_config_errors_naming_the_flag(flag: str, value: float) -> None:
+    with pytest.raises(ConfigError, match=f"^--{flag.replace('_', '-')} {value}: use "):
         EvalConfig(model="m", **{flag: value})
 
 
