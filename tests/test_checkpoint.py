@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -95,3 +96,72 @@ def test_a_checkpoint_trained_on_tool_calls_is_evaluated_in_that_dialect(tmp_pat
     )
     config = parse_config(["--model", str(folder), "--benchmarks", "nano"])
     assert (config.dialect, config.tool_name) == ("tool_call", "jupyter_code")
+
+
+# Issue 54: a folder a recipe was stopped while writing says so in one line
+
+
+def test_a_folder_being_written_is_refused_until_its_record_is_written(tmp_path: Path) -> None:
+    from thinc_bench import checkpoint
+    from thinc_bench.errors import ConfigError
+
+    folder = tmp_path / "sft"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    checkpoint.write(folder, system_prompt=None, eval_settings={}, trained_by="old run")
+    checkpoint.begin(folder, "python recipes/sft.py --output_dir x")
+    assert not (folder / checkpoint.SETTINGS_FILE).exists()  # the old record no longer describes it
+    with pytest.raises(ConfigError) as refused:
+        checkpoint.require_complete(folder)
+    assert str(refused.value) == (
+        f"{folder} is an unfinished training run (it was stopped); train it first: "
+        "python recipes/sft.py --output_dir x"
+    )
+    checkpoint.write(folder, system_prompt="p", eval_settings={"samples": 1}, trained_by="recipes/sft.py")
+    checkpoint.require_complete(folder)  # whole again
+    assert not (folder / checkpoint.INCOMPLETE_FILE).exists()
+
+
+def test_a_folder_without_a_model_names_what_it_holds(tmp_path: Path) -> None:
+    from thinc_bench import checkpoint
+    from thinc_bench.errors import ConfigError
+
+    left = tmp_path / "left"
+    (left / "checkpoint-40").mkdir(parents=True)  # what a trainer stopped before its save leaves
+    with pytest.raises(ConfigError, match=r"holds no model \(no config.json\); it looks like an unfinished"):
+        checkpoint.require_complete(left)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ConfigError, match="pass a model folder, a Hub id or bundled-smollm2"):
+        checkpoint.require_complete(empty)
+    checkpoint.require_complete(tmp_path / "absent")  # not a folder: the loaders say so themselves
+
+
+def test_every_reader_of_a_checkpoint_refuses_an_unfinished_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """eval's --model, the recipes' --model_name_or_path: one line, where a half-written folder ended
+    in a 34-line tokenizer traceback (issue 54)."""
+    from thinc_bench import checkpoint
+    from thinc_bench.backends import _sources
+    from thinc_bench.errors import ConfigError
+    from thinc_bench.eval import __main__ as thinc_eval
+    from thinc_bench.train.launch import resolve_model
+
+    folder = tmp_path / "sft"
+    checkpoint.begin(folder, "python recipes/sft.py")
+    expected = (
+        f"{folder} is an unfinished training run (it was stopped); train it first: python recipes/sft.py"
+    )
+    for load in (resolve_model, _sources.resolve):
+        with pytest.raises(ConfigError) as refused:
+            load(str(folder))
+        assert str(refused.value) == expected
+    assert (
+        thinc_eval.main(["--model", str(folder), "--benchmarks", "nano", "--out", str(tmp_path / "r")]) == 2
+    )
+    assert capsys.readouterr().err.splitlines() == [f"error: {expected}"]
+    assert not (tmp_path / "r").exists()
+    tokenizer_only = tmp_path / "tok"  # a tokenizer folder has no config.json and is not refused
+    tokenizer_only.mkdir()
+    assert _sources.resolve(str(tokenizer_only), with_weights=False).load_path == str(tokenizer_only)

@@ -195,7 +195,8 @@ class ProgressBar:
             in_flight = self.progress.total - self.progress.done
             bar.write(
                 f"{bar.desc}: no token generated and no trajectory finished for {format_duration(stalled)} "
-                f"({in_flight} left: generating, running code or grading); still waiting"
+                f"({in_flight} left: generating, running code or grading); still waiting",
+                file=sys.stderr,
             )
         elif periods < self._warned:
             self._warned = periods

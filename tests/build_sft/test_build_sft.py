@@ -442,6 +442,51 @@ def test_resume_after_kill_gives_the_same_dataset_as_an_uninterrupted_build(sour
     assert _removed(killed) == _removed(clean) == EXPECTED_REMOVED
 
 
+def _slow_turns(tmp_path: Path) -> Path:
+    """The scripted teacher with a 0.25 s sleep in each first block: a build that lasts long enough
+    to be stopped mid-way."""
+    slow = tmp_path / "slow_turns.jsonl"
+    lines = []
+    for line in (SFT_DATA / "teacher_turns.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        row["turns"][0] = row["turns"][0].replace(
+            "```python\n", "```python\nimport time\ntime.sleep(0.25)\n", 1
+        )
+        lines.append(json.dumps(row))
+    slow.write_text("\n".join(lines) + "\n")
+    return slow
+
+
+def test_ctrl_c_mid_build_is_one_line_and_exit_130_and_a_rerun_finishes(source, tmp_path) -> None:
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) printed a traceback (issue
+    54); now: what is stored, the command that resumes, exit 130, and no dataset until a build ends."""
+    out = tmp_path / "out"
+    args = [*_args(source, out, _slow_turns(tmp_path), "--concurrency", "1"), "--samples-per-problem", "2"]
+    cmd = [sys.executable, "-m", "thinc_bench.build_sft", *args]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    samples = out / "rollouts" / "samples.jsonl"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not (
+        samples.exists() and len(samples.read_text().splitlines()) >= 3
+    ):
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    stored = len(samples.read_text().splitlines())
+    assert proc.returncode == 130 and 3 <= stored < 18
+    lines = [line for line in err.replace("\r", "\n").splitlines() if line.strip()]
+    assert lines[0].startswith("plan: build_sft: ")
+    resume = " ".join(["python", "-m", "thinc_bench.build_sft", *args])
+    assert lines[-1] == (
+        f"interrupted: {stored} rollouts stored in {out / 'rollouts'} (no dataset written yet); resume with: {resume}"
+    )
+    assert "Traceback" not in err and not (out / "dataset").exists() and not (out / "stats.json").exists()
+    assert subprocess.run(cmd, capture_output=True, timeout=180).returncode == 0
+    assert (out / "dataset").is_dir() and (out / "stats.json").is_file()
+
+
 def test_bad_thresholds_are_config_errors() -> None:
     with pytest.raises(ConfigError, match="max-plan-share"):
         BuildSFTConfig(teacher="t", max_plan_share=0)
@@ -599,3 +644,28 @@ def test_a_stored_rollout_the_filter_stage_cannot_read_is_counted_apart_not_the_
     removed = _removed(out)
     assert removed["infra_error"] == 1  # not produced: counted apart, never the teacher's
     assert json.loads((out / "stats.json").read_text())["counts"]["kept"] == kept - 1
+
+
+def test_the_bare_demos_plan_line_says_it_is_the_demo_with_its_source_output_and_time() -> None:
+    """Bare `python -m thinc_bench.build_sft` sat at 0/3 for minutes saying nothing (issue 54)."""
+    from shared_inputs import need_shared
+
+    from thinc_bench.build_sft.__main__ import DEMO_MINUTES, plan_line
+    from thinc_bench.build_sft.config import BuildSFTConfig
+
+    need_shared(Path(__file__).resolve().parents[3] / "shared" / "data" / "train", "the local DAPO copy")
+    config = BuildSFTConfig()
+    line = plan_line(config, 3, 3, 1, config.out_dir())
+    assert line.startswith(
+        "plan: build_sft demo (no --teacher): the bundled SmolLM2-135M teaches 3 problems of "
+    )
+    assert f"dapo_math_17k ({config.data_dir}) x 1 samples = 3 trajectories (2 to run, 1 stored)" in line
+    assert f"budget 1536 tokens, 4 tool calls each; dataset into {config.out_dir()}" in line
+    assert (
+        f"(about {DEMO_MINUTES} minutes on 2 CPU cores;" in line
+        and "--teacher MODEL for a real build" in line
+    )
+    teacher = BuildSFTConfig(source="nano")
+    assert plan_line(teacher, 256, 256, 0, teacher.out_dir()).startswith(
+        "plan: build_sft: the nano template teacher"
+    )

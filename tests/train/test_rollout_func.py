@@ -477,3 +477,22 @@ def test_a_row_whose_rollout_raises_earns_zero_leaves_the_loss_and_the_step_goes
         grade_status=out["grade_status"],
     )
     assert rewards == [1.0, 1.0, 1.0, 0.0]
+
+
+def test_the_rollouts_of_a_step_show_a_bar_that_counts_tokens(rows, scripted_turns, capsys) -> None:
+    """GRPO's generation batch is minutes of rollouts on a CPU: its bar moves with the tokens the
+    generator produced, and is gone when the batch is done (leave=False) or on other ranks."""
+    from types import SimpleNamespace
+
+    generator = load_generator("scripted", str(scripted_turns))
+    prompts = [r["problem"] for r in rows for _ in range(2)]
+    with Sandbox() as sandbox:
+        rollout = _rows_rollout(sandbox, rows, generator, answers=False)
+        out = rollout(prompts, None)
+        bar = capsys.readouterr().err.replace("\r", "\n")
+        made = sum(sum(mask) for mask in out["env_mask"])  # the model's tokens of the four trajectories
+        assert "rollouts, step 1:" in bar and f"4/4 traj, {made:,} tok" in bar
+        other_rank = SimpleNamespace(accelerator=SimpleNamespace(is_local_main_process=False))
+        fresh = load_generator("scripted", str(scripted_turns))  # a script's turns are read once each
+        _rows_rollout(sandbox, rows, fresh, answers=False)(prompts, other_rank)
+        assert "rollouts" not in capsys.readouterr().err
