@@ -71,3 +71,73 @@ def test_a_missing_dataset_is_built_with_the_given_arguments(tmp_path) -> None:
     rows = datasets.load_from_disk(str(target))
     assert len(rows) == 4 and rows[0]["id"] == "nano-train-0000" and rows[0]["n_code_blocks"] == 3
     assert training_system_prompt(rows) == (REPO / "thinc_bench" / "prompts" / "nano.txt").read_text().strip()
+
+
+# Issue 54: what an interrupted recipe leaves, and the command that goes on
+
+
+def test_an_interrupted_sft_resumes_from_its_last_trainer_checkpoint(tmp_path: Path) -> None:
+    from thinc_bench.train.launch import resume_sft
+
+    out = tmp_path / "sft"
+    argv = ["--config", "c.yaml", "--output_dir", str(out)]
+    shown = ["--output_dir", str(out)]
+    assert resume_sft(argv, shown) == (
+        f"{out} is unfinished (marked INCOMPLETE); train it again: python recipes/sft.py --output_dir {out}"
+    )
+    for step in (5, 40, 10):  # numeric order, not the names'
+        (out / f"checkpoint-{step}").mkdir(parents=True)
+    assert resume_sft(argv, shown) == (
+        f"{out} is unfinished (marked INCOMPLETE); resume from its last checkpoint: python recipes/sft.py "
+        f"--output_dir {out} --resume_from_checkpoint {out / 'checkpoint-40'}"
+    )
+
+
+def test_an_interrupted_grpo_goes_on_from_the_stage_after_the_last_saved(tmp_path: Path) -> None:
+    from thinc_bench.train.launch import resume_grpo
+
+    config = tmp_path / "g.yaml"
+    config.write_text(yaml.safe_dump({"output_dir": str(tmp_path / "grpo"), "curriculum": []}))
+    argv, stages = ["--config", str(config)], ["stage1", "stage2", "stage3"]
+    root = tmp_path / "grpo"
+    assert resume_grpo(argv, [], stages) == (
+        f"{root} is unfinished (marked INCOMPLETE, no stage saved); train it again: python recipes/grpo.py"
+    )
+    (root / "stage1").mkdir(parents=True)
+    (root / "stage1" / "trainer_state.json").write_text("{}")
+    assert resume_grpo(argv, ["--start_stage", "stage1"], stages) == (
+        f"{root} is unfinished (stages saved: stage1); go on with: python recipes/grpo.py --start_stage stage2"
+    )
+
+
+def test_a_recipe_setting_is_read_from_the_command_line_over_the_yaml(tmp_path: Path) -> None:
+    from thinc_bench.train.launch import recipe_setting
+
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({"output_dir": "from-yaml", "max_steps": 3}))
+    assert recipe_setting(["--config", str(config)], "output_dir") == "from-yaml"
+    assert recipe_setting(["--config", str(config), "--output_dir", "given"], "output_dir") == "given"
+    assert recipe_setting(["--config", str(config), "--output_dir=eq"], "output_dir") == "eq"
+    assert recipe_setting(["--output_dir", "x"], "max_steps") is None
+
+
+def test_the_sft_plan_line_counts_the_optimizer_steps() -> None:
+    from types import SimpleNamespace
+
+    from thinc_bench.train.launch import sft_plan
+
+    args = SimpleNamespace(
+        per_device_train_batch_size=4,
+        gradient_accumulation_steps=2,
+        world_size=1,
+        num_train_epochs=3,
+        max_steps=-1,
+        output_dir="runs/x",
+    )
+    # 100 sequences in steps of 8: 13 steps an epoch (the last one short), 3 epochs
+    assert sft_plan("bundled-smollm2", "d/dataset", 100, args) == (
+        "plan: SFT of bundled-smollm2 on d/dataset: 100 sequences, 39 optimizer steps of 8 sequences; "
+        "into runs/x (marked INCOMPLETE until saved)"
+    )
+    args.max_steps = 5
+    assert "5 optimizer steps of 8 sequences" in sft_plan("m", "d", 100, args)

@@ -132,7 +132,10 @@ def run_recipe(train: Callable[[], int], resume: Callable[[], str]) -> int:
     try:
         return train()
     except KeyboardInterrupt:
-        print(f"interrupted: {resume()}", file=sys.stderr, flush=True)  # noqa: T201 - the recipe's terminal
+        from tqdm import tqdm
+
+        # on a line of its own even while the trainer's bar is drawn (tqdm clears it, then redraws it)
+        tqdm.write(f"interrupted: {resume()}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except ThincError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)  # noqa: T201
