@@ -529,17 +529,12 @@ INTERRUPTED_CODES = (130, -2)
 
 def main(argv: list[str] | None = None) -> int:
     """The chain; Ctrl-C is one line (finished stages are kept) and exit 130."""
+    from thinc_bench.train.launch import run_recipe
+
     args = list(sys.argv[1:] if argv is None else argv)
-    try:
-        return _main(args)
-    except KeyboardInterrupt:
-        print(  # noqa: T201 - the chain's terminal
-            "[nano] interrupted: finished stages are kept (each is skipped when its output is complete); "
-            f"resume with: {shlex.join(['python', 'recipes/nano.py', *args])}",
-            file=sys.stderr,
-            flush=True,
-        )
-        return 130
+    command = shlex.join(["python", "recipes/nano.py", *args])
+    kept = "finished stages are kept (each is skipped when its output is complete); resume with: "
+    return run_recipe(lambda: _main(args), lambda: kept + command)
 
 
 def _main(argv: list[str]) -> int:
@@ -572,7 +567,10 @@ def _main(argv: list[str]) -> int:
     # report alone (seconds, no model) keeps the chain's.
     computes = any(stage != "report" for stage in todo)
     if computes:
-        timings |= {"dtype": args.dtype, "jobs": jobs, "threads_per_job": per_job, "cpu": _cpu_capability()}
+        import torch  # the timings depend on torch's CPU dispatch level (AVX2, AVX512, ...)
+
+        cpu = str(torch.backends.cpu.get_cpu_capability())
+        timings |= {"dtype": args.dtype, "jobs": jobs, "threads_per_job": per_job, "cpu": cpu}
     print(
         f"[nano] plan: {len(todo)} of {len(wanted)} stages to run ({', '.join(todo) or 'none'}), {jobs} at a "
         f"time, {per_job} thread(s) each, dtype {args.dtype}; outputs in {out}, the page {args.report} "
@@ -601,13 +599,6 @@ def _main(argv: list[str]) -> int:
     if "report" in wanted:
         print(f"[nano] report: {args.report}")
     return 0
-
-
-def _cpu_capability() -> str:
-    """torch's CPU dispatch level (AVX2, AVX512, ...): the timings depend on it."""
-    import torch
-
-    return str(torch.backends.cpu.get_cpu_capability())
 
 
 if __name__ == "__main__":

@@ -111,7 +111,7 @@ def test_ctrl_c_in_the_nano_chain_keeps_finished_stages_and_names_the_command_th
     code, lines = ctrl_c_after([sys.executable, "recipes/nano.py", *args], "[nano] data $", settle=3)
     assert code == 130, lines[-10:]
     assert lines[-1] == (
-        "[nano] interrupted: finished stages are kept (each is skipped when its output is complete); resume with: "
+        "interrupted: finished stages are kept (each is skipped when its output is complete); resume with: "
         + shlex.join(["python", "recipes/nano.py", *args])
     )
     assert not [line for line in lines if "Traceback" in line or "failed" in line]
