@@ -169,7 +169,7 @@ def test_refilter_applies_new_thresholds_without_generating(source, tmp_path) ->
     assert "min_code_blocks" in (out / "report.html").read_text()
 
 
-def test_refilter_takes_the_stored_build_and_abbreviated_flags_without_teacher(
+def test_refilter_takes_the_stored_build_and_its_flags_in_any_spelling_without_teacher(
     source, tmp_path, monkeypatch
 ) -> None:
     out = tmp_path / "build"
@@ -179,25 +179,32 @@ def test_refilter_takes_the_stored_build_and_abbreviated_flags_without_teacher(
         == 0
     )
     monkeypatch.chdir(tmp_path)  # no demo data beside the working directory: the demo preset must not run
-    assert build_sft.main(["--refilter", "--out", str(out), "--min-code", "2", "--max-plan=0.9"]) == 0
+    assert (
+        build_sft.main(["--refilter", "--out", str(out), "--min_code_blocks", "2", "--max-plan-share=0.9"])
+        == 0
+    )
     settings = json.loads((out / "stats.json").read_text())["settings"]
-    assert (settings["min_code_blocks"], settings["max_plan_share"]) == (2, 0.9)  # the abbreviations
+    assert (settings["min_code_blocks"], settings["max_plan_share"]) == (2, 0.9)  # both spellings, `=`
     assert (settings["teacher"], settings["backend"]) == (str(SFT_DATA / "teacher_turns.jsonl"), "scripted")
     assert settings["max_per_problem"] == 2  # not given now: the stored build's, not the default
     assert settings["student_tokenizer"] == str(smollm2_gguf())
 
 
-def test_refilter_refuses_generation_flags_and_ambiguous_abbreviations(source, tmp_path, capsys) -> None:
+def test_refilter_refuses_generation_flags_and_prefixes_of_flags(source, tmp_path, capsys) -> None:
     out = tmp_path / "build"
     teacher = SFT_DATA / "teacher_turns.jsonl"
     assert build_sft.main(_args(source, out, teacher, "--samples-per-problem", "1")) == 0
     samples = (out / "rollouts" / "samples.jsonl").read_bytes()
     capsys.readouterr()
-    assert build_sft.main(["--refilter", "--out", str(out), "--temp", "0.9"]) == 2
+    assert build_sft.main(["--refilter", "--out", str(out), "--temperature", "0.9"]) == 2
     assert "--temperature 0.9 differs from the stored build's 0.6" in capsys.readouterr().err
-    with pytest.raises(SystemExit):  # --max-plan-share, --max-prose-chars or --max-per-problem?
-        build_sft.main(["--refilter", "--out", str(out), "--max-p", "0.4"])
-    assert "ambiguous option" in capsys.readouterr().err
+    for prefix, meant in (("--max-p", "--max-tokens"), ("--min-code", "--min-code-blocks")):
+        with pytest.raises(SystemExit) as stop:  # a prefix is a typo, never a flag (issue 54)
+            build_sft.main(["--refilter", "--out", str(out), prefix, "1"])
+        assert stop.value.code == 2
+        assert capsys.readouterr().err.splitlines() == [
+            f"error: unknown flag {prefix}; did you mean {meant}?"
+        ]
     assert build_sft.main(["--refilter", "--out", str(out), "--teacher", str(teacher)]) == 0  # same as stored
     assert (out / "rollouts" / "samples.jsonl").read_bytes() == samples
 

@@ -237,5 +237,7 @@ def test_the_extensions_flag_is_recorded_and_a_wrong_value_is_one_clear_line():
         config.backend_options()["api_extensions"] == "none" and config.settings()["api_extensions"] == "none"
     )
     assert "api_extensions" not in thinc_eval.parse_config(["--model", "m"]).settings()  # old hashes hold
-    with pytest.raises(ConfigError, match="--api-extensions 'openai': use auto, vllm or none"):
+    with pytest.raises(
+        ConfigError, match="--api-extensions openai: unknown value; choose one of auto, vllm, none"
+    ):
         thinc_eval.parse_config(["--model", "m", "--backend", "openai", "--api-extensions", "openai"])

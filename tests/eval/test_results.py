@@ -96,11 +96,11 @@ def test_load_run_of_a_folder_that_is_not_a_run_is_one_clear_error(tmp_path):
 
 
 def _readme_api_lines() -> list[str]:
-    """The README's Python API snippet from `df = run.samples` on (the lines that need only a run)."""
+    """docs/api.md's "The run as tables" snippet from `df = run.samples` on (the lines that need only a run)."""
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    block = readme.split("## Python API", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    page = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text(encoding="utf-8")
+    block = page.split("## The run as tables", 1)[1].split("```python\n", 1)[1].split("\n```", 1)[0]
     lines = block.splitlines()
     return lines[next(i for i, line in enumerate(lines) if line.startswith("df = run.samples")) :]
 

@@ -500,7 +500,7 @@ def test_unknown_preset_is_refused_naming_the_choices():
     from thinc_bench.errors import ConfigError
     from thinc_bench.eval import EvalConfig
 
-    with pytest.raises(ConfigError, match="--preset 'rstar2'.*rstar2-agent"):
+    with pytest.raises(ConfigError, match="--preset rstar2: unknown preset; choose one of .*rstar2-agent"):
         EvalConfig(model="m", preset="rstar2")
 
 
