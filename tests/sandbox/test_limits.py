@@ -177,7 +177,7 @@ def _wait_for(condition: object, seconds: float = 5.0) -> bool:
 
 def test_sessions_together_cannot_pass_the_sandbox_memory_cap() -> None:
     """Each session stays under its own limits; together they pass the total cap of all sessions."""
-    from thinc_bench.sandbox import _cgroups
+    from thinc_bench.sandbox.runtime import _cgroups
 
     config = SandboxConfig(total_memory_mb=400)
     with Sandbox(config) as sandbox:
@@ -206,7 +206,7 @@ def test_a_session_cpu_quota_above_the_enclosing_groups_quota_still_runs(
 ) -> None:
     """In a container allowed half a core, a one-core session quota is refused by the kernel; the
     container's quota then binds instead, and sessions still start."""
-    from thinc_bench.sandbox import _cgroups
+    from thinc_bench.sandbox.runtime import _cgroups
 
     real = _cgroups._configure
 

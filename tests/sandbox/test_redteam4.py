@@ -23,9 +23,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from thinc_bench.sandbox import Sandbox, SandboxConfig, Session, _jail, _seccomp, render_fault
+from thinc_bench.sandbox import Sandbox, SandboxConfig, Session, _jail, render_fault
 from thinc_bench.sandbox._outcome import DRAIN_MAX_CHUNKS, READ_CHUNK_BYTES, _Output, drain
 from thinc_bench.sandbox.faults import FAULT_TYPES
+from thinc_bench.sandbox.runtime import _seccomp
 
 CLEAR_PDEATHSIG = "import ctypes\nctypes.CDLL(None).prctl(1, 0, 0, 0, 0)\n"
 

@@ -24,7 +24,7 @@ import traceback
 import types
 from typing import Any, NoReturn
 
-from thinc_bench.sandbox import _wire
+from . import _wire
 
 CellStatus = str  # "ok" | "error" | "memory"; kept a plain str because it crosses the wire
 

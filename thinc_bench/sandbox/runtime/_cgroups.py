@@ -129,7 +129,8 @@ def make_session_groups(parents: dict[str, str], sid: int, limits: dict[str, flo
 
 def _limit_session(controller: str, path: str, limits: dict[str, float]) -> None:
     if controller == "pids":
-        write(path, "pids.max", int(limits["max_processes"]) + 1)  # +1: the session's parent A
+        # The session's own processes above its interpreter (A, and R with namespaces) come on top.
+        write(path, "pids.max", int(limits["max_processes"]) + int(limits.get("overhead", 1)))
     elif controller == "memory":
         write(path, "memory.limit_in_bytes", int(limits["session_memory_mb"]) * 2**20)
     elif controller == "cpu":
