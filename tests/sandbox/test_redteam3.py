@@ -62,11 +62,14 @@ def _spinner(tag: str) -> str:
     )
 
 
-@pytest.fixture(params=["namespaces", "no-namespaces"])
+@pytest.fixture(params=["namespaces", "no-namespaces", "no-cgroups", "no-cgroups-no-namespaces"])
 def any_sandbox(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sandbox]:
-    """A sandbox with per-session namespaces, and one without (the degraded path keeps the rule)."""
-    if request.param == "no-namespaces":
+    """A sandbox with per-session namespaces, and one without (the degraded path keeps the rule);
+    each also without cgroups, as an unprivileged harness runs."""
+    if "no-namespaces" in request.param:
         monkeypatch.setenv(_jail.NO_NAMESPACES_ENV, "1")
+    if "no-cgroups" in request.param:
+        monkeypatch.setenv(_jail.NO_CGROUPS_ENV, "1")
     with Sandbox(SandboxConfig(timeout_s=5.0)) as sb:
         yield sb
 

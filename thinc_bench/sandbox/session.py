@@ -327,11 +327,11 @@ class Session:
         output = _Output(self._config.max_output_bytes)
 
         nonce = os.urandom(8).hex()  # the loop echoes it; a frame forged before this run cannot
-        clock = RunClock(limit, self._backstop(limit), live.watch, start)
+        clock = RunClock(limit, self._backstop(limit), live.watch, time.perf_counter())
         try:
             self._send_run(live, code, nonce, clock.deadline())
         except TimeoutError:  # the process stopped reading its socket: a wedged session
-            return self._timed_out(live, output, notice, clock, time.perf_counter())
+            return self._timed_out(live, output, notice, clock, time.perf_counter(), start)
         except OSError:
             # The process died between runs (a background thread's os._exit, say).
             server = live.server
@@ -340,7 +340,7 @@ class Session:
                 raise InfraFailure("the sandbox server died") from None
             notice = f"[sandbox] session restarted: the previous process ended between runs ({why}); earlier state is gone.\n"
             live = self._start()
-            clock = RunClock(limit, self._backstop(limit), live.watch, start)
+            clock = RunClock(limit, self._backstop(limit), live.watch, time.perf_counter())
             self._send_run(live, code, nonce, clock.deadline())
         with selectors.DefaultSelector() as sel:
             sel.register(live.sock, selectors.EVENT_READ, "sock")
@@ -348,7 +348,7 @@ class Session:
             while True:
                 now = time.perf_counter()
                 if now >= clock.deadline() and clock.check(now) != "running":
-                    return self._timed_out(live, output, notice, clock, now)
+                    return self._timed_out(live, output, notice, clock, now, start)
                 for key, _mask in sel.select(max(clock.deadline() - now, 0.0)):
                     if key.data == "out":
                         drain(live.out_r, output, 0)
@@ -492,8 +492,10 @@ class Session:
         )
 
     def _timed_out(
-        self, live: Live, output: _Output, notice: str | None, clock: RunClock, now: float
+        self, live: Live, output: _Output, notice: str | None, clock: RunClock, now: float, start: float
     ) -> ExecResult:
+        """The run used its time (`timeout`), or the host kept it from its time until the backstop
+        (`infra_error`); either way the session is killed. `start`: when run() was called."""
         wall = now - clock.start
         if wall < clock.backstop - 1e-3 or clock.charged_s(now) >= clock.limit - 1e-3:
             what = (
@@ -503,9 +505,7 @@ class Session:
                 f"\n[sandbox] timeout: the run exceeded {clock.limit:g} s {what}; the session was killed.\n"
             )
             restart = "the previous run timed out and its process was killed"
-            return self._end_session(
-                live, output, notice, clock.start, ("timeout", "timeouts", restart, tail)
-            )
+            return self._end_session(live, output, notice, start, ("timeout", "timeouts", restart, tail))
         tail = (
             f"\n[sandbox] infrastructure error: the host was too busy to give the run its time: "
             f"{wall:.1f} s of wall-clock time, {clock.waited_s:.1f} s of it waiting for a CPU, "
@@ -513,7 +513,7 @@ class Session:
         )
         restart = "the previous run was stopped because the host was too busy to run it"
         return self._end_session(
-            live, output, notice, clock.start, ("infra_error", "host_saturated", restart, tail)
+            live, output, notice, start, ("infra_error", "host_saturated", restart, tail)
         )
 
     def _violated(
