@@ -86,6 +86,9 @@ class _Delays:
     def run_delay_ns(self) -> tuple[int, int]:
         return self.readings.pop(0)
 
+    def main_delay_ns(self) -> int:
+        return self.readings[0][0]
+
 
 def test_the_clock_charges_wall_time_less_the_largest_wait() -> None:
     # base 1 s of delay before the run; then the main thread waited 2 s more, a child 3 s

@@ -43,7 +43,7 @@ class RunClock:
         self.start = start
         self.waited_s = 0.0  # host load not charged, as of the last check
         self._watch = watch if schedstat_problem() is None else None
-        self._base = self._watch.run_delay_ns()[0] if self._watch is not None else 0
+        self._base = self._watch.main_delay_ns() if self._watch is not None else 0
         self._next = start + limit
 
     @property

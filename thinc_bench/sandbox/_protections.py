@@ -62,8 +62,8 @@ def describe(launch: Launch, hello: dict[str, Any]) -> list[Protection]:
             True,
         ),
         _line(
-            "harness folders covered in each session (thinc_bench, the Hub cache, $HOME, the working "
-            "directory, where they hold nothing a session needs)",
+            "harness folders out of sight (thinc_bench, the Hub cache, $HOME, the working directory): "
+            "never bound in the jail; unjailed, covered in each session where they hold nothing it needs",
             launch.jailed or ns,
             probe,
         ),

@@ -98,6 +98,9 @@ class ProcWatch:
                 _s, grandparent, _f = _procs.parse_stat(os.pread(self._stat[1], _procs.STAT_BYTES, 0))
                 self._stat.append(_open_stat(grandparent))
             self._children = _open_children(interpreter)
+            self._schedstat = os.open(
+                f"/proc/{interpreter}/task/{interpreter}/schedstat", os.O_RDONLY | os.O_CLOEXEC
+            )
         except (OSError, ValueError, IndexError):
             self.close()
             raise
@@ -122,11 +125,19 @@ class ProcWatch:
         """Whether B, its reaper or A has called execve since it was forked."""
         return _exec_replaced(self._stat)
 
+    def main_delay_ns(self) -> int:
+        """B's main thread's run-queue delay since it started, in nanoseconds (one pread): what
+        the run clock reads when a run begins."""
+        try:
+            return int(os.pread(self._schedstat, 256, 0).split()[1])
+        except (OSError, ValueError, IndexError):
+            return 0
+
     def run_delay_ns(self) -> tuple[int, int]:
         """(B's main thread's run-queue delay, the largest of every other live task of the session's),
         in nanoseconds since each task started: the run clock subtracts the first at a run's start
         and charges the run with none of it (host load, not the code's doing)."""
-        main = _procs.run_delay_ns(self.interpreter, only_main=True)
+        main = self.main_delay_ns()
         others = [
             _procs.run_delay_ns(pid)
             for pid in _procs.descendants(self.interpreter)
@@ -136,12 +147,12 @@ class ProcWatch:
         return main, max(others)
 
     def close(self) -> None:
-        for fd in (*self._stat, getattr(self, "_children", -1)):
+        for fd in (*self._stat, getattr(self, "_children", -1), getattr(self, "_schedstat", -1)):
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(fd)
         self._stat = []
-        self._children = -1
+        self._children = self._schedstat = -1
 
 
 def _open_stat(pid: int) -> int:

@@ -144,15 +144,14 @@ def _alive(pid: int) -> bool:
     return facts is not None and facts[0] not in ("Z", "X")
 
 
-def run_delay_ns(pid: int, *, only_main: bool = False, skip_main: bool = False) -> int:
-    """The largest run-queue delay among the threads of `pid` (all, its main thread only, or all
-    but it), in nanoseconds since each thread started: time it was runnable but waiting for a CPU,
-    field 2 of `/proc/PID/task/TID/schedstat`. 0 when gone, when no thread is chosen, or when the
-    kernel keeps no scheduler statistics."""
-    tids = [str(pid)] if only_main else []
-    if not only_main:
-        with contextlib.suppress(OSError):
-            tids = [t for t in os.listdir(f"/proc/{pid}/task") if not (skip_main and t == str(pid))]
+def run_delay_ns(pid: int, *, skip_main: bool = False) -> int:
+    """The largest run-queue delay among the threads of `pid` (all, or all but its main thread), in
+    nanoseconds since each thread started: time it was runnable but waiting for a CPU, field 2 of
+    `/proc/PID/task/TID/schedstat`. 0 when gone, when no thread is chosen, or when the kernel keeps
+    no scheduler statistics."""
+    tids: list[str] = []
+    with contextlib.suppress(OSError):
+        tids = [t for t in os.listdir(f"/proc/{pid}/task") if not (skip_main and t == str(pid))]
     largest = 0
     for tid in tids:
         with (
