@@ -108,3 +108,17 @@ def test_the_summary_says_what_holds_for_this_user(small: Sandbox, mode: str) ->
             "needs root"
             in inactive["total memory cap of all sessions (total_memory_mb), the fork-server outside it"]
         )
+
+
+def test_signals_to_the_reaper_from_inside_change_nothing(small: Sandbox, mode: str) -> None:
+    """The reaper is PID 1 of the session's namespace: a signal from inside reaches it only through a
+    handler, and it has none (SIGINT, the one its Python handles, is ignored). A cell cannot end it
+    and so cannot end its own session's containment early."""
+    if "no-namespaces" in mode:
+        pytest.skip("without namespaces there is no reaper: PID 1 is the jail's, out of reach")
+    code = "import os, signal\nfor sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGKILL):\n    os.kill(1, sig)\n"
+    with small.session() as s:
+        assert s.run("kept = 7").status == "ok"
+        r = s.run(code)
+        assert r.status == "ok" and r.notice == "", r.transcript
+        assert s.run("kept").output == "7\n"  # the same interpreter, in the same session

@@ -46,7 +46,7 @@ PROBE_INODES = 16
 
 @dataclass
 class Setup:
-    """What one session's A and B need to know, decided by the server before forking."""
+    """What one session's A, R and B need to know, decided by the server before forking."""
 
     sock_fd: int
     out_fd: int

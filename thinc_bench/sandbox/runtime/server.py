@@ -252,7 +252,7 @@ class Server:
 
     def _reap(self, sid: int, status: int, swept: tuple[int, int] = (0, 0)) -> dict[str, Any]:
         """How session `sid` ended (B's own status when A relayed it), then sweep what is left of it
-        and forget it. `survivors`: processes besides A and B that were still running."""
+        and forget it. `survivors`: processes besides its own (A, R, B) that were still running."""
         child = self.children[sid]
         if "pids" in child.groups:
             more = self._sweep(child)
