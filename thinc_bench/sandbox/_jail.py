@@ -163,6 +163,22 @@ def bwrap_problem() -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=1)
+def bwrap_sizes_tmpfs() -> bool:
+    """Whether this bubblewrap bounds a tmpfs it mounts (`--size`, bubblewrap 0.7 and later)."""
+    try:
+        proc = subprocess.run(
+            ["bwrap", "--help"], capture_output=True, text=True, timeout=BWRAP_PROBE_TIMEOUT_S
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--size" in proc.stdout + proc.stderr
+
+
+def _size(nbytes: int) -> list[str]:
+    return ["--size", str(nbytes)] if bwrap_sizes_tmpfs() else []
+
+
 def has_capability(cap: int) -> bool:
     """Whether this process holds capability number `cap` (bwrap cannot grant one it lacks)."""
     try:
@@ -246,7 +262,7 @@ def _parent_dirs(dest: str, made: set[str]) -> list[str]:
 
 def _mask(path: str) -> list[str]:
     """bwrap arguments covering `path` with an empty read-only tmpfs (no file can be created in it)."""
-    return ["--perms", "0555", "--size", "4096", "--tmpfs", path, "--remount-ro", path]
+    return ["--perms", "0555", *_size(4096), "--tmpfs", path, "--remount-ro", path]
 
 
 def jail_binds(
@@ -281,7 +297,7 @@ def jail_binds(
     args += ["--perms", "0755", "--dir", JAIL_SITE]
     for entry in visible.entries:
         args += ["--ro-bind", entry.source, f"{JAIL_SITE}/{entry.name}"]
-    args += ["--dev", "/dev", "--proc", "/proc", "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
+    args += ["--dev", "/dev", "--proc", "/proc", *_size(tmp_bytes), "--tmpfs", "/tmp"]
     for controller, path in groups.session_parents.items():
         args += ["--bind", path, f"{JAIL_CGROUPS}/{controller}"]
     # The jail's root (bwrap's tmpfs holding the folders made above) read-only: without namespaces
