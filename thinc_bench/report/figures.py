@@ -186,10 +186,9 @@ def published_markers(
 
 
 def _marker_label(entry: dict[str, Any], reference: dict[str, Any]) -> str:
-    from thinc_bench.report.reference import provenance
+    from thinc_bench.report.reference import source_of
 
-    kind = provenance(entry, reference).split(":")[0]
-    return f"{entry['model']} {entry['value']} (published; {kind})"
+    return f"{entry['model']} {entry['value']} (published; {source_of(entry).short})"
 
 
 def accuracy_figure(runs: Sequence[Run], benchmarks: Sequence[str], reference: dict[str, Any]) -> Markup:
