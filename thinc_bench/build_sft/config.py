@@ -89,6 +89,8 @@ NANO_CLI: dict[str, dict[str, object]] = {
         "decontam_benchmarks": "",
         "min_code_blocks": 0,
         "max_plan_share": 1.0,
+        "reject_plan_computation": False,
+        "require_grounded": False,
         "out": "runs/nano/sft-data-nl",
     },
 }
@@ -96,13 +98,17 @@ NANO_CLI: dict[str, dict[str, object]] = {
 teacher and student, the bundled student, no n-gram decontamination (nano's splits are disjoint by
 construction, by a hash of family and numbers, while every problem of a family shares its wording
 with the test split, which n-gram overlap would call contamination), and for the
-NL-only contrast no code-block or plan-share filter (the other filters, correctness first, still run)."""
+NL-only contrast no code-block, plan-share, plan-computation or grounding filter (its plan is the whole
+solution and no code prints its answer; the other filters, correctness first, still run)."""
 DATA_DIR_CANDIDATES = ("shared/data", "../shared/data")
 """Where the demo looks for local copies (train/ and benchmarks/) beside the checkout."""
 REFILTER_FIELDS = frozenset(
     {
         "min_code_blocks",
         "max_plan_share",
+        "plan_share_of",
+        "reject_plan_computation",
+        "require_grounded",
         "max_per_problem",
         "max_prose_chars",
         "recovery_share",
@@ -243,11 +249,26 @@ class BuildSFTConfig:
     )
     min_code_blocks: int = field(
         default=3,
-        metadata={"help": "Executed code blocks (tool calls) required (paper: 3 code blocks)."},
+        metadata={"help": "Executed code blocks (tool calls) required (explainers: at least three)."},
     )
     max_plan_share: float = field(
         default=0.5,
-        metadata={"help": "Plan tokens must be below this share of model tokens (paper: 0.5)."},
+        metadata={"help": "Plan tokens must be below this share of --plan-share-of tokens (explainers: 50%)."},
+    )
+    plan_share_of: str = field(
+        default="total",
+        metadata={
+            "help": "total (every trajectory token, interpreter output included: the explainers' 'total "
+            "tokens') | model (model-written tokens only, stricter)."
+        },
+    )
+    reject_plan_computation: bool = field(
+        default=True,
+        metadata={"help": "Reject plans that compute (arithmetic with results, equations solved in prose)."},
+    )
+    require_grounded: bool = field(
+        default=True,
+        metadata={"help": "Reject answers no interpreter output printed (the grader's grounding rule)."},
     )
     max_prose_chars: int = field(
         default=DEFAULT_MAX_PROSE_CHARS,
@@ -368,6 +389,8 @@ class BuildSFTConfig:
                 raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)}: use a positive integer")
         if self.min_code_blocks < 0 or self.max_per_problem < 1 or self.max_prose_chars < 0:
             raise ConfigError("--min-code-blocks and --max-prose-chars must be >= 0, --max-per-problem >= 1")
+        if self.plan_share_of not in ("total", "model"):
+            raise ConfigError(f"--plan-share-of {self.plan_share_of!r}: use total or model")
         for name in ("max_plan_share", "decontam_threshold", "decontam_maths_threshold"):
             if not 0 < getattr(self, name) <= 1:
                 raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)}: use a value in (0, 1]")

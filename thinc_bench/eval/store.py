@@ -77,7 +77,7 @@ class SampleRecord:
     interpreter tokens (the response length the paper means), `gen_tokens` its model-written part,
     `prompt_tokens` the chat prompt, `total_tokens` prompt plus completion. Per-trajectory measures
     (None or empty when not measured, e.g. infrastructure errors and version-1 records): `checks`,
-    the ThinC conformance checks by name; `plan_share`; `posthoc`, `nl_literals` and `nl_ratio`,
+    the ThinC conformance checks by name; `plan_share` (of all completion tokens); `posthoc`, `nl_literals` and `nl_ratio`,
     the three TIR failure modes of `metrics.failure_modes`. `meta` carries what the problem's
     loader recorded (the GPQA option order and its seed).
     """

@@ -231,7 +231,8 @@ class FailureModes:
         nl_literals: trajectories with at least one NL literal / trajectories measured.
         nl_literals_mean: NL literals per measured trajectory.
         nl_ratio: mean prose-outside-plan share of model tokens (None when none measured).
-        plan_share: mean plan share of model tokens, beside it (None when none measured).
+        plan_share: mean plan share of all completion tokens (`trajectory.check_conformance`'s, the
+            sources' denominator), beside it (None when none measured).
     """
 
     posthoc: Rate
