@@ -1,7 +1,8 @@
-"""What defines a ThinC-SFT build: `BuildSFTConfig`, its two presets, and how it maps onto eval's engine.
+"""What defines a ThinC-SFT build: `BuildSFTConfig`, its presets, and how it maps onto eval's engine.
 
 `BuildSFTConfig` is the dataclass behind `python -m thinc_bench.build_sft` (parsed by HfArgumentParser).
-Fields left as None take the paper's defaults, or the offline demo's when no teacher is given.
+Fields left as None take the defaults with a teacher (`PAPER`; docs/settings.md gives each one's
+source), the nano template teacher's, or the offline demo's when no teacher is given.
 Generation is eval's engine, so `eval_config()` restates the generation settings as an `EvalConfig`;
 `generation_settings()` is what the rollout directory hashes. Filter thresholds, the student tokenizer
 and runtime fields stay out of that hash, so `--refilter` and resumes may change them. Nothing here
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from thinc_bench.eval.config import EvalConfig
 
 DEFAULT_STUDENT_TOKENIZER = "Qwen/Qwen3-1.7B"
-"""The paper's smaller student; the plan-share filter counts its tokens."""
+"""The smaller student the explainers name; the plan-share filter counts its tokens."""
 TEACHER_PROMPT = "teacher"
 """Name of the bundled teacher system prompt (`prompts/teacher.txt`)."""
 DEMO = {
@@ -40,6 +41,13 @@ DEMO = {
     "concurrency": 3,
 }
 """Settings without --teacher: the bundled 135M model needs one example and a prefilled code block."""
+TEACHER_TEMPLATE_KWARGS = '{"enable_thinking": false}'
+"""The teacher's chat-template variables by default: thinking off. The documented teacher, Qwen3.5-27B,
+thinks by default (its template's generation prompt ends in `<think>\\n`; `enable_thinking=false`
+puts an empty `<think>\\n\\n</think>\\n\\n` there instead: docs/settings.md gives where this was read),
+and its own reasoning would become the ThinC plan, which must be brief and compute nothing. Templates
+without the variable ignore it; one that opens a plan anyway is refused at start unless
+--teacher-thinks drops its thinking (`build_sft.__main__.preflight`)."""
 PAPER = {
     "limit": None,
     "samples_per_problem": 4,
@@ -49,8 +57,10 @@ PAPER = {
     "exec_on": "output_open",
     "response_prefix": "",
     "concurrency": 64,
+    "teacher_chat_template_kwargs": TEACHER_TEMPLATE_KWARGS,
 }
-"""Defaults with a --teacher: 32K budget as in the paper, every bundled example (few_shot None = all)."""
+"""Defaults with a --teacher (docs/settings.md gives each one's source class: none of these is stated
+by the sources): every bundled example (few_shot None = all), the teacher's thinking off."""
 TEMPLATE_TEACHERS: dict[str, str] = {
     "template": "the nano template teacher (thinc_bench.nano: plan, compute, check, print), replayed "
     "through the scripted backend; every block ran in the sandbox",
@@ -215,8 +225,9 @@ class BuildSFTConfig:
     teacher_chat_template_kwargs: str | None = field(
         default=None,
         metadata={
-            "help": "JSON object of the teacher's chat-template variables, e.g. '{\"enable_thinking\": false}' "
-            "so a natively thinking teacher (Qwen3.5) writes the ThinC plan instead of its own thinking."
+            "help": "JSON object of the teacher's chat-template variables; default with --teacher "
+            f"{TEACHER_TEMPLATE_KWARGS} (Qwen3.5 thinks by default: its reasoning would become the plan); "
+            "'{}' sends none."
         },
     )
     teacher_thinks: bool = field(
@@ -389,6 +400,12 @@ class BuildSFTConfig:
                 raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)}: use a positive integer")
         if self.min_code_blocks < 0 or self.max_per_problem < 1 or self.max_prose_chars < 0:
             raise ConfigError("--min-code-blocks and --max-prose-chars must be >= 0, --max-per-problem >= 1")
+        from thinc_bench.prompts.chat import parse_template_kwargs
+
+        try:
+            parse_template_kwargs(self.teacher_chat_template_kwargs)
+        except ConfigError as exc:  # eval's message, named by this CLI's flag
+            raise ConfigError(str(exc).replace("--chat-template", "--teacher-chat-template", 1)) from None
         if self.plan_share_of not in ("total", "model"):
             raise ConfigError(f"--plan-share-of {self.plan_share_of!r}: use total or model")
         for name in ("max_plan_share", "decontam_threshold", "decontam_maths_threshold"):
