@@ -67,7 +67,8 @@ class RolloutLimits:
     context. The prompt is not counted; the model's context (prompt included) may end a trajectory
     sooner, which it records as `context_exceeded`."""
     max_tool_calls: int = 32
-    """Code executions per trajectory; the model asking for one more ends the trajectory."""
+    """Code executions per trajectory; the model asking for one more ends the trajectory. 0 is no tool
+    (an NL-only baseline): generation never stops for code and nothing runs, whatever the text holds."""
 
 
 @dataclass(frozen=True)
@@ -201,7 +202,8 @@ async def rollout(
     context = generator.context_length
     result = RolloutResult(list(prompt_ids), [], [], "", "eos", logprobs=[] if params.logprobs else None)
     calling = spec.name == "tool_call"
-    stops = () if calling else exec_stops(spec, exec_on)
+    no_tool = limits.max_tool_calls == 0 and not calling
+    stops = () if calling or no_tool else exec_stops(spec, exec_on)
     plan_open = opened_plan(tokenizer, prompt_ids)  # R1 distills, Qwen3 2507 thinking
     triggers = TurnTrigger(spec, plan_open=plan_open)  # scans each turn's text, not the whole again
     text = ""
@@ -253,6 +255,8 @@ async def rollout(
                 else await _off_loop(triggers, triggers.calls, text, turn_start)
             )
             trigger = Trigger(bool(calls), tuple(c.code or "" for c in calls), False)
+        elif no_tool:
+            trigger = Trigger(False, (), False)
         else:
             trigger = await _off_loop(triggers, triggers, text, generation.stop)
         if generation.stop is None and (generation.finish_reason == "length" or not trigger.run):
