@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from thinc_bench.provenance import SourceClass
+
 __all__ = ["PRESETS", "SETTINGS", "SHARED_FIELDS", "Preset"]
 
 SHARED_FIELDS = ("samples", "max_tokens", "max_tool_calls", "temperature", "top_p", "top_k", "min_p")
@@ -42,6 +44,8 @@ class Preset:
         answer_format: how the baseline writes its final answer (the grader reads the last box in it).
         sources: for each setting (and `answer_format`), the figure, section or file it comes from.
         unknown: what the sources do not state (left at thinc_bench's defaults).
+        classes: the source class (`thinc_bench.provenance`) of a setting whose source is not the
+            baseline's own (`external`, the default): the ThinC explainers, or our choice.
     """
 
     name: str
@@ -51,6 +55,7 @@ class Preset:
     answer_format: str = "\\boxed{...}"
     sources: dict[str, str] = field(default_factory=dict)
     unknown: tuple[str, ...] = field(default=())
+    classes: dict[str, SourceClass] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if set(self.published) - set(SHARED_FIELDS) or set(self.settings) & set(SHARED_FIELDS) - {"max_tool_calls"}:
@@ -200,12 +205,14 @@ PRESETS: dict[str, Preset] = {
             "recommends",
             published={"temperature": 0.6, "top_p": 0.95, "top_k": 20, "min_p": 0.0, "max_tokens": 81920},
             sources={
-                "max_tool_calls": "the explainers call it a model that thinks only in English (natural language): "
-                "no tool is declared or run (0: no tool)",
+                "dialect": "markdown: a dialect that declares no tool (which one is ours)",
+                "max_tool_calls": "the explainers call it a model that thinks only in natural language: no tool "
+                "is declared or run (0: no tool)",
                 "user_template": f"{NL_CARD}, Best Practices: for math, 'Please reason step by step, and put your "
                 "final answer within \\boxed{}.' in the prompt",
                 "system_prompt": f"{NL_CARD}: its examples send the user turn alone",
-                "temperature": f"{NL_CARD}, Best Practices: Temperature=0.6, TopP=0.95, TopK=20, MinP=0",
+                "temperature": f"{NL_CARD}, Best Practices: Temperature=0.6, TopP=0.95, TopK=20, MinP=0 (read "
+                "through copies of the card: the Hugging Face Hub is out of reach here)",
                 "top_p": f"{NL_CARD}, Best Practices",
                 "top_k": f"{NL_CARD}, Best Practices",
                 "min_p": f"{NL_CARD}, Best Practices",
@@ -218,8 +225,8 @@ PRESETS: dict[str, Preset] = {
                 "the ThinC paper's own setting for this baseline (the sources give its 75.2 only)",
                 "samples per problem (the card states none)",
                 "how the card's instruction joins the problem (a newline here)",
-                "the card read through copies: the Hugging Face Hub is out of reach here (docs/settings.md)",
             ),
+            classes={"dialect": "inference", "max_tool_calls": "explainer"},
         ),  # fmt: skip
     )
 }
