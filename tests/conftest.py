@@ -1,5 +1,5 @@
 """Shared fixtures: the read-only benchmark data, a tiny two-problem benchmark, the real SmolLM2, vLLM,
-and the paper's students offline: the real Qwen3 tokenizer with the hybrid (Qwen3-1.7B) and the
+and ThinC's students (as the explainers name them) offline: the real Qwen3 tokenizer with the hybrid (Qwen3-1.7B) and the
 Thinking-2507 chat templates, and a tiny random-weight Qwen3 model for each, built at test time.
 
 vLLM runs from its own interpreter (`THINC_VLLM_PYTHON`, default `/work/vllm-venv/bin/python`):
@@ -204,7 +204,9 @@ vision) does not change a text-only prompt's ending."""
 def qwen35_template(hybrid: str) -> str:
     """A Qwen3.5-style template: the shared Qwen3 template with Qwen3.5's generation prompt."""
     if hybrid.count(HYBRID_GENERATION_PROMPT) != 1:
-        raise AssertionError("the shared Qwen3 template's add_generation_prompt block is not the expected one")
+        raise AssertionError(
+            "the shared Qwen3 template's add_generation_prompt block is not the expected one"
+        )
     return hybrid.replace(HYBRID_GENERATION_PROMPT, QWEN35_GENERATION_PROMPT)
 
 

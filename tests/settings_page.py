@@ -94,7 +94,8 @@ def sft_rows() -> list[str]:
             value: Any = [c[name] for c in configs]
         elif name == "batch":
             value = _same(
-                [8 * c["per_device_train_batch_size"] * c["gradient_accumulation_steps"] for c in configs], key
+                [8 * c["per_device_train_batch_size"] * c["gradient_accumulation_steps"] for c in configs],
+                key,
             )
             name = "sequences per step (8 GPUs)"
         else:
@@ -116,7 +117,9 @@ def grpo_rows() -> list[str]:
             rows.append(_row("curriculum stages", _same([len(c["curriculum"]) for c in configs], key), key))
         elif "." in name:
             stage, field = name.split(".")
-            value = _same([next(s for s in c["curriculum"] if s["name"] == stage)[field] for c in configs], key)
+            value = _same(
+                [next(s for s in c["curriculum"] if s["name"] == stage)[field] for c in configs], key
+            )
             rows.append(_row(f"{stage} `{field}`", value, key))
         else:
             rows.append(_row(f"`{name}`", _same([c[name] for c in configs], key), key))
@@ -131,7 +134,9 @@ def preset_rows() -> list[str]:
         for name, value in preset.flags().items():
             source = preset.sources.get(name, preset.source)  # the one-line source states the rest
             cls = preset.classes.get(name, "inference" if preset.name == "thinc" else "external")
-            rows.append(f"| {preset.name} | `--{name.replace('_', '-')}` | {_value(value)} | {cls} | {source} |")
+            rows.append(
+                f"| {preset.name} | `--{name.replace('_', '-')}` | {_value(value)} | {cls} | {source} |"
+            )
         for unknown in preset.unknown:
             rows.append(f"| {preset.name} | not known | – | – | {unknown} (left at thinc_bench's default) |")
     return rows
@@ -150,7 +155,10 @@ def render_page() -> str:
     lines = [INTRO, "## Source classes", "", "| class | in words | what belongs there |", "|---|---|---|"]
     lines += [f"| `{c}` | {CLASS_LABELS[c]} | {CLASS_MEANINGS[c]} |" for c in SOURCE_CLASSES]
     sections = (
-        ("Evaluation (`python -m thinc_bench.eval --model M`; the shared setting of `--setting shared`)", eval_rows),
+        (
+            "Evaluation (`python -m thinc_bench.eval --model M`; the shared setting of `--setting shared`)",
+            eval_rows,
+        ),
         ("ThinC-SFT data (`python -m thinc_bench.build_sft --teacher T`)", build_sft_rows),
         ("SFT (`recipes/configs/sft_qwen3_*.yaml`)", sft_rows),
         ("GRPO (`recipes/configs/grpo_qwen3_*.yaml`, 80 GB and H200 alike)", grpo_rows),

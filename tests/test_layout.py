@@ -152,8 +152,8 @@ def test_the_top_level_holds_only_the_shared_vocabulary_and_the_folders() -> Non
         "metrics",
         "nano",  # the generated ThinC-nano task and its template teacher
         "precision.py",  # which float format the hardware computes natively (eval's and the recipes' "auto")
-        "provenance.py",  # the one table of source classes: where a published number or setting comes from
         "prompts",
+        "provenance.py",  # the one table of source classes: where a published number or setting comes from
         "report",
         "sandbox",
         "train",

@@ -37,7 +37,9 @@ EXPECTED = {
     ("nl_ratio", "ThinC paper"): "inference",
 }
 
-needs_sources = pytest.mark.skipif(not SOURCES.is_dir(), reason="../shared/sources is not beside this checkout")
+needs_sources = pytest.mark.skipif(
+    not SOURCES.is_dir(), reason="../shared/sources is not beside this checkout"
+)
 
 
 def _text(name: str) -> str:

@@ -110,3 +110,37 @@ def test_every_row_on_the_page_names_a_class_of_the_one_table() -> None:
     rows = [line for line in PAGE.read_text(encoding="utf-8").splitlines() if line.startswith("| `--")]
     classes = {re.split(r"\s*\|\s*", line)[3] for line in rows}
     assert rows and classes <= set(SOURCE_CLASSES), classes
+
+
+CLAIM = re.compile(
+    r"(?:the |ThinC |\()paper(?:'s| settings| configs| benchmarks| preset|:)|as in the paper|from the paper"
+    r"|the paper (?:gives|states|says|reports|uses|relies|runs|publishes|names|argues)",
+    re.IGNORECASE,
+)
+"""A sentence that attributes something to "the paper"."""
+NAMED = re.compile(
+    r"abstract|explainer|summary|sources|rStar2|ASTER|ReTool|DAPO|baseline|arXiv|settings\.md|Hub|secondary",
+    re.IGNORECASE,
+)
+"""What such a sentence must name: which source says it (or another project's paper)."""
+
+
+def _claim_files() -> list[Path]:
+    files = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    files += sorted((REPO / "recipes").rglob("*.py")) + sorted((REPO / "recipes" / "configs").glob("*.yaml"))
+    files += sorted((REPO / "thinc_bench").rglob("*.py")) + sorted((REPO / "thinc_bench").rglob("*.yaml"))
+    files += sorted((REPO / "thinc_bench").rglob("*.jinja")) + sorted((REPO / "perf").glob("*.py"))
+    return [f for f in files if f.name not in ("LOG.md", "settings.md")]  # dated history; the page itself
+
+
+def test_every_paper_claim_names_the_source_that_makes_it() -> None:
+    unsourced = [
+        f"{path.relative_to(REPO)}:{n}: {line.strip()[:100]}"
+        for path in _claim_files()
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if CLAIM.search(line) and not NAMED.search(line)
+    ]
+    assert unsourced == [], (
+        "a 'paper' claim without its source: name the abstract, an explainer or a row of docs/settings.md, "
+        f"or drop it: {unsourced}"
+    )

@@ -89,7 +89,9 @@ _UNRECORDED = (
     "attributed to the paper in this project's docs before issue 50 with no source recorded; no source in "
     "../shared/sources states it (the project's secondary write-ups, unverified)"
 )
-_QWEN3_CARD = "the Qwen3 model cards (the students are Qwen3 models): thinking mode, Temperature=0.6, TopP=0.95"
+_QWEN3_CARD = (
+    "the Qwen3 model cards (the students are Qwen3 models): thinking mode, Temperature=0.6, TopP=0.95"
+)
 
 
 def _e(text: str) -> Source:
@@ -114,7 +116,9 @@ DEFAULT_SOURCES: dict[str, Source] = {
     ),
     "eval.temperature": Source("external", _QWEN3_CARD),
     "eval.top_p": Source("external", _QWEN3_CARD),
-    "eval.top_k": _i("not set (every token): the Qwen3 cards' TopK=20 is left out so one default serves every model"),
+    "eval.top_k": _i(
+        "not set (every token): the Qwen3 cards' TopK=20 is left out so one default serves every model"
+    ),
     "eval.min_p": Source("external", "the Qwen3 model cards: MinP=0"),
     "eval.repetition_penalty": _i("off"),
     "eval.presence_penalty": _i("off (the Qwen3 cards suggest it only against endless repetition)"),
@@ -125,8 +129,12 @@ DEFAULT_SOURCES: dict[str, Source] = {
         "k = 0..5: the explainers report recovery after three consecutive failures; k = 5 follows an unverified "
         "write-up's Recovery@5"
     ),
-    "eval.dialect": _e("a plan, then code blocks linked only by their outputs; its markdown spelling is ours"),
-    "eval.system_prompt": _i("thinc_bench/prompts/thinc.txt, written for this project from the explainers' format"),
+    "eval.dialect": _e(
+        "a plan, then code blocks linked only by their outputs; its markdown spelling is ours"
+    ),
+    "eval.system_prompt": _i(
+        "thinc_bench/prompts/thinc.txt, written for this project from the explainers' format"
+    ),
     "eval.few_shot": _i("none: a trained model is evaluated without examples"),
     "eval.exec_on": _i("output_open: code runs when the model opens an output block (the format's own turn)"),
     "eval.response_prefix": _i("none"),
@@ -169,7 +177,9 @@ DEFAULT_SOURCES: dict[str, Source] = {
     "build_sft.min_code_blocks": _e("at least three code blocks"),
     "build_sft.max_plan_share": _e("planning below 50% of total tokens"),
     "build_sft.plan_share_of": _e("of total tokens: interpreter output included"),
-    "build_sft.reject_plan_computation": _e("the plan carries no step-by-step derivation or numerical computation"),
+    "build_sft.reject_plan_computation": _e(
+        "the plan carries no step-by-step derivation or numerical computation"
+    ),
     "build_sft.require_grounded": _e(
         "the final answer comes directly from the interpreter's output (a property of the format, enforced as a filter)"
     ),
@@ -205,13 +215,17 @@ DEFAULT_SOURCES: dict[str, Source] = {
     "grpo.generation_batch_size": _i("128 prompts per step: ASTER, the closest public recipe, runs 128"),
     "grpo.updates_per_generation": _i("2: ASTER's mini-batch is half its rollout batch"),
     "grpo.epochs": _i("4 epochs of the problems: stages 1-2 take about 3.07, stage 3 the rest"),
-    "grpo.stages": _e("a three-stage curriculum that raises the context from 16K to 32K and the tool-call limits"),
+    "grpo.stages": _e(
+        "a three-stage curriculum that raises the context from 16K to 32K and the tool-call limits"
+    ),
     "grpo.stage1.max_steps": Source("secondary", "280 steps: an unverified secondary write-up (issue 26)"),
     "grpo.stage2.max_steps": Source("secondary", "120 steps: an unverified secondary write-up (issue 26)"),
     "grpo.stage1.max_tokens": _e("the first stage at 16K"),
     "grpo.stage2.max_tokens": _i("24K, the middle of 16K and 32K: the explainers give only the ends"),
     "grpo.stage3.max_tokens": _e("the last stage at 32K"),
-    "grpo.stage1.max_tool_calls": _i("16, about one per 1K tokens: the explainers say the limits rise, not their values"),
+    "grpo.stage1.max_tool_calls": _i(
+        "16, about one per 1K tokens: the explainers say the limits rise, not their values"
+    ),
     "grpo.stage2.max_tool_calls": _i("24, as stage 1"),
     "grpo.stage3.max_tool_calls": _i("32, as stage 1"),
 }

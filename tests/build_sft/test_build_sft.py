@@ -348,7 +348,7 @@ def test_a_model_teachers_recovered_trajectories_are_kept_up_to_the_share(tmp_pa
     assert "not recovered: the last execution ended in error" in reasons["late-failure"]
     assert "of which 2 recovered from a failed block (--recovery-share 0.5)" in format_funnel(stats)
     # a model teacher's share only filters: --refilter may change it. 0.3 of the kept set fits no
-    # recovered one beside two clean (1 of 3 is over 0.3); 0 is the paper's clean-only rule
+    # recovered one beside two clean (1 of 3 is over 0.3); 0 is the sources' clean-only rule
     assert build_sft.main(["--refilter", "--out", str(out), "--recovery-share", "0.3"]) == 0
     assert kept() == ["clean-1", "clean-2"]
     stats = json.loads((out / "stats.json").read_text())
@@ -382,7 +382,12 @@ def test_grader_errors_are_reported_apart_and_graded_again_on_resume(source, tmp
     removed = {s["name"]: s["removed"] for s in stats["funnel"]}
     # the crash is the infrastructure's: unknown, counted apart; the timeout is the teacher's answer
     # nobody can judge: rejected as such (issue 49's rule)
-    assert (removed["ungraded"], removed["judgeable"], removed["correct"], stats["counts"]["kept"]) == (1, 1, 0, 0)
+    assert (removed["ungraded"], removed["judgeable"], removed["correct"], stats["counts"]["kept"]) == (
+        1,
+        1,
+        0,
+        0,
+    )
     assert stats["excluded"] == {"infrastructure": 1, "by_stage": {"infra_error": 0, "ungraded": 1}}
     assert build_sft.main(args) == 0  # the resume generates nothing and grades the crashed one again
     assert len(samples.read_text().splitlines()) == len(records) + 1

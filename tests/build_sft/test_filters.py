@@ -122,7 +122,7 @@ def test_the_nl_contrast_can_turn_off_the_plan_computation_and_grounding_filters
 def test_only_the_infrastructures_failures_are_counted_apart() -> None:
     from thinc_bench.build_sft.filters import INFRASTRUCTURE
 
-    assert INFRASTRUCTURE == {"infra_error", "ungraded"}
+    assert {"infra_error", "ungraded"} == INFRASTRUCTURE
     statuses = ["infra_error", "grader_error", "harness_error", "grader_timeout", "correct"]
     decisions = apply_filters([one(problem_id=s, grade_status=s) for s in statuses], FilterConfig())
     assert [d.dropped_by for d in decisions] == ["infra_error", "ungraded", "processed", "judgeable", None]

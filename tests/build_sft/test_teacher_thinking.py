@@ -110,7 +110,10 @@ def test_the_default_build_gives_the_qwen35_teacher_an_empty_thinking_block_and_
     (prompt,) = [json.loads(line) for line in (out / "rollouts" / "prompts.jsonl").read_text().splitlines()]
     assert prompt["text"].endswith("<think>\n\n</think>\n\n") and not prompt.get("opened_plan")
     stats = json.loads((out / "stats.json").read_text())
-    assert stats["counts"]["kept"] == 1 and stats["settings"]["teacher_chat_template_kwargs"] == TEACHER_TEMPLATE_KWARGS
+    assert (
+        stats["counts"]["kept"] == 1
+        and stats["settings"]["teacher_chat_template_kwargs"] == TEACHER_TEMPLATE_KWARGS
+    )
     import datasets
 
     (row,) = list(datasets.load_from_disk(str(out / "dataset")))

@@ -66,7 +66,12 @@ def test_a_flag_given_still_wins_under_either_setting_and_a_bad_setting_is_refus
 
 def test_the_nl_preset_declares_no_tool_and_the_thinking_models_card_sampling() -> None:
     nl = _config("nl")
-    assert (nl.max_tool_calls, nl.dialect, nl.system_prompt, nl.user_template) == (0, "markdown", "none", "qwen-math")
+    assert (nl.max_tool_calls, nl.dialect, nl.system_prompt, nl.user_template) == (
+        0,
+        "markdown",
+        "none",
+        "qwen-math",
+    )
     assert (nl.temperature, nl.top_p, nl.top_k, nl.min_p, nl.max_tokens) == (0.6, 0.95, 20, 0.0, 81920)
     assert "Qwen3-235B-A22B-Thinking-2507 model card" in PRESETS["nl"].sources["temperature"]
     with pytest.raises(ConfigError, match="0 \\(no tool\\)"):
@@ -95,7 +100,10 @@ def test_an_nl_run_executes_nothing_and_grades_the_answer_after_the_thinking(
     assert record["text"] == turn and record["exec_statuses"] == []
     (prompt,) = [json.loads(line) for line in (out / "prompts.jsonl").read_text().splitlines()]
     assert "<|im_start|>system" not in prompt["text"]  # the card's examples send the user turn alone
-    assert "What is 2 + 3?\nPlease reason step by step, and put your final answer within \\boxed{}." in prompt["text"]
+    assert (
+        "What is 2 + 3?\nPlease reason step by step, and put your final answer within \\boxed{}."
+        in prompt["text"]
+    )
 
 
 def test_the_report_banner_says_which_setting_the_presets_ran_at(tmp_path: Path) -> None:
@@ -104,7 +112,9 @@ def test_the_report_banner_says_which_setting_the_presets_ran_at(tmp_path: Path)
     from thinc_bench.report import build_data, render
 
     def run(name: str, **settings: str) -> Path:
-        return synthetic_run(tmp_path / name, model=f"org/{name}", sizes={"aime2025": 2}, samples=1, settings=settings)
+        return synthetic_run(
+            tmp_path / name, model=f"org/{name}", sizes={"aime2025": 2}, samples=1, settings=settings
+        )
 
     shared = [run("a", preset="aster", setting="shared"), run("b", preset="rstar2-agent", setting="shared")]
     html = render(build_data(shared))

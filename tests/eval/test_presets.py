@@ -25,7 +25,7 @@ def hermes(name: str, **arguments: str) -> str:
 
 
 RSTAR2_SCRIPT = {
-    # the paper's tool name, with stdin
+    # the rStar2-Agent paper's tool name, with stdin
     "stdin": [
         "<reason>Read the two numbers from standard input and multiply them.</reason>\n"
         + hermes(

@@ -189,7 +189,9 @@ def teacher_thinking_opens(config: BuildSFTConfig) -> bool:
     from thinc_bench.prompts.chat import opened_plan, parse_template_kwargs, render_prompt_ids
 
     eval_config = config.eval_config()
-    default = str(smollm2_gguf()) if config.backend == "scripted" else str(eval_config.model)  # as the backend
+    default = (
+        str(smollm2_gguf()) if config.backend == "scripted" else str(eval_config.model)
+    )  # as the backend
     tokenizer = load_tokenizer(config.tokenizer or default, config.revision)
     messages = build_messages("What is 1 + 1?", load_system_prompt(str(eval_config.system_prompt)))
     tools = [python_tool(config.tool_name)] if config.dialect == "tool_call" else None

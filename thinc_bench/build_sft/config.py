@@ -1,7 +1,7 @@
 """What defines a ThinC-SFT build: `BuildSFTConfig`, its presets, and how it maps onto eval's engine.
 
 `BuildSFTConfig` is the dataclass behind `python -m thinc_bench.build_sft` (parsed by HfArgumentParser).
-Fields left as None take the defaults with a teacher (`PAPER`; docs/settings.md gives each one's
+Fields left as None take the defaults with a teacher (`WITH_TEACHER`; docs/settings.md gives each one's
 source), the nano template teacher's, or the offline demo's when no teacher is given.
 Generation is eval's engine, so `eval_config()` restates the generation settings as an `EvalConfig`;
 `generation_settings()` is what the rollout directory hashes. Filter thresholds, the student tokenizer
@@ -48,7 +48,7 @@ puts an empty `<think>\\n\\n</think>\\n\\n` there instead: docs/settings.md give
 and its own reasoning would become the ThinC plan, which must be brief and compute nothing. Templates
 without the variable ignore it; one that opens a plan anyway is refused at start unless
 --teacher-thinks drops its thinking (`build_sft.__main__.preflight`)."""
-PAPER = {
+WITH_TEACHER = {
     "limit": None,
     "samples_per_problem": 4,
     "max_tokens": 32768,
@@ -264,7 +264,9 @@ class BuildSFTConfig:
     )
     max_plan_share: float = field(
         default=0.5,
-        metadata={"help": "Plan tokens must be below this share of --plan-share-of tokens (explainers: 50%)."},
+        metadata={
+            "help": "Plan tokens must be below this share of --plan-share-of tokens (explainers: 50%)."
+        },
     )
     plan_share_of: str = field(
         default="total",
@@ -297,7 +299,7 @@ class BuildSFTConfig:
             "help": "Share of recovered trajectories (a code block fails, a later one runs clean, the answer "
             "is printed by a clean one): --teacher template writes them for this share of problems; with a "
             "model teacher exec_ok keeps them, up to this share of the kept set (clean ones first). "
-            "0: every execution clean, as in the paper."
+            "0: every execution clean (the explainers' executions that succeed)."
         },
     )
     decontam_benchmarks: str = field(
@@ -382,7 +384,7 @@ class BuildSFTConfig:
         if self.teacher == "template" and self.recovery_share and self.max_tool_calls is None:
             self.max_tool_calls = NANO_RECOVERY_MAX_TOOL_CALLS
         demo = self.teacher is None
-        preset = DEMO if demo else NANO if self.teacher in TEMPLATE_TEACHERS else PAPER
+        preset = DEMO if demo else NANO if self.teacher in TEMPLATE_TEACHERS else WITH_TEACHER
         for name, value in preset.items():
             if getattr(self, name) is None:
                 setattr(self, name, value)
@@ -493,7 +495,7 @@ class BuildSFTConfig:
             tool_name=self.tool_name,
             concurrency=self.concurrency,
             exec_timeout_s=self.exec_timeout_s,
-            recovery_k="0",  # teacher rollouts are clean; the paper preset's Recovery@k is for eval
+            recovery_k="0",  # teacher rollouts are clean; Recovery@k is for eval
             **{n: getattr(self, n) for n in _BACKEND_FIELDS},
         )
 

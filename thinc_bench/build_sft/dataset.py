@@ -430,7 +430,9 @@ def build_stats(
         ],
         "excluded": {
             "infrastructure": sum(d.dropped_by in INFRASTRUCTURE for d in decisions),
-            "by_stage": {name: sum(d.dropped_by == name for d in decisions) for name in sorted(INFRASTRUCTURE)},
+            "by_stage": {
+                name: sum(d.dropped_by == name for d in decisions) for name in sorted(INFRASTRUCTURE)
+            },
         },
         "recovery": _recovery_stats(config, decisions),
         "decontamination": {

@@ -121,7 +121,7 @@ class FilterConfig:
     grounded: bool = True
     """Reject answers no interpreter output printed (`grounded`); off for an NL-only contrast."""
     recovery_share: float = 0.0
-    """Above 0, `exec_ok` keeps recovered trajectories too (`recovered`); 0 is the paper's clean-only rule."""
+    """Above 0, `exec_ok` keeps recovered trajectories too (`recovered`); 0 is the sources' rule: executions that succeed."""
     cap_recovered: bool = True
     """Recovered trajectories may be at most `recovery_share` of the kept set (a model teacher's failures
     come as they come); off for the template teacher, which writes that share itself."""

@@ -16,8 +16,8 @@ from typing import Any
 
 from thinc_bench.backends import SamplingParams
 from thinc_bench.benchmarks import GENERATED, PAPER_BENCHMARKS, REGISTRY
-from thinc_bench.eval.presets import PRESETS, SETTINGS
 from thinc_bench.errors import ConfigError
+from thinc_bench.eval.presets import PRESETS, SETTINGS
 from thinc_bench.prompts.chat import parse_template_kwargs
 
 DEMO_BENCHMARKS = "aime2025"
@@ -46,7 +46,7 @@ WITH_MODEL = {
     "recovery_k": "0,1,2,3,4,5",
 }
 """Defaults with a --model, and the budget of `--setting shared`: avg@16 at 32K completion tokens, 32
-tool calls, Recovery@k for k up to 5. No source states the paper's samples, budget or k (docs/settings.md:
+tool calls, Recovery@k for k up to 5. No source states ThinC's evaluation samples, budget or k (docs/settings.md:
 32K is the explainers' last RL context, k up to 5 an unverified write-up's Recovery@5); they are our
 choices. The scripted backend replays fixed turns, so it keeps k = 0 unless --recovery-k asks for more."""
 DATA_DIR_CANDIDATES = ("shared/data/benchmarks", "../shared/data/benchmarks")
@@ -131,9 +131,7 @@ class EvalConfig:
         default=None,
         metadata={"help": "Code executions per trajectory (0: no tool); default 32, demo 4."},
     )
-    temperature: float = field(
-        default=0.6, metadata={"help": "Sampling temperature (Qwen3's card)."}
-    )
+    temperature: float = field(default=0.6, metadata={"help": "Sampling temperature (Qwen3's card)."})
     top_p: float = field(default=0.95, metadata={"help": "Nucleus sampling mass (Qwen3's card)."})
     top_k: int | None = field(default=None, metadata={"help": "Top-k; omitted keeps every token."})
     min_p: float = field(

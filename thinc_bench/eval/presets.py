@@ -58,8 +58,12 @@ class Preset:
     classes: dict[str, SourceClass] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if set(self.published) - set(SHARED_FIELDS) or set(self.settings) & set(SHARED_FIELDS) - {"max_tool_calls"}:
-            raise ValueError(f"preset {self.name}: budget and sampling belong in `published`, its format in `settings`")
+        if set(self.published) - set(SHARED_FIELDS) or set(self.settings) & set(SHARED_FIELDS) - {
+            "max_tool_calls"
+        }:
+            raise ValueError(
+                f"preset {self.name}: budget and sampling belong in `published`, its format in `settings`"
+            )
 
     def flags(self, setting: str = "published") -> dict[str, Any]:
         """The fields this preset sets under `--setting` (`SETTINGS`): its format, and its published
@@ -136,7 +140,13 @@ PRESETS: dict[str, Preset] = {
             },
             f"ASTER (arXiv 2602.01204; {ASTER}): Hermes tool calls of code_interpreter(code) in one stateful "
             "Python session, Qwen3-4B-Thinking-2507 template",
-            published={"temperature": 1.0, "top_p": 1.0, "max_tokens": 92160, "max_tool_calls": 255, "samples": 16},
+            published={
+                "temperature": 1.0,
+                "top_p": 1.0,
+                "max_tokens": 92160,
+                "max_tool_calls": 255,
+                "samples": 16,
+            },
             sources={
                 "tool_name": "aster/config/tool_config/sandbox_fusion_tool_config.yaml: code_interpreter, "
                 "'A tool for executing code.', code 'The code to execute.'",

@@ -63,7 +63,7 @@ class RolloutLimits:
     """Budgets of one trajectory; each hit is a recorded stop reason, not an error."""
 
     max_tokens: int = 32768
-    """Completion tokens after the prompt, model and interpreter alike: the paper's 32K of generated
+    """Completion tokens after the prompt, model and interpreter alike: 32K of generated
     context. The prompt is not counted; the model's context (prompt included) may end a trajectory
     sooner, which it records as `context_exceeded`."""
     max_tool_calls: int = 32

@@ -74,7 +74,7 @@ class SampleRecord:
     produced, or `harness_error` for samples whose processing raised (then `error` is
     "STAGE: ExceptionType: message"); those, and samples whose grading failed (`grader_error`), are
     kept out of accuracy and counted in the report; `grader_timeout` is the answer's, scored wrong. Token counts: `response_tokens` is the completion, model and
-    interpreter tokens (the response length the paper means), `gen_tokens` its model-written part,
+    interpreter tokens (the response length), `gen_tokens` its model-written part,
     `prompt_tokens` the chat prompt, `total_tokens` prompt plus completion. Per-trajectory measures
     (None or empty when not measured, e.g. infrastructure errors and version-1 records): `checks`,
     the ThinC conformance checks by name; `plan_share` (of all completion tokens); `posthoc`, `nl_literals` and `nl_ratio`,

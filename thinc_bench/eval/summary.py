@@ -1,9 +1,9 @@
-"""From sample records to summary.json: every metric per benchmark and the paper-style average.
+"""From sample records to summary.json: every metric per benchmark and the mean over benchmarks.
 
 `summarize(records, same=...)` is pure: it groups records by benchmark and by injected-failure count
 k and calls the metric functions of `metrics`. Accuracy (avg@n, pass@k, maj@k) uses the clean
 (k = 0) samples; Recovery@k compares each k > 0 with the clean samples of the same problems. The
-overall row averages the per-benchmark accuracies, as the ThinC paper's "Avg." column does. No IO.
+overall row averages the per-benchmark accuracies, as a results table's "Avg." column does. No IO.
 
 Denominators never move silently. Samples that infrastructure kept from being produced
 (`infra_error`), that the harness failed to process (`harness_error`), and samples whose grading

@@ -63,7 +63,9 @@ _IN_WORDS = re.compile(
 )
 _SOLVED = re.compile(
     r"(?:\b(?:so|thus|hence|therefore|gives|giving|yields|we get|which means|implies)\b|=>|⇒|→|\\Rightarrow\b|\\implies\b)"
-    r"[^.;!?\n]{0,60}?(?<![\w\\])([A-Za-z](?:_\{?\w{1,8}\}?)?)\s*=\s*-?" + _NUMBER + r"(?!\s*(?:\.\.|\\ldots|\\dots))",
+    r"[^.;!?\n]{0,60}?(?<![\w\\])([A-Za-z](?:_\{?\w{1,8}\}?)?)\s*=\s*-?"
+    + _NUMBER
+    + r"(?!\s*(?:\.\.|\\ldots|\\dots))",
     re.IGNORECASE,
 )
 _CLAUSE = re.compile(r"[;:\n]|,\s|[.!?](?:\s|$)")
@@ -111,7 +113,9 @@ def _arithmetic(text: str) -> list[Finding]:
 
 def _is_math(member: str) -> bool:
     """Whether a chain member is a formula (no word of prose but the functions a formula calls)."""
-    return bool(member.strip()) and all(re.fullmatch(_FUNCTION_NAMES, w.group()) for w in _WORD.finditer(member))
+    return bool(member.strip()) and all(
+        re.fullmatch(_FUNCTION_NAMES, w.group()) for w in _WORD.finditer(member)
+    )
 
 
 def _chains(text: str) -> list[Finding]:

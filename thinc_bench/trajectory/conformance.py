@@ -207,8 +207,9 @@ def check_conformance(
         Check(
             "no_computation_in_plan",
             not computed,
-            "none" if not computed else f"{len(computed)} computation(s), first ({computed[0].kind}): "
-            f"{computed[0].text[:60]!r}",
+            "none"
+            if not computed
+            else f"{len(computed)} computation(s), first ({computed[0].kind}): {computed[0].text[:60]!r}",
         ),
     )
     return Conformance(checks, share, unit)
