@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from thinc_bench import outcomes
 from thinc_bench.trajectory import Conformance, ShareOf
 
 FilterName = Literal[
@@ -93,16 +94,16 @@ other check counts."""
 FINISHED_STOP_REASONS = frozenset({"answer", "eos"})
 """Stop reasons of a trajectory that ended by answering (`eval.rollout.StopReason`); `max_tokens` and
 `max_tool_calls` cut it, and an SFT example must not end in an EOS the teacher never wrote."""
-UNGRADED_STATUSES = frozenset({"grader_error"})
+UNGRADED_STATUSES = frozenset({outcomes.GRADER_ERROR_STATUS})
 """Grade statuses that say nothing about the answer: the grader's trouble, retried on the next run.
 (`grader_timeout` is a verdict: the answer cannot be judged in bounded time, docs/grading.md.)"""
-NOT_PRODUCED_STATUSES = frozenset({"infra_error"})
+NOT_PRODUCED_STATUSES = frozenset({outcomes.INFRA_STATUS})
 """Statuses of samples the infrastructure kept from being produced (a backend or sandbox outage),
 produced again on the next run; charged to the `infra_error` filter."""
-UNPROCESSED_STATUSES = frozenset({"harness_error"})
-"""Statuses of samples whose processing raised: the teacher's text caused it (issue 49's rule), so
-they are the teacher's failure, charged to `processed`."""
-UNJUDGEABLE_STATUSES = frozenset({"grader_timeout"})
+UNPROCESSED_STATUSES = frozenset({outcomes.HARNESS_STATUS})
+"""Statuses of samples whose processing raised: the teacher's text caused it (`thinc_bench.outcomes`,
+issue 49's rule), so they are the teacher's failure, charged to `processed`."""
+UNJUDGEABLE_STATUSES = frozenset({outcomes.GRADER_TIMEOUT_STATUS})
 """An answer too large or deep to judge in bounded time: the teacher's, charged to `judgeable`."""
 
 
