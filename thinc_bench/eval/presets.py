@@ -209,6 +209,7 @@ PRESETS: dict[str, Preset] = {
                 "system_prompt": "none",
                 "user_template": "qwen-math",
                 "max_tool_calls": 0,
+                "recovery_k": "0",
             },
             f"NL-only reasoning (no tool: no code runs, generation never stops for one), as the explainers' "
             f"NL-only comparison {NL_MODEL} (75.2, an AI summary's figure) reasons; sampling as its model card "
@@ -216,6 +217,7 @@ PRESETS: dict[str, Preset] = {
             published={"temperature": 0.6, "top_p": 0.95, "top_k": 20, "min_p": 0.0, "max_tokens": 81920},
             sources={
                 "dialect": "markdown: a dialect that declares no tool (which one is ours)",
+                "recovery_k": "the clean run only: without a tool there is no execution to inject a failure into",
                 "max_tool_calls": "the explainers call it a model that thinks only in natural language: no tool "
                 "is declared or run (0: no tool)",
                 "user_template": f"{NL_CARD}, Best Practices: for math, 'Please reason step by step, and put your "
@@ -236,7 +238,7 @@ PRESETS: dict[str, Preset] = {
                 "samples per problem (the card states none)",
                 "how the card's instruction joins the problem (a newline here)",
             ),
-            classes={"dialect": "inference", "max_tool_calls": "explainer"},
+            classes={"dialect": "inference", "max_tool_calls": "explainer", "recovery_k": "inference"},
         ),  # fmt: skip
     )
 }
