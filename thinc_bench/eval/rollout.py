@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from thinc_bench.backends import BackendUnavailable, Generator, SamplingParams
 from thinc_bench.backends.base import MAX_SEED
-from thinc_bench.errors import ContextExceeded
+from thinc_bench.errors import ContextExceeded, RequestRejected
 from thinc_bench.eval.tool_results import render_result
 from thinc_bench.grading import final_answer
 from thinc_bench.prompts import DEFAULT_TOOL_NAME, neutralise_markup, opened_plan, tool_turn_text
@@ -63,11 +63,12 @@ class RolloutLimits:
     """Budgets of one trajectory; each hit is a recorded stop reason, not an error."""
 
     max_tokens: int = 32768
-    """Completion tokens after the prompt, model and interpreter alike: the paper's 32K of generated
+    """Completion tokens after the prompt, model and interpreter alike: 32K of generated
     context. The prompt is not counted; the model's context (prompt included) may end a trajectory
     sooner, which it records as `context_exceeded`."""
     max_tool_calls: int = 32
-    """Code executions per trajectory; the model asking for one more ends the trajectory."""
+    """Code executions per trajectory; the model asking for one more ends the trajectory. 0 is no tool
+    (an NL-only baseline): generation never stops for code and nothing runs, whatever the text holds."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,17 @@ class RolloutResult:
     @property
     def total_tokens(self) -> int:
         return len(self.prompt_ids) + len(self.completion_ids)
+
+
+def refused(result: RolloutResult, exc: RequestRejected, *, model_output: bool) -> None:
+    """End a trajectory whose request the server refused (HTTP 4xx). Before the model wrote anything
+    the request held only the harness's prompt: the infrastructure's (`infra_error`, excluded and
+    retried). After, it carried the model's own output (a tool call the server cannot read back, text
+    its template refuses): the model's, like any output the harness cannot process (`harness_error`:
+    wrong and counted, thinc_bench.outcomes), so a refusal cannot take a wrong answer out of the rates."""
+    result.stop_reason = "harness_error" if model_output else "infra_error"
+    stage = "generate: " if model_output else ""
+    result.error = f"{stage}{type(exc).__name__}: {exc}"
 
 
 def turn_seed(seed: int | None, tokens_so_far: int) -> int | None:
@@ -201,7 +213,8 @@ async def rollout(
     context = generator.context_length
     result = RolloutResult(list(prompt_ids), [], [], "", "eos", logprobs=[] if params.logprobs else None)
     calling = spec.name == "tool_call"
-    stops = () if calling else exec_stops(spec, exec_on)
+    no_tool = limits.max_tool_calls == 0 and not calling
+    stops = () if calling or no_tool else exec_stops(spec, exec_on)
     plan_open = opened_plan(tokenizer, prompt_ids)  # R1 distills, Qwen3 2507 thinking
     triggers = TurnTrigger(spec, plan_open=plan_open)  # scans each turn's text, not the whole again
     text = ""
@@ -232,6 +245,9 @@ async def rollout(
             logger.debug("request %s reached the model's context: %s", request_id, exc)
             result.stop_reason, result.context_exceeded = "max_tokens", True
             break
+        except RequestRejected as exc:
+            refused(result, exc, model_output=any(result.env_mask))
+            break
         except BackendUnavailable as exc:
             result.stop_reason, result.error = "infra_error", f"{type(exc).__name__}: {exc}"
             break
@@ -253,6 +269,8 @@ async def rollout(
                 else await _off_loop(triggers, triggers.calls, text, turn_start)
             )
             trigger = Trigger(bool(calls), tuple(c.code or "" for c in calls), False)
+        elif no_tool:
+            trigger = Trigger(False, (), False)
         else:
             trigger = await _off_loop(triggers, triggers, text, generation.stop)
         if generation.stop is None and (generation.finish_reason == "length" or not trigger.run):
