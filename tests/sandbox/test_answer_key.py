@@ -235,6 +235,8 @@ def test_unjailed_sessions_can_neither_import_nor_read_the_harness(harness_place
     with Sandbox(SandboxConfig(isolation="none")) as sb, sb.session() as s:
         r = s.run(code)
         namespaces = sb._current_server().hello.get("namespaces")
+        farm = sb._current_server().launch.farm
+    assert farm is not None and not os.path.exists(farm)  # the import path's folder goes with it
     assert r.status == "ok", r.transcript
     importable, listings = r.output.splitlines()
     assert importable == "[]"

@@ -118,7 +118,7 @@ class Launch:
     def cleanup(self) -> None:
         """Remove what the launch made on the host (the unjailed symlink folder)."""
         if self.farm is not None:
-            shutil.rmtree(self.farm, ignore_errors=True)
+            _remove_farm(self.farm)
 
 
 def server_env(pythonpath: str) -> dict[str, str]:
@@ -324,7 +324,7 @@ class _Farm:
             for path in (site, farm):
                 os.chmod(path, 0o555)  # sessions of other uids walk it; nobody adds to it
         except OSError:
-            shutil.rmtree(farm, ignore_errors=True)
+            _remove_farm(farm)
             raise
         return farm
 
@@ -334,9 +334,16 @@ def _reap_stale_farms(parent: str) -> None:
     for path in glob.glob(os.path.join(parent, f"{FARM_PREFIX}*-*")):
         pid = os.path.basename(path)[len(FARM_PREFIX) :].split("-")[0]
         if pid.isdigit() and int(pid) != os.getpid() and not os.path.exists(f"/proc/{pid}"):
-            with contextlib.suppress(OSError):
-                os.chmod(path, 0o755)
-            shutil.rmtree(path, ignore_errors=True)
+            _remove_farm(path)
+
+
+def _remove_farm(farm: str) -> None:
+    """Remove a symlink folder, made read-only for sessions: writable again first (an unprivileged
+    owner cannot unlink in a 0555 folder)."""
+    for folder in (farm, os.path.join(farm, "site")):
+        with contextlib.suppress(OSError):
+            os.chmod(folder, 0o755)
+    shutil.rmtree(farm, ignore_errors=True)
 
 
 def plan_launch(config: SandboxConfig, ctrl_fd: int) -> Launch:
