@@ -265,12 +265,26 @@ def test_help_is_grouped_by_purpose_under_examples(capsys: pytest.CaptureFixture
         assert max(b - a for a, b in zip(starts, starts[1:], strict=False)) <= 60
 
 
-def test_grouped_help_refuses_a_flag_in_no_group() -> None:
-    from thinc_bench.cli import grouped_help
+def test_every_flag_of_every_cli_has_a_heading_in_its_help() -> None:
+    from transformers import HfArgumentParser
 
-    parser = _parser()
-    with pytest.raises(ValueError, match=r"flags in no group \['learning_rate'\]"):
-        grouped_help(parser, {"budget": ("samples", "max_tokens")})
+    from thinc_bench.build_sft import __main__ as build_sft
+    from thinc_bench.build_sft.config import BuildSFTConfig
+    from thinc_bench.cli import ungrouped
+    from thinc_bench.eval import __main__ as thinc_eval
+    from thinc_bench.eval.config import EvalConfig
+    from thinc_bench.report import __main__ as report
+
+    for config, module in (
+        (EvalConfig, thinc_eval),
+        (BuildSFTConfig, build_sft),
+        (report.ReportConfig, report),
+    ):
+        assert ungrouped(HfArgumentParser(config), module.HELP_GROUPS) == ([], []), config.__name__
+    assert ungrouped(_parser(), {"budget": ("samples", "max_tokens", "temp")}) == (
+        ["learning_rate"],
+        ["temp"],
+    )
 
 
 def test_grpo_help_says_what_its_default_dataset_really_is(capsys: pytest.CaptureFixture[str]) -> None:

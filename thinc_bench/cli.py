@@ -24,6 +24,7 @@ __all__ = [
     "closest_flag",
     "grouped_help",
     "one_line_errors",
+    "ungrouped",
     "parse_dataclasses",
     "parse_recipe",
     "quiet_libraries",
@@ -97,27 +98,34 @@ def one_line_errors(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return parser
 
 
+def _shown_actions(parser: argparse.ArgumentParser) -> dict[str, list[argparse.Action]]:
+    actions: dict[str, list[argparse.Action]] = {}
+    for action in parser._actions:  # a bool flag has a second action, --no_NAME, of the same dest
+        if action.option_strings and action.dest != "help" and action.help != argparse.SUPPRESS:
+            actions.setdefault(action.dest, []).append(action)
+    return actions
+
+
+def ungrouped(
+    parser: argparse.ArgumentParser, groups: Mapping[str, Sequence[str]]
+) -> tuple[list[str], list[str]]:
+    """(flags of the parser in no group, names of the groups that are no flag): both empty when the
+    groups fit the parser (tests check it, so a new flag gets a heading)."""
+    actions = _shown_actions(parser)
+    named = [name for names in groups.values() for name in names]
+    return sorted(set(actions) - set(named)), sorted(set(named) - set(actions))
+
+
 def grouped_help(
     parser: argparse.ArgumentParser, groups: Mapping[str, Sequence[str]], examples: Sequence[str] = ()
 ) -> None:
     """Lay out `--help` by purpose: `groups` maps a heading to the flags (field names) under it, in
     order; `examples` (commands with a `# comment` each) go under the description, first thing read.
-
-    Raises:
-        ValueError: a flag of the parser is in no group, or a group names a flag the parser lacks
-            (tests call this, so a new flag cannot slip into a help without a heading).
-    """
-    actions: dict[str, list[argparse.Action]] = {}
-    for action in parser._actions:  # a bool flag has a second action, --no_NAME, of the same dest
-        if action.option_strings and action.dest != "help" and action.help != argparse.SUPPRESS:
-            actions.setdefault(action.dest, []).append(action)
-    named = [name for names in groups.values() for name in names]
-    missing, unknown = sorted(set(actions) - set(named)), sorted(set(named) - set(actions))
-    if missing or unknown:
-        raise ValueError(f"--help groups: flags in no group {missing}, unknown flags {unknown}")
+    A flag in no group stays under "options" (`ungrouped` tells a test which)."""
+    actions = _shown_actions(parser)
     for title, names in groups.items():
         group = parser.add_argument_group(title)
-        for action in (a for name in names for a in actions[name]):
+        for action in (a for name in names for a in actions.get(name, [])):
             for holder in parser._action_groups:
                 if action in holder._group_actions and holder is not group:
                     holder._group_actions.remove(action)
