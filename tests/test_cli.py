@@ -189,7 +189,7 @@ def _main_of(name: str):
         ),
         (
             ["thinc_bench.eval", "--model", "m", "--preset", "retol"],
-            "error: --preset retol: unknown preset; choose one of thinc, rstar2-agent, aster, retool (did you mean retool?)",
+            "error: --preset retol: unknown preset; choose one of thinc, rstar2-agent, aster, retool, nl (did you mean retool?)",
         ),
         (
             ["thinc_bench.eval", "--dtype", "fp32"],

@@ -157,12 +157,38 @@ def test_the_example_reports_readme_counts_each_pages_trajectories() -> None:
 # Every documented command, parsed by its program
 
 
+LOOP = re.compile(r"for (\w+) in ([\w .,-]+); do")
+"""A shell loop over literal words (`for p in thinc aster; do`), its body on the lines up to `done`."""
+
+
+def _expand_loops(lines: list[str]) -> list[str]:
+    """The lines with each literal `for` loop unrolled, its variable replaced by each word in turn."""
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        loop = LOOP.fullmatch(lines[i])
+        if loop is None:
+            out.append(lines[i])
+            i += 1
+            continue
+        depth, j = 1, i + 1
+        while depth:
+            depth += bool(LOOP.fullmatch(lines[j])) - (lines[j] == "done")
+            j += 1
+        body = _expand_loops(lines[i + 1 : j - 1])
+        for word in loop.group(2).split():
+            out += [re.sub(rf"\${loop.group(1)}\b", word, line) for line in body]
+        i = j
+    return out
+
+
 def _bash_commands(text: str) -> Iterator[str]:
     for block in re.findall(r"^```bash\n(.*?)^```", text, re.S | re.M):
         joined = re.sub(r"\\\n\s*", " ", block)
-        for line in joined.splitlines():
-            if line.strip() and not line.lstrip().startswith("#"):
-                yield line.strip()
+        lines = [
+            line.strip() for line in joined.splitlines() if line.strip() and not line.lstrip().startswith("#")
+        ]
+        yield from _expand_loops(lines)
 
 
 INLINE = re.compile(
