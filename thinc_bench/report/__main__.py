@@ -109,8 +109,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("error: --out FILE is required with several run directories", file=sys.stderr)  # noqa: T201
         return 2
     out = Path(config.out) if config.out else Path(config.run_dirs[0]) / REPORT_FILE
-    runs = ", ".join(config.run_dirs)
-    print(f"plan: report of {len(config.run_dirs)} run(s) ({runs}) into {out}", file=sys.stderr)  # noqa: T201
     try:
         path = write_comparison(
             config.run_dirs,
