@@ -69,6 +69,7 @@ from thinc_bench.backends.base import Generator, SamplingParams
 from thinc_bench.errors import BackendUnavailable, ConfigError
 from thinc_bench.eval import rollout as engine
 from thinc_bench.prompts import build_messages, python_tool, render_prompt_ids
+from thinc_bench.train.faults import with_training_faults
 from thinc_bench.train.injection import FailureInjection
 
 if TYPE_CHECKING:
@@ -177,11 +178,13 @@ class ThincRollout:
                 )
             # NaN where unknown: TRL leaves those tokens' importance ratio at 1.
             logprobs = [r.logprobs or [math.nan] * len(r.completion_ids) for r in results]
-        extra = self._grade(problems, results)
+        extra: dict[str, Any] = {"problem_text": problems} | self._grade(problems, results)
         if self.injection.active:
+            met = [sum(e.injected for e in r.executions) for r in results]
             extra |= {
                 "inject_k": faults,
-                "n_injected": [sum(e.injected for e in r.executions) for r in results],
+                "n_injected": met,
+                "inject_recovered": [_recovered(k, m, r.text) for k, m, r in zip(faults, met, results, strict=True)],
             }
         return {
             "prompt_ids": [r.prompt_ids for r in results],
@@ -352,6 +355,8 @@ class ThincRollout:
         loop = asyncio.get_running_loop()
         open_session = functools.partial(self.sandbox.session, inject_failures=faults)
         session = await loop.run_in_executor(opener, open_session)
+        if faults:  # the sandbox injects and numbers the cells; the texts are training's own kinds
+            session = with_training_faults(session)
         try:
             return await engine.rollout(
                 generator,
@@ -367,6 +372,12 @@ class ThincRollout:
             )
         finally:
             await asyncio.to_thread(session.close)
+
+
+def _recovered(k: int, met: int, text: str) -> bool:
+    from thinc_bench.train.rewards import recovered_or_false
+
+    return recovered_or_false(k, met, text)
 
 
 def sampling_seed(trainer: Any, call: int) -> int:
