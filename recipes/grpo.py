@@ -187,13 +187,43 @@ class ScriptArgs:
             "as eval's --recovery-k (1, or 1,2,3). A curriculum stage may set its own."
         },
     )
-    dynamic_sampling: bool = field(
-        default=True,
+    dynamic_sampling: str = field(
+        default="filter",
         metadata={
-            "help": "DAPO's dynamic sampling, as a filter: groups whose rewards are all equal (advantage 0) "
-            "leave the loss and its token denominator, so solved problems do not shrink every other "
-            "group's step; the share is logged per step (dynamic_sampling/*). false: TRL's DAPO loss as is."
+            "help": "off | filter | refill | drop_solved. filter: groups whose rewards are all equal (advantage "
+            "0) leave the loss and its token denominator, so the batch shrinks as problems get solved; refill: "
+            "DAPO's over-generation, more problems rolled out until every group of the batch has differing "
+            "rewards; drop_solved: ASTER's, problems every rollout solved are dropped before each epoch. Logged "
+            "per step (dynamic_sampling/effective_prompts, ...). off: TRL's DAPO loss as is."
         },
+    )
+    dynamic_sampling_max_rounds: int = field(
+        default=4,
+        metadata={
+            "help": "refill: generation rounds per batch at most, the first included (verl's max_num_gen_batches); "
+            "a batch still short then trains on what it holds (logged as dynamic_sampling/shortfall)."
+        },
+    )
+    heldout_benchmarks: str | None = field(
+        default=None,
+        metadata={
+            "help": "Held-out evaluation during training through thinc_bench.eval (benchmark names or files, as "
+            "eval's --benchmarks), logged as heldout/* with the training metrics; None: off."
+        },
+    )
+    heldout_limit: int | None = field(
+        default=16, metadata={"help": "Held-out evaluation: the first N problems of each benchmark."}
+    )
+    heldout_samples: int = field(default=1, metadata={"help": "Held-out evaluation: samples per problem."})
+    heldout_every: int | None = field(
+        default=None,
+        metadata={
+            "help": "Held-out evaluation every N optimizer steps, and before the first; None: at every checkpoint "
+            "(save_steps), 0: before and after training only."
+        },
+    )
+    heldout_data_dir: str | None = field(
+        default=None, metadata={"help": "Held-out evaluation: folder with local benchmark copies, as eval's."}
     )
     sandbox_sessions: int | None = field(
         default=None,
@@ -317,10 +347,13 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     from thinc_bench.train.lm_head import install_lm_head
     from thinc_bench.train.micro_batch import with_trimmed_padding
     from thinc_bench.train.policy_ratio import with_ratio_logging
+    from thinc_bench.train.problem_stream import STREAM_MODES, ProblemStream, parse_mode
+    from thinc_bench.train.resume import check_settings, latest_checkpoint, read_state, run_settings
     from thinc_bench.train.rewards import exact_match_reward
     from thinc_bench.train.rollout_func import ThincRollout, max_prompt_tokens
     from thinc_bench.train.source import REPORT_FILE, decontaminate
     from thinc_bench.train.stage_callback import CurriculumCallback
+    from thinc_bench.train.stream_rollout import StreamRollout
     from thinc_bench.train.vllm_sync import use_layerwise_reload
 
     argv = bare_argv(sys.argv[1:] if argv is None else argv, "grpo_nano.yaml", "ThinC-nano GRPO on CPU")
@@ -343,8 +376,13 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
             parse_failure_counts(script_args.inject_failures_k),
             training_args.seed,
         )
+        mode = script_args.dynamic_sampling = parse_mode(script_args.dynamic_sampling)
     except ConfigError as exc:
         raise SystemExit(str(exc)) from None
+    if script_args.dynamic_sampling_max_rounds < 1:
+        raise SystemExit(
+            f"--dynamic_sampling_max_rounds {script_args.dynamic_sampling_max_rounds}: use 1 or more"
+        )
 
     if script_args.sandbox_sessions is not None and script_args.sandbox_sessions < 1:
         raise SystemExit(
@@ -365,6 +403,7 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     root = Path(training_args.output_dir)
     order_file = root / ORDER_FILE
     start = curriculum.index(script_args.start_stage) if script_args.start_stage else 0
+    resume_from = _resume_point(training_args, root, curriculum, start, read_state, latest_checkpoint)
     problems = load_source(script_args.dataset_name, script_args.data_dir, limit=script_args.limit)
     names = [b.strip() for b in script_args.decontam_benchmarks.split(",") if b.strip()]
     clean = decontaminate(
@@ -386,7 +425,7 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     problems = clean.problems
     order = (
         read_order(order_file)
-        if start
+        if resume_from is not None
         else shuffled_order([p.id for p in problems], training_args.seed, script_args.epochs)
     )
     by_id = {p.id: p for p in problems}
@@ -398,6 +437,7 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
         )
     layout = batch_layout(training_args, script_args.updates_per_generation)
     plans = plan_stages(curriculum, len(order), layout.prompts, layout.updates)
+    _check_saving(training_args, layout, mode)
     logger.info(
         "generation batch: %d prompts x %d generations, %d optimizer steps on it (%d micro-batches of %d per "
         "device, %d per step); %d epochs, %d rows",
@@ -410,10 +450,21 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
         script_args.epochs,
         len(order),
     )
+    training_args.max_steps = plans[
+        -1
+    ].end_step  # exactly the stages' steps; the default -1 would run 3 epochs
+    training_args.max_completion_length = max(s.max_tokens for s in curriculum.stages)
+    settings = run_settings(
+        script_args, training_args, model_args.model_name_or_path, curriculum, process.num_processes
+    )
+    try:
+        check_settings(root, settings, resuming=resume_from is not None, write=process.is_main_process)
+    except ConfigError as exc:
+        raise SystemExit(str(exc)) from None
     if process.is_main_process:
         root.mkdir(parents=True, exist_ok=True)
         (root / REPORT_FILE).write_text(json.dumps(clean.report, indent=1) + "\n", encoding="utf-8")
-        if not start:
+        if resume_from is None:
             write_order(order_file, order, plans, training_args.seed)
     process.wait_for_everyone()
     ordered = [by_id[i] for i in order[: plans[-1].first_row + plans[-1].rows]]
@@ -436,18 +487,8 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
         logger.info(
             "injected execution failures per stage: %s", {n: i.record() for n, i in injections.items()}
         )
-    resume_from = None
-    if start:
-        resume_from = root / curriculum.stages[start - 1].name
-        if not (resume_from / "trainer_state.json").is_file():
-            raise SystemExit(
-                f"no checkpoint at {resume_from}; run the earlier stages first (without --start_stage)"
-            )
-
     args = training_args
-    args.max_steps = plans[-1].end_step  # exactly the stages' steps; the default -1 would run 3 epochs
     args.shuffle_dataset = False  # the order above is the shuffle
-    args.max_completion_length = max(s.max_tokens for s in curriculum.stages)
 
     dtype = model_args.dtype if model_args.dtype in ("auto", None) else getattr(torch, model_args.dtype)
     load = {"revision": model_args.model_revision}
@@ -482,27 +523,70 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     logger.info(
         "sandbox: %d sessions for the %d rollouts of each process per generation batch", sessions, per_rank
     )
+    stream = None
+    if mode in STREAM_MODES:
+        if per_rank % args.num_generations:
+            raise SystemExit(
+                f"dynamic_sampling {mode} needs whole groups per process: per_device_train_batch_size x "
+                f"steps_per_generation = {per_rank} is not a multiple of num_generations={args.num_generations}"
+            )
+        stream = ProblemStream(tuple(p.id for p in problems), args.seed, drop_solved=mode == "drop_solved")
+        if resume_from is not None:
+            recorded_stream = (read_state(resume_from) or {}).get("problem_stream")
+            if recorded_stream is None:
+                raise SystemExit(
+                    f"{resume_from} records no problem stream (written with dynamic_sampling off or filter); "
+                    f"resume with that run's dynamic_sampling, or use another --output_dir"
+                )
+            try:
+                stream.restore(recorded_stream)
+            except ConfigError as exc:
+                raise SystemExit(str(exc)) from None
+    if resume_from is not None:
+        logger.info(
+            "resuming from %s (step %s)", resume_from, (read_state(resume_from) or {}).get("global_step")
+        )
     with Sandbox(training_sandbox_config(sessions)) as sandbox:
-        first = plans[start].stage if start else plans[0].stage
-        rollout = ThincRollout(
-            sandbox,
-            RolloutLimits(first.max_tokens, first.max_tool_calls),
-            system_prompt,
-            temperature=args.temperature,
-            response_prefix=script_args.response_prefix,
-            exec_on=script_args.exec_on,
-            dialect=script_args.dialect,
-            tool_name=script_args.tool_name,
-            problem_ids={p.problem: p.id for p in ordered},
-            answers={p.problem: p.answer for p in ordered},
-            drawn_log=root / f"drawn-rank{process.process_index}.jsonl",
-            injection=first.injection(injection),
+        first = plans[0].stage  # the callback sets the stage of the step the run starts at
+        common: dict[str, Any] = {
+            "temperature": args.temperature,
+            "response_prefix": script_args.response_prefix,
+            "exec_on": script_args.exec_on,
+            "dialect": script_args.dialect,
+            "tool_name": script_args.tool_name,
+            "problem_ids": {p.problem: p.id for p in problems},
+            "answers": {p.problem: p.answer for p in problems},
+            "drawn_log": root / f"drawn-rank{process.process_index}.jsonl",
+            "injection": first.injection(injection),
+        }
+        limits = RolloutLimits(first.max_tokens, first.max_tool_calls)
+        rollout = (
+            ThincRollout(sandbox, limits, system_prompt, **common)
+            if stream is None
+            else StreamRollout(
+                sandbox,
+                limits,
+                system_prompt,
+                **common,
+                stream=stream,
+                texts={p.id: p.problem for p in problems},
+                refill=mode == "refill",
+                max_rounds=script_args.dynamic_sampling_max_rounds,
+            )
         )
         trainer_cls = with_trimmed_padding(
             with_ratio_logging(GRPOTrainer)
         )  # each micro-batch at its own width
-        if script_args.dynamic_sampling:
+        if mode != "off":
             trainer_cls = with_zero_variance_filter(trainer_cls)
+        extra_state = None if stream is None else lambda: {"problem_stream": stream.state()}
+        own: list[Any] = [CurriculumCallback(plans, rollout, root, injection, extra_state)]
+        if script_args.heldout_benchmarks:
+            own.append(
+                _heldout(
+                    script_args, args, model_path, system_prompt, root, rollout, plans, sessions, process
+                )
+            )
         trainer = trainer_cls(
             model=model,
             reward_funcs=[exact_match_reward],
@@ -510,8 +594,10 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
             train_dataset=dataset,
             processing_class=tokenizer,
             rollout_func=rollout,
-            callbacks=[CurriculumCallback(plans, rollout, root, injection), *callbacks],
+            callbacks=[*own, *callbacks],
         )
+        for callback in own[1:]:
+            callback.trainer = trainer
         head = install_lm_head(trainer, script_args.lm_head)
         logger.info("LM head: %s", head)
         if args.use_vllm:
@@ -559,6 +645,79 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
         print(f"Checkpoint: {root} (stages: {', '.join(p.stage.name for p in plans)})")
         print(f"Evaluate this checkpoint:\n  {eval_command(str(root))}")
     return 0
+
+
+def _resume_point(
+    args: Any, root: Path, curriculum: Any, start: int, read_state: Any, latest: Any
+) -> Path | None:
+    """Where the run resumes: TRL's `--resume_from_checkpoint PATH`, the stage before `--start_stage`,
+    else the latest complete checkpoint in the output folder (a rerun of the same command); None: a
+    fresh start."""
+    given = args.resume_from_checkpoint
+    if given:
+        path = Path(given)
+        if read_state(path) is None and not (path / "trainer_state.json").is_file():
+            raise SystemExit(f"--resume_from_checkpoint {given}: not a complete checkpoint of this recipe")
+        return path
+    if start:
+        path = root / curriculum.stages[start - 1].name
+        if not (path / "trainer_state.json").is_file():
+            raise SystemExit(f"no checkpoint at {path}; run the earlier stages first (without --start_stage)")
+        return path
+    return latest(root)
+
+
+def _check_saving(args: Any, layout: BatchLayout, mode: str) -> None:
+    """Periodic checkpoints land on generation-batch boundaries and hold what a resume needs."""
+    if str(getattr(args.save_strategy, "value", args.save_strategy)) != "steps":
+        return
+    steps = args.save_steps
+    if steps < 1 or int(steps) != steps or int(steps) % layout.updates:
+        raise SystemExit(
+            f"save_steps={steps}: use a whole multiple of the {layout.updates} optimizer steps of a generation "
+            "batch (TRL keeps a batch's rollouts in memory only, so a checkpoint inside one cannot resume exactly)"
+        )
+    if args.save_only_model:
+        raise SystemExit("save_only_model: true saves no optimizer or RNG state; a rerun could not resume")
+
+
+def _heldout(
+    script: Any, args: Any, model: str, system_prompt: str, root: Path, rollout: Any, plans: Any,
+    sessions: int, process: Any,
+) -> Any:  # fmt: skip
+    """The held-out evaluation callback (`train.heldout`), its prompt written beside its runs."""
+    from thinc_bench.errors import ConfigError
+    from thinc_bench.train.heldout import HELDOUT_DIR, HeldOutEval, heldout_config
+
+    prompt_file = root / HELDOUT_DIR / "system_prompt.txt"
+    if process.is_main_process:
+        prompt_file.parent.mkdir(parents=True, exist_ok=True)
+        prompt_file.write_text(system_prompt + "\n", encoding="utf-8")
+    process.wait_for_everyone()
+    settings = {"dialect": script.dialect, "exec_on": script.exec_on, "tool_name": script.tool_name}
+    try:
+        config = heldout_config(
+            model,
+            script.heldout_benchmarks,
+            system_prompt_file=str(prompt_file),
+            limit=script.heldout_limit,
+            samples=script.heldout_samples,
+            data_dir=script.heldout_data_dir,
+            seed=args.seed,
+            concurrency=sessions,
+            response_prefix=script.response_prefix or None,
+            **settings,
+        )
+    except ConfigError as exc:
+        raise SystemExit(f"held-out evaluation: {exc}") from None
+    every = script.heldout_every
+    if every is None:
+        every = (
+            int(args.save_steps)
+            if str(getattr(args.save_strategy, "value", args.save_strategy)) == "steps"
+            else 0
+        )
+    return HeldOutEval(config, rollout, tuple(plans), root, every)
 
 
 if __name__ == "__main__":

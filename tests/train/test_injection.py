@@ -74,7 +74,10 @@ def test_training_rollouts_meet_a_realistic_fault_of_kinds_eval_never_injects() 
     )
     from thinc_bench.train.injection import training_sandbox_config
 
-    codes = [f"x = {n}\ny = x / {n % 3 + 1}\nd = {{'a': x}}\nr = [x]\nr.append(y)\nprint(d['a'] + y)" for n in range(1, 13)]
+    codes = [
+        f"x = {n}\ny = x / {n % 3 + 1}\nd = {{'a': x}}\nr = [x]\nr.append(y)\nprint(d['a'] + y)"
+        for n in range(1, 13)
+    ]
     texts: dict[str, list[str]] = {"eval": [], "train": []}
     for name, config in (("eval", SandboxConfig(max_sessions=2)), ("train", training_sandbox_config(3))):
         with Sandbox(config) as sandbox:

@@ -198,7 +198,9 @@ def test_an_injected_row_is_paid_only_for_an_answer_printed_after_its_last_failu
     texts, ks, met, calls, errors = [], [], [], [], []
     for k, printed, right in rows:
         blocks = ["fault"] * min(k, len(printed)) + printed[k:]  # injected failures are the first executions
-        texts.append("".join(FAULT if b == "fault" else _block(b) for b in blocks) + f"\\boxed{{{5 if right else 4}}}")
+        texts.append(
+            "".join(FAULT if b == "fault" else _block(b) for b in blocks) + f"\\boxed{{{5 if right else 4}}}"
+        )
         ks.append(k)
         met.append(min(k, len(printed)))
         calls.append(len(blocks))

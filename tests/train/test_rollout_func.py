@@ -417,8 +417,12 @@ def test_injected_groups_fail_their_first_executions_unrun_masked_and_are_reward
     # second printed False): the answer is not grounded after the failure, so no reward. The clean
     # group answered wrong (its gold is 7).
     logged: dict[str, float] = {}
-    columns = {k: v for k, v in out.items() if k not in ("completion_ids", "prompt_ids", "logprobs", "env_mask")}
-    rewards = exact_match_reward(out["completion_ids"], ["6", "6", "7", "7"], log_metric=logged.__setitem__, **columns)
+    columns = {
+        k: v for k, v in out.items() if k not in ("completion_ids", "prompt_ids", "logprobs", "env_mask")
+    }
+    rewards = exact_match_reward(
+        out["completion_ids"], ["6", "6", "7", "7"], log_metric=logged.__setitem__, **columns
+    )
     assert out["inject_recovered"] == [False, False, True, True]
     assert rewards == [0.0, 0.0, 0.0, 0.0]
     assert logged["rollout/injected_frac"] == 0.5 and logged["rollout/recovered"] == 0.0
@@ -446,8 +450,13 @@ def test_an_injected_rollout_that_recomputes_its_answer_after_the_failure_is_pai
         )
         out = rollout([problem], None)
     first, second = INTERPRETER.findall(out["thinc_text"][0])
-    assert fault_kind(first.strip("\n`")) in TRAINING_FAULT_KINDS + (TRAINING_FALLBACK,) and second == "\n6\n```\n"
-    columns = {k: v for k, v in out.items() if k not in ("completion_ids", "prompt_ids", "logprobs", "env_mask")}
+    assert (
+        fault_kind(first.strip("\n`")) in TRAINING_FAULT_KINDS + (TRAINING_FALLBACK,)
+        and second == "\n6\n```\n"
+    )
+    columns = {
+        k: v for k, v in out.items() if k not in ("completion_ids", "prompt_ids", "logprobs", "env_mask")
+    }
     assert out["inject_recovered"] == [True]
     assert exact_match_reward(out["completion_ids"], ["6"], **columns) == [1.0]
 
@@ -483,9 +492,7 @@ def test_k_failures_fail_the_first_k_executions_and_injection_off_adds_no_column
     assert "inject_k" not in clean and "n_injected" not in clean
 
 
-def test_a_row_whose_rollout_raises_earns_zero_and_the_step_goes_on(
-    rows, scripted_turns
-) -> None:
+def test_a_row_whose_rollout_raises_earns_zero_and_the_step_goes_on(rows, scripted_turns) -> None:
     # Not an outage: a bug met by one trajectory (issue 37). Reward 0, not None: no escape hatch.
     scripted = load_generator("scripted", str(scripted_turns))
     generator = _DownOnTurn(scripted, f"{rows[1]['id']}/1-3", error=RuntimeError)

@@ -98,11 +98,15 @@ def _sites(node: ast.AST, rng: random.Random, values: set[str]) -> list[_Site]:
         if not isinstance(root, ast.Name) or root.id not in values:
             return []
         kind = rng.choice(OBJECT_TYPES)
-        return [_Site(node, "AttributeError", AttributeError(f"'{kind}' object has no attribute '{node.attr}'"))]
+        return [
+            _Site(node, "AttributeError", AttributeError(f"'{kind}' object has no attribute '{node.attr}'"))
+        ]
     if isinstance(node, ast.BinOp):
         floats = any(isinstance(_literal(side), float) for side in (node.left, node.right))
         if isinstance(node.op, ast.Div):
-            return [_Site(node, "OverflowError", OverflowError("integer division result too large for a float"))]
+            return [
+                _Site(node, "OverflowError", OverflowError("integer division result too large for a float"))
+            ]
         if isinstance(node.op, ast.Pow) and floats:
             return [_Site(node, "OverflowError", OverflowError(34, "Numerical result out of range"))]
         return []
@@ -116,7 +120,9 @@ def _sites(node: ast.AST, rng: random.Random, values: set[str]) -> list[_Site]:
         if name == "float" and isinstance(func, ast.Name) and node.args:
             return [_Site(node, "OverflowError", OverflowError("int too large to convert to float"))]
         if name in SIZED_CALLS and isinstance(func, ast.Name) and node.args:
-            return [_Site(node, "OverflowError", OverflowError("Python int too large to convert to C ssize_t"))]
+            return [
+                _Site(node, "OverflowError", OverflowError("Python int too large to convert to C ssize_t"))
+            ]
     return []
 
 

@@ -43,6 +43,7 @@ from thinc_bench.errors import ConfigError
 from thinc_bench.sandbox.config import SandboxConfig
 from thinc_bench.train.faults import TRAINING_FAULT_SEED
 
+
 def training_sandbox_config(sessions: int) -> SandboxConfig:
     """The GRPO rollout's sandbox: `sessions` slots (one per rollout a process runs at once). Its
     injected failures are redrawn from training's kinds by the rollout (`faults.with_training_faults`);
