@@ -5,10 +5,11 @@
 
 Each completion is a full ThinC trajectory from `thinc_bench.eval.rollout` (real sandbox execution),
 returned to TRL through `rollout_func` with `env_mask` 0 on every interpreter-output token. The
-reward is the grader's exact match (1/0, `thinc_bench.train.rewards`); tool calls, execution-error
-rate, grounding and truncation of the scored rows are logged per step (`rollout/*`, through TRL's
-`log_metric`); a rollout that an infrastructure failure ended is unscored (left out of the
-advantages and, `env_mask` 0 on all its tokens, of the loss; counted as `unscored_frac`).
+reward is the grader's exact match (1/0, `thinc_bench.train.rewards`); per step, the scored rows'
+tool calls, failed calls, grounding, truncation, ThinC conformance and the three failure modes are
+logged (`rollout/*`, through TRL's `log_metric`). The model's own failures (a text the harness
+cannot process, an answer too large to judge) earn 0 and are counted; only an infrastructure
+failure leaves the advantages and the loss (`env_mask` 0; counted as `unscored_frac`).
 
 The YAML's `curriculum:` runs in one trainer (one optimizer state, one learning-rate schedule): a
 callback switches the rollout's completion budget and tool-call limit at each stage boundary and
@@ -18,17 +19,20 @@ sampled from one policy, on which the trainer takes `updates_per_generation` opt
 on a slice of it (so the importance ratio moves off 1 and the 0.20 / 0.28 clip acts; logged as
 `clip_ratio/*` and `importance_ratio/*`). The problems are shuffled (seeded, `epochs` passes, each
 shuffled anew) into `OUTPUT_DIR/curriculum_order.json`; each stage takes the next `max_steps` x
-prompts of that order (the last stage, without `max_steps`, every whole generation batch left).
-`--start_stage NAME` resumes from the previous stage's checkpoint in the same output folder, on
-exactly the problems and samples the uninterrupted run would have drawn.
+prompts of that order (the last stage, without `max_steps`, every whole generation batch left), or
+with `dynamic_sampling: refill | drop_solved` draws on from it as DAPO's over-generation or ASTER's
+dropping of solved problems needs (`thinc_bench.train.stream_rollout`).
 
-Recovery training (`inject_failures_share`, `inject_failures_k`, per stage too; off by default): a
-seeded share of the GRPO groups, whole groups, gets its first k executions failed through the
-sandbox session as eval's Recovery@k does (`thinc_bench.train.injection`), with a training fault
-text that is not eval's; an injected rollout is rewarded only when it met its k failures and then ran
-a block clean (a rollout that avoids code never scores there); logged per step as
-`rollout/injected_frac`, `rollout/reward_injected`, `rollout/reward_clean` and tool calls and
-grounding split the same way.
+A crash costs at most `save_steps` optimizer steps: with `save_strategy: steps` a complete
+checkpoint (weights, optimizer, scheduler, every process's RNG, trainer state, problem stream) is
+written every `save_steps`, and rerunning the same command resumes from the newest one, exactly
+(`thinc_bench.train.resume`; `--start_stage NAME` resumes at a stage's start). With
+`heldout_benchmarks` the policy is evaluated by `thinc_bench.eval` on a fixed subset every
+`heldout_every` steps (`heldout/*` in the logs; `thinc_bench.train.heldout`). Recovery training
+(`inject_failures_share`, `inject_failures_k`) fails the first k executions of a seeded share of
+groups with tracebacks of kinds eval never injects, and pays an injected rollout only for an answer
+an output after its last failure grounds (`thinc_bench.train.injection`). docs/training.md: the
+8-GPU launch and resume, what a step costs, and each of these in full.
 
 Generation follows GRPOConfig: `use_vllm: false` decodes on the policy itself (hf backend, batched);
 `use_vllm: true` with `vllm_mode: colocate` steps TRL's in-process vLLM engine, and with
@@ -45,20 +49,10 @@ step; no paths needed):
 
     python recipes/grpo.py --config recipes/configs/grpo_smoke.yaml
 
-Paper settings on 8 GPUs, vLLM colocated with training:
+Paper settings on 8 GPUs, vLLM colocated with training (the same command resumes after a crash):
 
     accelerate launch --config_file recipes/configs/accelerate_zero3.yaml recipes/grpo.py \
         --config recipes/configs/grpo_qwen3_4b_thinking.yaml
-
-or with a generation server on 2 of them and training on the other 6:
-
-    CUDA_VISIBLE_DEVICES=6,7 trl vllm-serve --model runs/sft-thinc-4b --data_parallel_size 2 --max_model_len 34816 &
-    CUDA_VISIBLE_DEVICES=0,1,2,3,4,5 accelerate launch --num_processes 6 \
-        --config_file recipes/configs/accelerate_zero3.yaml recipes/grpo.py \
-        --config recipes/configs/grpo_qwen3_4b_thinking.yaml --vllm_mode server --generation_batch_size 960
-
-(1,024 completions do not split over 6 ranks; 960 = 120 prompts x 8 do. The server's context must hold
-the last stage's 32,768 completion tokens and the longest prompt.)
 """
 
 from __future__ import annotations
@@ -73,6 +67,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
+
+from thinc_bench.train.curriculum import BatchLayout
 
 logger = logging.getLogger("recipes.grpo")
 
@@ -223,7 +219,10 @@ class ScriptArgs:
         },
     )
     heldout_data_dir: str | None = field(
-        default=None, metadata={"help": "Held-out evaluation: folder with local benchmark copies, as eval's."}
+        default=None,
+        metadata={
+            "help": "Held-out evaluation: folder with local benchmark copies, as eval's; default decontam_data_dir."
+        },
     )
     sandbox_sessions: int | None = field(
         default=None,
@@ -256,44 +255,15 @@ def split_config(argv: list[str]) -> tuple[list[str], object]:
     return [*argv[:at], handle.name, *argv[at + 1 :]], curriculum
 
 
-@dataclass(frozen=True)
-class BatchLayout:
-    """A generation batch: `prompts` problems x num_generations completions, `updates` optimizer steps."""
+def batch_layout(args: Any, updates: int | None = None) -> BatchLayout:
+    """`thinc_bench.train.curriculum.batch_layout`, its refusal as the recipe's one-line exit."""
+    from thinc_bench.errors import ConfigError
+    from thinc_bench.train.curriculum import batch_layout as layout
 
-    prompts: int
-    updates: int
-
-
-def batch_layout(args: object, updates: int | None = None) -> BatchLayout:
-    """Split TRL's generation batch into `updates` optimizer steps; return its prompts and updates.
-
-    The generation batch is TRL's (`generation_batch_size` completions, or `steps_per_generation`
-    micro-batches per process); `gradient_accumulation_steps` is set on `args` so that one generation
-    batch feeds exactly `updates` optimizer steps (over `num_iterations` passes). With `updates`
-    None, TRL's own layout is read back and must end each generation batch on a step boundary.
-    """
-    spg, accum, passes = args.steps_per_generation, args.gradient_accumulation_steps, args.num_iterations
-    prompts = args.generation_batch_size // args.num_generations
-    if updates is None:
-        if (spg * passes) % accum:
-            raise SystemExit(
-                f"steps_per_generation={spg} x num_iterations={passes} is not a multiple of "
-                f"gradient_accumulation_steps={accum}: a generation batch would end inside an optimizer step"
-            )
-        return BatchLayout(prompts, spg * passes // accum)
-    if updates < 1 or updates % passes or spg % (updates // passes):
-        raise SystemExit(
-            f"updates_per_generation={updates} does not split a generation batch of {spg} micro-batches per "
-            f"process x num_iterations={passes} into equal optimizer steps; use a divisor of {spg * passes}"
-        )
-    derived = spg // (updates // passes)
-    if accum not in (1, derived):
-        raise SystemExit(
-            f"gradient_accumulation_steps={accum} conflicts with updates_per_generation={updates} on a generation "
-            f"batch of {spg} micro-batches per process ({derived}); remove it, the recipe sets it"
-        )
-    args.gradient_accumulation_steps = derived
-    return BatchLayout(prompts, updates)
+    try:
+        return layout(args, updates)
+    except ConfigError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def parse(argv: Sequence[str]) -> tuple[Any, Any, Any, object, str]:
@@ -337,6 +307,7 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     from thinc_bench.train.common import attn_implementation, eval_command
     from thinc_bench.train.curriculum import ORDER_FILE, plan_stages, read_order, shuffled_order, write_order
     from thinc_bench.train.dynamic_sampling import with_zero_variance_filter
+    from thinc_bench.train.heldout import heldout_callback
     from thinc_bench.train.injection import (
         FailureInjection,
         parse_failure_counts,
@@ -347,13 +318,13 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     from thinc_bench.train.lm_head import install_lm_head
     from thinc_bench.train.micro_batch import with_trimmed_padding
     from thinc_bench.train.policy_ratio import with_ratio_logging
-    from thinc_bench.train.problem_stream import STREAM_MODES, ProblemStream, parse_mode
-    from thinc_bench.train.resume import check_settings, latest_checkpoint, read_state, run_settings
+    from thinc_bench.train.problem_stream import STREAM_MODES, parse_mode
+    from thinc_bench.train.resume import check_saving, check_settings, read_state, resume_point, run_settings
     from thinc_bench.train.rewards import exact_match_reward
-    from thinc_bench.train.rollout_func import ThincRollout, max_prompt_tokens
+    from thinc_bench.train.rollout_func import max_prompt_tokens
     from thinc_bench.train.source import REPORT_FILE, decontaminate
     from thinc_bench.train.stage_callback import CurriculumCallback
-    from thinc_bench.train.stream_rollout import StreamRollout
+    from thinc_bench.train.stream_rollout import build_rollout, problem_stream
     from thinc_bench.train.vllm_sync import use_layerwise_reload
 
     argv = bare_argv(sys.argv[1:] if argv is None else argv, "grpo_nano.yaml", "ThinC-nano GRPO on CPU")
@@ -403,7 +374,11 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     root = Path(training_args.output_dir)
     order_file = root / ORDER_FILE
     start = curriculum.index(script_args.start_stage) if script_args.start_stage else 0
-    resume_from = _resume_point(training_args, root, curriculum, start, read_state, latest_checkpoint)
+    previous = curriculum.stages[start - 1].name if start else None
+    try:
+        resume_from = resume_point(training_args.resume_from_checkpoint, root, previous)
+    except ConfigError as exc:
+        raise SystemExit(str(exc)) from None
     problems = load_source(script_args.dataset_name, script_args.data_dir, limit=script_args.limit)
     names = [b.strip() for b in script_args.decontam_benchmarks.split(",") if b.strip()]
     clean = decontaminate(
@@ -437,7 +412,10 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
         )
     layout = batch_layout(training_args, script_args.updates_per_generation)
     plans = plan_stages(curriculum, len(order), layout.prompts, layout.updates)
-    _check_saving(training_args, layout, mode)
+    try:
+        check_saving(training_args, layout.updates)
+    except ConfigError as exc:
+        raise SystemExit(str(exc)) from None
     logger.info(
         "generation batch: %d prompts x %d generations, %d optimizer steps on it (%d micro-batches of %d per "
         "device, %d per step); %d epochs, %d rows",
@@ -523,56 +501,36 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     logger.info(
         "sandbox: %d sessions for the %d rollouts of each process per generation batch", sessions, per_rank
     )
-    stream = None
-    if mode in STREAM_MODES:
-        if per_rank % args.num_generations:
-            raise SystemExit(
-                f"dynamic_sampling {mode} needs whole groups per process: per_device_train_batch_size x "
-                f"steps_per_generation = {per_rank} is not a multiple of num_generations={args.num_generations}"
-            )
-        stream = ProblemStream(tuple(p.id for p in problems), args.seed, drop_solved=mode == "drop_solved")
-        if resume_from is not None:
-            recorded_stream = (read_state(resume_from) or {}).get("problem_stream")
-            if recorded_stream is None:
-                raise SystemExit(
-                    f"{resume_from} records no problem stream (written with dynamic_sampling off or filter); "
-                    f"resume with that run's dynamic_sampling, or use another --output_dir"
-                )
-            try:
-                stream.restore(recorded_stream)
-            except ConfigError as exc:
-                raise SystemExit(str(exc)) from None
+    if mode in STREAM_MODES and per_rank % args.num_generations:
+        raise SystemExit(
+            f"dynamic_sampling {mode} needs whole groups per process: per_device_train_batch_size x "
+            f"steps_per_generation = {per_rank} is not a multiple of num_generations={args.num_generations}"
+        )
+    try:
+        stream = problem_stream(mode, [p.id for p in problems], args.seed, resume_from)
+    except ConfigError as exc:
+        raise SystemExit(str(exc)) from None
     if resume_from is not None:
         logger.info(
             "resuming from %s (step %s)", resume_from, (read_state(resume_from) or {}).get("global_step")
         )
     with Sandbox(training_sandbox_config(sessions)) as sandbox:
         first = plans[0].stage  # the callback sets the stage of the step the run starts at
-        common: dict[str, Any] = {
-            "temperature": args.temperature,
-            "response_prefix": script_args.response_prefix,
-            "exec_on": script_args.exec_on,
-            "dialect": script_args.dialect,
-            "tool_name": script_args.tool_name,
-            "problem_ids": {p.problem: p.id for p in problems},
-            "answers": {p.problem: p.answer for p in problems},
-            "drawn_log": root / f"drawn-rank{process.process_index}.jsonl",
-            "injection": first.injection(injection),
-        }
-        limits = RolloutLimits(first.max_tokens, first.max_tool_calls)
-        rollout = (
-            ThincRollout(sandbox, limits, system_prompt, **common)
-            if stream is None
-            else StreamRollout(
-                sandbox,
-                limits,
-                system_prompt,
-                **common,
-                stream=stream,
-                texts={p.id: p.problem for p in problems},
-                refill=mode == "refill",
-                max_rounds=script_args.dynamic_sampling_max_rounds,
-            )
+        rollout = build_rollout(
+            sandbox,
+            RolloutLimits(first.max_tokens, first.max_tool_calls),
+            system_prompt,
+            problems,
+            stream=stream,
+            refill=mode == "refill",
+            max_rounds=script_args.dynamic_sampling_max_rounds,
+            temperature=args.temperature,
+            response_prefix=script_args.response_prefix,
+            exec_on=script_args.exec_on,
+            dialect=script_args.dialect,
+            tool_name=script_args.tool_name,
+            drawn_log=root / f"drawn-rank{process.process_index}.jsonl",
+            injection=first.injection(injection),
         )
         trainer_cls = with_trimmed_padding(
             with_ratio_logging(GRPOTrainer)
@@ -582,11 +540,12 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
         extra_state = None if stream is None else lambda: {"problem_stream": stream.state()}
         own: list[Any] = [CurriculumCallback(plans, rollout, root, injection, extra_state)]
         if script_args.heldout_benchmarks:
-            own.append(
-                _heldout(
-                    script_args, args, model_path, system_prompt, root, rollout, plans, sessions, process
+            try:
+                own.append(
+                    heldout_callback(script_args, args, model_path, system_prompt, rollout, plans, sessions)
                 )
-            )
+            except ConfigError as exc:
+                raise SystemExit(f"held-out evaluation: {exc}") from None
         trainer = trainer_cls(
             model=model,
             reward_funcs=[exact_match_reward],
@@ -645,79 +604,6 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
         print(f"Checkpoint: {root} (stages: {', '.join(p.stage.name for p in plans)})")
         print(f"Evaluate this checkpoint:\n  {eval_command(str(root))}")
     return 0
-
-
-def _resume_point(
-    args: Any, root: Path, curriculum: Any, start: int, read_state: Any, latest: Any
-) -> Path | None:
-    """Where the run resumes: TRL's `--resume_from_checkpoint PATH`, the stage before `--start_stage`,
-    else the latest complete checkpoint in the output folder (a rerun of the same command); None: a
-    fresh start."""
-    given = args.resume_from_checkpoint
-    if given:
-        path = Path(given)
-        if read_state(path) is None and not (path / "trainer_state.json").is_file():
-            raise SystemExit(f"--resume_from_checkpoint {given}: not a complete checkpoint of this recipe")
-        return path
-    if start:
-        path = root / curriculum.stages[start - 1].name
-        if not (path / "trainer_state.json").is_file():
-            raise SystemExit(f"no checkpoint at {path}; run the earlier stages first (without --start_stage)")
-        return path
-    return latest(root)
-
-
-def _check_saving(args: Any, layout: BatchLayout, mode: str) -> None:
-    """Periodic checkpoints land on generation-batch boundaries and hold what a resume needs."""
-    if str(getattr(args.save_strategy, "value", args.save_strategy)) != "steps":
-        return
-    steps = args.save_steps
-    if steps < 1 or int(steps) != steps or int(steps) % layout.updates:
-        raise SystemExit(
-            f"save_steps={steps}: use a whole multiple of the {layout.updates} optimizer steps of a generation "
-            "batch (TRL keeps a batch's rollouts in memory only, so a checkpoint inside one cannot resume exactly)"
-        )
-    if args.save_only_model:
-        raise SystemExit("save_only_model: true saves no optimizer or RNG state; a rerun could not resume")
-
-
-def _heldout(
-    script: Any, args: Any, model: str, system_prompt: str, root: Path, rollout: Any, plans: Any,
-    sessions: int, process: Any,
-) -> Any:  # fmt: skip
-    """The held-out evaluation callback (`train.heldout`), its prompt written beside its runs."""
-    from thinc_bench.errors import ConfigError
-    from thinc_bench.train.heldout import HELDOUT_DIR, HeldOutEval, heldout_config
-
-    prompt_file = root / HELDOUT_DIR / "system_prompt.txt"
-    if process.is_main_process:
-        prompt_file.parent.mkdir(parents=True, exist_ok=True)
-        prompt_file.write_text(system_prompt + "\n", encoding="utf-8")
-    process.wait_for_everyone()
-    settings = {"dialect": script.dialect, "exec_on": script.exec_on, "tool_name": script.tool_name}
-    try:
-        config = heldout_config(
-            model,
-            script.heldout_benchmarks,
-            system_prompt_file=str(prompt_file),
-            limit=script.heldout_limit,
-            samples=script.heldout_samples,
-            data_dir=script.heldout_data_dir,
-            seed=args.seed,
-            concurrency=sessions,
-            response_prefix=script.response_prefix or None,
-            **settings,
-        )
-    except ConfigError as exc:
-        raise SystemExit(f"held-out evaluation: {exc}") from None
-    every = script.heldout_every
-    if every is None:
-        every = (
-            int(args.save_steps)
-            if str(getattr(args.save_strategy, "value", args.save_strategy)) == "steps"
-            else 0
-        )
-    return HeldOutEval(config, rollout, tuple(plans), root, every)
 
 
 if __name__ == "__main__":

@@ -60,7 +60,10 @@ sys.exit(module.main(argv, callbacks=[KillAt(int(kill))] if kill else []))
 
 def _write(path: Path, rows: list[tuple[str, str]], prefix: str) -> Path:
     path.write_text(
-        "".join(json.dumps({"id": f"{prefix}-{i}", "problem": q, "answer": a}) + "\n" for i, (q, a) in enumerate(rows))
+        "".join(
+            json.dumps({"id": f"{prefix}-{i}", "problem": q, "answer": a}) + "\n"
+            for i, (q, a) in enumerate(rows)
+        )
     )
     return path
 
@@ -150,7 +153,10 @@ def test_a_run_killed_mid_stage_resumes_on_rerun_to_the_uninterrupted_weights(
 
     # The same weights to the bit, in the final model and in each stage's checkpoint.
     for folder in ("", "stage1", "stage2"):
-        a, b = load_file(str(whole / folder / "model.safetensors")), load_file(str(killed / folder / "model.safetensors"))
+        a, b = (
+            load_file(str(whole / folder / "model.safetensors")),
+            load_file(str(killed / folder / "model.safetensors")),
+        )
         assert set(a) == set(b) and all(a[k].equal(b[k]) for k in a), folder
     start = load_file(str(Path(tiny_llama_folder) / "model.safetensors"))
     assert any(not start[k].equal(a[k]) for k in a if k in start)  # training moved them

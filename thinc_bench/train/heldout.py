@@ -211,3 +211,42 @@ class HeldOutEval(TrainerCallback):
             for name, value in found.items():
                 trainer._metrics["train"][name].append(value)
         return found
+
+
+def heldout_callback(
+    script: Any, args: Any, model: str, system_prompt: str, rollout: Any, plans: Any, sessions: int
+) -> HeldOutEval:
+    """The GRPO recipe's held-out evaluation (its `heldout_*` options), its prompt written beside its runs.
+
+    Raises:
+        ConfigError: a held-out setting eval refuses.
+    """
+    from accelerate import PartialState
+
+    from thinc_bench.train.resume import saves_by_steps
+
+    root = Path(args.output_dir)
+    prompt_file = root / HELDOUT_DIR / "system_prompt.txt"
+    process = PartialState()
+    if process.is_main_process:
+        prompt_file.parent.mkdir(parents=True, exist_ok=True)
+        prompt_file.write_text(system_prompt + "\n", encoding="utf-8")
+    process.wait_for_everyone()
+    config = heldout_config(
+        model,
+        script.heldout_benchmarks,
+        system_prompt_file=str(prompt_file),
+        limit=script.heldout_limit,
+        samples=script.heldout_samples,
+        data_dir=script.heldout_data_dir or script.decontam_data_dir,  # both hold benchmark copies
+        seed=args.seed,
+        concurrency=sessions,
+        response_prefix=script.response_prefix or None,
+        dialect=script.dialect,
+        exec_on=script.exec_on,
+        tool_name=script.tool_name,
+    )
+    every = script.heldout_every
+    if every is None:
+        every = int(args.save_steps) if saves_by_steps(args) else 0
+    return HeldOutEval(config, rollout, tuple(plans), root, every)

@@ -121,3 +121,51 @@ def check_settings(
     if write:
         Path(root).mkdir(parents=True, exist_ok=True)
         write_json(path, plain)
+
+
+def resume_point(given: str | None, root: str | Path, stage_before: str | None) -> Path | None:
+    """Where a run resumes: `given` (TRL's `--resume_from_checkpoint PATH`), else the folder of the
+    stage before `--start_stage` (`stage_before`), else the latest complete checkpoint under `root`
+    (a rerun of the same command); None: a fresh start.
+
+    Raises:
+        ConfigError: `given` or the stage folder is no checkpoint.
+    """
+    root = Path(root)
+    if given:
+        path = Path(given)
+        if read_state(path) is None and not (path / "trainer_state.json").is_file():
+            raise ConfigError(f"--resume_from_checkpoint {given}: not a complete checkpoint of this recipe")
+        return path
+    if stage_before is not None:
+        path = root / stage_before
+        if not (path / "trainer_state.json").is_file():
+            raise ConfigError(
+                f"no checkpoint at {path}; run the earlier stages first (without --start_stage)"
+            )
+        return path
+    return latest_checkpoint(root)
+
+
+def saves_by_steps(args: Any) -> bool:
+    """Whether TRL's `save_strategy` is `steps` (an enum or its string)."""
+    return str(getattr(args.save_strategy, "value", args.save_strategy)) == "steps"
+
+
+def check_saving(args: Any, updates: int) -> None:
+    """Periodic checkpoints must land on generation-batch boundaries and hold what a resume needs.
+
+    Raises:
+        ConfigError: `save_steps` is not a whole multiple of `updates` (optimizer steps per generation
+            batch: TRL keeps a batch's rollouts in memory only), or `save_only_model` is on.
+    """
+    if not saves_by_steps(args):
+        return
+    steps = args.save_steps
+    if steps < 1 or int(steps) != steps or int(steps) % updates:
+        raise ConfigError(
+            f"save_steps={steps}: use a whole multiple of the {updates} optimizer steps of a generation batch "
+            "(TRL keeps a batch's rollouts in memory only, so a checkpoint inside one cannot resume exactly)"
+        )
+    if args.save_only_model:
+        raise ConfigError("save_only_model: true saves no optimizer or RNG state; a rerun could not resume")

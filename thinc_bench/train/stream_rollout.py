@@ -29,13 +29,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from thinc_bench.backends.base import Generator
 from thinc_bench.errors import ConfigError
-from thinc_bench.train.problem_stream import ProblemStream, informative, solved
+from thinc_bench.train.problem_stream import STREAM_MODES, ProblemStream, informative, solved
 from thinc_bench.train.rewards import row_rewards
 from thinc_bench.train.rollout_func import ThincRollout, global_step, sampling_seed
 
@@ -204,3 +205,61 @@ class StreamRollout(ThincRollout):
             part = {k: None if v is None else v[g * group : (g + 1) * group] for k, v in columns.items()}
             out.append(_Group(pid, part, flags[g], done[g]))
         return out
+
+
+def problem_stream(
+    mode: str, ids: Sequence[str], seed: int, resume_from: str | Path | None
+) -> ProblemStream | None:
+    """The run's problem stream for a stream mode (None for `off` and `filter`), restored from the
+    checkpoint a run resumes from.
+
+    Raises:
+        ConfigError: the checkpoint records no stream (another mode wrote it), or another run's.
+    """
+    from thinc_bench.train.resume import read_state
+
+    if mode not in STREAM_MODES:
+        return None
+    stream = ProblemStream(tuple(ids), seed, drop_solved=mode == "drop_solved")
+    if resume_from is not None:
+        recorded = (read_state(resume_from) or {}).get("problem_stream")
+        if recorded is None:
+            raise ConfigError(
+                f"{resume_from} records no problem stream (written with dynamic_sampling off or filter); "
+                "resume with that run's dynamic_sampling, or use another --output_dir"
+            )
+        stream.restore(recorded)
+    return stream
+
+
+def build_rollout(
+    sandbox: Any,
+    limits: Any,
+    system_prompt: str,
+    problems: Sequence[Any],
+    *,
+    stream: ProblemStream | None,
+    refill: bool,
+    max_rounds: int,
+    **options: Any,
+) -> ThincRollout:
+    """The recipe's rollout over `problems` (each with `id`, `problem`, `answer`): `ThincRollout` on
+    TRL's order, or `StreamRollout` on `stream` (refill or drop_solved); `options` as ThincRollout's."""
+    common = {
+        "problem_ids": {p.problem: p.id for p in problems},
+        "answers": {p.problem: p.answer for p in problems},
+        **options,
+    }
+    if stream is None:
+        return ThincRollout(sandbox, limits, system_prompt, **common)
+    texts = {p.id: p.problem for p in problems}
+    return StreamRollout(
+        sandbox,
+        limits,
+        system_prompt,
+        **common,
+        stream=stream,
+        texts=texts,
+        refill=refill,
+        max_rounds=max_rounds,
+    )
