@@ -96,13 +96,15 @@ def heldout_metrics(summary: dict[str, Any]) -> dict[str, float]:
         "accuracy": _get(overall, "mean_accuracy"),
         "tool_calls": _get(overall, "tool_calls"),
         "grounded": _get(overall, "grounding", "answered"),
-        "exec_error_rate": _get(overall, "execution_errors", "rate"),
+        "exec_error_rate": _get(overall, "execution_errors", "per_execution"),
         "truncated": _get(overall, "truncation"),
         "no_answer": _get(overall, "no_answer"),
         "conformance": _get(overall, "thinc_conformance"),
         "posthoc": _get(overall, "failure_modes", "posthoc"),
         "nl_literals": _get(overall, "failure_modes", "nl_literals"),
         "nl_ratio": _get(overall, "failure_modes", "nl_ratio"),
+        "harness_errors": _get(overall, "harness_errors"),
+        "grader_timeouts": _get(overall, "grader_timeouts"),
     }
     for name, block in summary.get("per_benchmark", {}).items():
         found[f"{name}/accuracy"] = _get(block, "accuracy")

@@ -2,8 +2,8 @@
 
 The reward grades the same text the eval CLI grades (the rollout's full text, passed through the
 rollout function as the `thinc_text` column), so a trajectory earns 1 exactly when eval counts it
-correct. Which failures are the model's and which the infrastructure's follows eval's rule (issue
-49, docs/results.md): only infrastructure failures with evidence (a sandbox or backend outage, a
+correct. Which failures are the model's and which the infrastructure's is `thinc_bench.outcomes`,
+the rule eval's rates follow (issue 49): only infrastructure failures with evidence (a sandbox or backend outage, a
 grader worker crash: `infra_error`, `grader_error`) get None, which TRL treats as "no reward" (left
 out of the group's mean and standard deviation, advantage 0) and the rollout leaves out of the loss;
 they are counted (`unscored_frac`). Everything the model's output caused earns 0 and stays in the
@@ -35,7 +35,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from thinc_bench import grading, metrics, trajectory
+from thinc_bench import grading, metrics, outcomes, trajectory
 
 logger = logging.getLogger(__name__)
 
@@ -44,13 +44,11 @@ REWARD_CORRECT = 1.0
 REWARD_WRONG = 0.0
 """Reward of a wrong, missing or unparseable answer: all are the model's mistakes."""
 
-UNSCORED_GRADES = frozenset({"grader_error"})
-"""Grade statuses caused by our infrastructure, not by the model: no reward rather than 0."""
-INFRA_STATUS = "infra_error"
+INFRA_STATUS = outcomes.INFRA_STATUS
 """The status of a row whose trajectory an infrastructure failure ended (no text to judge)."""
-HARNESS_STATUS = "harness_error"
+HARNESS_STATUS = outcomes.HARNESS_STATUS
 """The status of a row the harness failed to roll out or grade because of its text: reward 0, counted."""
-TIMEOUT_STATUS = "grader_timeout"
+TIMEOUT_STATUS = outcomes.GRADER_TIMEOUT_STATUS
 """An answer the judge cannot finish in bounded time: the answer's own failure, reward 0, counted."""
 UNSCORED_METRIC = "unscored_frac"
 """Logged per step: share of rows left unscored (infrastructure failure), so out of the advantages."""
@@ -60,7 +58,7 @@ STAT_PREFIX = "rollout/"
 
 def is_unscored(status: str) -> bool:
     """True for a row without a verdict: an infrastructure failure, never a wrong answer."""
-    return status == INFRA_STATUS or status in UNSCORED_GRADES
+    return outcomes.is_excluded(status)
 
 
 def is_masked(status: str) -> bool:
@@ -287,7 +285,7 @@ def rollout_stats(
     scored = [i for i, r in enumerate(rewards) if r is not None]
     stats: dict[str, float | None] = {UNSCORED_METRIC: 1 - len(scored) / len(rewards) if rewards else None}
     if grade_status is not None:
-        for status in (HARNESS_STATUS, TIMEOUT_STATUS):
+        for status in outcomes.MODEL_FAILURE_STATUSES:
             stats[STAT_PREFIX + status] = _mean([float(grade_status[i] == status) for i in scored])
     stats[STAT_PREFIX + "truncated"] = _mean(
         [float(stop_reason[i] in ("max_tokens", "max_tool_calls")) for i in scored]
