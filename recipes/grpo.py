@@ -171,8 +171,8 @@ class ScriptArgs:
         default=0.0,
         metadata={
             "help": "Recovery training: share of GRPO groups (every copy of a prompt at a step) whose first k "
-            "code executions fail as in eval's Recovery@k (not run; a realistic traceback from training's own "
-            "seed stream); rewarded only after the failures were met in code and a block ran clean. A "
+            "code executions fail as in eval's Recovery@k (not run; a realistic traceback of an exception kind "
+            "eval never injects); rewarded only when an output after the last failure grounds the answer. A "
             "curriculum stage may set its own. 0: none (the paper)."
         },
     )
