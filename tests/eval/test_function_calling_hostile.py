@@ -43,6 +43,12 @@ SCRIPT: dict[str, tuple[str, str, list[dict]]] = {
         "2",
         [{"content": None, "tool_calls": [("c4", NOT_JSON)]}, {"content": "\\boxed{3}"}],
     ),
+    # the server refuses (HTTP 400) the request that carries the model's first turn back to it
+    "refused": (
+        "Compute 9 + 9.",
+        "18",
+        [{"content": None, "tool_calls": [("c5", '{"code": "print(9 + 9)"}')]}, {"reject": True}],
+    ),
 }
 
 
@@ -62,16 +68,23 @@ class RawServer:
                 pid = next(p for p, (q, _, _) in SCRIPT.items() if q == question)
                 turn = sum(m["role"] == "assistant" for m in request["messages"])
                 scripted = SCRIPT[pid][2][turn]
+                if scripted.get("reject"):
+                    error = {"message": "invalid tool call arguments", "type": "invalid_request_error"}
+                    return self._answer(400, {"error": error})
                 calls = [
                     {"id": cid, "type": "function", "function": {"name": "python", "arguments": args}}
                     for cid, args in scripted.get("tool_calls", [])
                 ]
                 message = {"role": "assistant", "content": scripted["content"], "tool_calls": calls}
                 choice = {"index": 0, "finish_reason": "tool_calls" if calls else "stop", "message": message}
-                payload = json.dumps(
-                    {"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": [choice]}
-                ).encode()
-                self.send_response(200)
+                self._answer(
+                    200,
+                    {"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": [choice]},
+                )
+
+            def _answer(self, status: int, body: dict) -> None:
+                payload = json.dumps(body).encode()
+                self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
@@ -114,10 +127,18 @@ def test_no_hostile_call_becomes_a_harness_error_and_accuracy_counts_every_probl
         "deep": "incorrect",
         "huge": "incorrect",
         "broken": "incorrect",
+        "refused": "harness_error",
     }
     block = next(iter(summary["per_benchmark"].values()))
-    assert block["accuracy"]["value"] == pytest.approx(0.25) and block["accuracy"]["n_problems"] == 4
-    assert block["harness_errors"] == 0 and sum(block["excluded"].values()) == 0
+    assert block["accuracy"]["value"] == pytest.approx(0.2) and block["accuracy"]["n_problems"] == 5
+    assert block["harness_errors"] == 1 and sum(block["excluded"].values()) == 0
+
+
+def test_a_refused_request_carrying_the_models_output_is_the_models_failure(hostile_run) -> None:
+    records, _, _ = hostile_run
+    refused = records["refused"]
+    assert refused["error"].startswith("generate: RequestRejected") and "HTTP 400" in refused["error"]
+    assert refused["n_tool_calls"] == 1 and "print(9 + 9)" in refused["text"]
 
 
 @pytest.mark.parametrize("pid", ["deep", "broken"])

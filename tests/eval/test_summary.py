@@ -335,3 +335,93 @@ def test_records_that_do_not_say_their_lengths_give_no_length_numbers() -> None:
     # Version-1 records carried prompt + completion only; a length built from them would mean something else.
     block = summarize([_rec("p1", 0, True, prompt=None)], same=_same)["per_benchmark"]["b"]
     assert "lengths" not in block and block["accuracy"]["value"] == 1.0
+
+
+STATUSES = (
+    "correct",
+    "incorrect",
+    "no_answer",
+    "unparseable_answer",
+    "grader_timeout",
+    "grader_error",
+    "infra_error",
+    "harness_error",
+)
+
+
+def _records_strategy():
+    from hypothesis import strategies as st
+
+    row = st.tuples(
+        st.sampled_from(["a", "c"]),  # benchmark
+        st.integers(0, 4),  # problem
+        st.sampled_from(STATUSES),
+        st.sampled_from([0, 0, 1, 2]),  # k
+        st.integers(0, 3),  # injected failures met
+    )
+    return st.lists(row, min_size=1, max_size=40)
+
+
+def test_no_failure_of_the_models_output_ever_leaves_a_denominator() -> None:
+    """Invariant: every sample but infrastructure's (infra_error, grader_error) is in accuracy and in
+    Recovery@k, and a failure of the model's output is always wrong there; never a better number."""
+    from hypothesis import given, settings
+
+    @settings(max_examples=200, deadline=None)
+    @given(_records_strategy())
+    def check(rows: list[tuple[str, int, str, int, int]]) -> None:
+        records, index = [], {}
+        for bench, problem, status, k, met in rows:
+            key = (bench, f"p{problem}", k)
+            index[key] = index.get(key, -1) + 1
+            correct = status == "correct"
+            answer = None if status in ("no_answer", "infra_error", "harness_error") else "1"
+            records.append(
+                _rec(
+                    f"p{problem}",
+                    index[key],
+                    correct,
+                    k=k,
+                    status=status,
+                    bench=bench,
+                    answer=answer,
+                    injected=met,
+                )
+            )
+        summary = summarize(records, same=_same)
+        for bench, block in summary["per_benchmark"].items():
+            for k in {0} | {r.k for r in records if r.benchmark == bench}:
+                mine = [r for r in records if r.benchmark == bench and r.k == k]
+                scored = [r for r in mine if r.status not in ("infra_error", "grader_error")]
+                by_problem: dict[str, list[bool]] = {}
+                for r in scored:
+                    by_problem.setdefault(r.problem_id, []).append(r.status == "correct")
+                if k == 0:
+                    counted = sum(r.status in ("harness_error", "grader_timeout") for r in mine)
+                    assert block["harness_errors"] + block["grader_timeouts"] == counted
+                    assert sum(block["excluded"].values()) == len(mine) - len(scored)
+                    if not by_problem:
+                        assert "accuracy" not in block
+                        continue
+                    got = block["accuracy"]
+                else:
+                    clean = {  # problems with a scored clean sample: Recovery@k compares on those
+                        r.problem_id
+                        for r in records
+                        if r.benchmark == bench
+                        and r.k == 0
+                        and r.status not in ("infra_error", "grader_error")
+                    }
+                    by_problem = {p: v for p, v in by_problem.items() if p in clean}
+                    rec = block["recovery"].get(str(k))
+                    if not by_problem:
+                        assert rec is None or rec["accuracy"] is None
+                        continue
+                    got = {"value": rec["accuracy"], "n_samples": sum(map(len, by_problem.values()))}
+                expected = sum(sum(v) / len(v) for v in by_problem.values()) / len(by_problem)
+                assert got["value"] == pytest.approx(expected)
+                assert got.get("n_samples", sum(map(len, by_problem.values()))) == sum(
+                    map(len, by_problem.values())
+                )
+
+    check()

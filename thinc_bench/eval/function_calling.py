@@ -26,7 +26,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from thinc_bench.backends import BackendUnavailable, SamplingParams
-from thinc_bench.errors import ContextExceeded
+from thinc_bench.errors import ContextExceeded, RequestRejected
 from thinc_bench.eval.rollout import (
     RolloutLimits,
     RolloutResult,
@@ -34,6 +34,7 @@ from thinc_bench.eval.rollout import (
     _execute_calls,
     _fit_output,
     _room,
+    refused,
 )
 from thinc_bench.grading import final_answer
 from thinc_bench.prompts import python_tool, tool_turn_text
@@ -126,6 +127,9 @@ async def rollout(
             )
         except ContextExceeded:
             result.stop_reason, result.context_exceeded = "max_tokens", True
+            break
+        except RequestRejected as exc:
+            refused(result, exc, model_output=any(result.env_mask))
             break
         except BackendUnavailable as exc:
             result.stop_reason, result.error = "infra_error", f"{type(exc).__name__}: {exc}"

@@ -144,6 +144,15 @@ class SampleRecord:
         return record
 
 
+def _record_line(record: SampleRecord) -> str:
+    line = json.dumps(dataclasses.asdict(record), ensure_ascii=False) + "\n"
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (from model JSON): \uXXXX escapes read back the same
+        line = json.dumps(dataclasses.asdict(record), ensure_ascii=True) + "\n"
+    return line
+
+
 def config_hash(settings: Mapping[str, Any]) -> str:
     """Stable short hash of the settings (key order does not matter)."""
     blob = json.dumps(settings, sort_keys=True, default=str, separators=(",", ":"))
@@ -278,14 +287,28 @@ class RunDir:
         rerun fills them; until then a harness failure counts as the model's wrong answer)."""
         return {record.key for record in self.records() if record.status not in RETRIED_STATUSES}
 
+    def rewrite(self, records: list[SampleRecord], *, backup: str) -> Path | None:
+        """Replace samples.jsonl with `records` atomically (a crash leaves the old file or the new one,
+        never half of either); the old file is kept as `backup` (first one only: the original survives
+        repeated rewrites). Returns the backup's path, or None when there was no file."""
+        kept = None
+        if self.samples_path.exists():
+            kept = self.path / backup
+            if not kept.exists():
+                os.link(self.samples_path, kept)
+        tmp = self.samples_path.with_suffix(".jsonl.tmp")
+        with tmp.open("w", encoding="utf-8") as handle:
+            for record in records:
+                handle.write(_record_line(record))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, self.samples_path)
+        return kept
+
     def append(self, record: SampleRecord) -> None:
         """Append one record and flush it to disk before returning (a crash loses nothing finished)."""
         self._materialize()
-        line = json.dumps(dataclasses.asdict(record), ensure_ascii=False) + "\n"
-        try:
-            line.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate (from model JSON): \uXXXX escapes read back the same
-            line = json.dumps(dataclasses.asdict(record), ensure_ascii=True) + "\n"
+        line = _record_line(record)
         with self.samples_path.open("a", encoding="utf-8") as handle:
             handle.write(line)
             handle.flush()
