@@ -369,7 +369,7 @@ async def run_eval(
         max_sessions=max(concurrency, SandboxConfig.max_sessions),
     )
     progress = _Progress()
-    owned = generator is None
+    own_generator = generator is None
     if generator is None:
         generator = load_generator(config.backend, model, **config.backend_options())  # type: ignore[arg-type]
     generator.check(int(config.max_tokens or 1))
@@ -432,7 +432,7 @@ async def run_eval(
             run.annotate("resolved", resolved)
             return completed
     finally:
-        if owned:
+        if own_generator:
             await generator.aclose()
 
 

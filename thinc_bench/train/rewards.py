@@ -319,11 +319,12 @@ def rollout_stats(
         )
         if n_injected is not None:
             stats[STAT_PREFIX + "injected_failures"] = _mean([float(n_injected[i]) for i in injected])
+            given = inject_recovered or [None] * len(rewards)
             stats[STAT_PREFIX + "recovered"] = _mean(
                 [
                     float(
-                        inject_recovered[i]
-                        if inject_recovered is not None and inject_recovered[i] is not None
+                        bool(given[i])
+                        if given[i] is not None
                         else recovered_or_false(inject_k[i], n_injected[i], texts[i])
                     )
                     for i in injected

@@ -369,7 +369,7 @@ class ThincRollout:
         )
         loop = asyncio.get_running_loop()
         open_session = functools.partial(self.sandbox.session, inject_failures=faults)
-        session = await loop.run_in_executor(opener, open_session)
+        session: Any = await loop.run_in_executor(opener, open_session)
         if faults:  # the sandbox injects and numbers the cells; the texts are training's own kinds
             session = with_training_faults(session)
         try:
