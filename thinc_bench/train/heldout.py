@@ -7,8 +7,9 @@ trained as the generator (the rollout's engine: the hf decoder over the live wei
 vLLM engine after a weight sync, or the server TRL keeps in sync), at the curriculum stage's token
 and tool-call budget, before the first step (the starting point) and every `every` optimizer steps.
 Each process evaluates its shard of the problems (`--shard rank/processes`) into
-`OUTPUT_DIR/heldout/step-NNNNNN/shard-R` (a complete eval run directory, report included); the
-records of every shard are pooled and summarized as eval does, written to
+`OUTPUT_DIR/heldout/step-NNNNNN/shard-R` (an eval run directory: config, prompts, every sample's
+record; `python -m thinc_bench.report` on the shards merges them into one report); the records of
+every shard are pooled and summarized as eval does, written to
 `OUTPUT_DIR/heldout/step-NNNNNN/summary.json` and one line of `OUTPUT_DIR/heldout.jsonl`, and
 logged with that step's training metrics as `heldout/*` (TensorBoard, trainer_state.json's log
 history, the report's per-step figure): accuracy (avg@n) per benchmark and overall, tool calls,
@@ -154,7 +155,7 @@ class HeldOutEval(TrainerCallback):
         from accelerate.utils import gather_object
 
         from thinc_bench.eval.api import prepare
-        from thinc_bench.eval.run import finish, run_eval
+        from thinc_bench.eval.run import benchmark_order, run_eval
         from thinc_bench.eval.summary import summarize
         from thinc_bench.grading import Grader, equivalent
 
@@ -178,10 +179,11 @@ class HeldOutEval(TrainerCallback):
         if trainer.args.use_vllm and getattr(trainer, "_last_loaded_step", None) != trainer.state.global_step:
             trainer.vllm_generation.sync_weights()  # the engine holds the weights of the last rollout
             trainer._last_loaded_step = trainer.state.global_step
-        with self.rollout._policy_generator(trainer, int(config.seed)) as generator:
-            if prepared.problems:
-                asyncio.run(
-                    run_eval(
+
+        async def run(generator: Any) -> None:
+            try:
+                if prepared.problems:
+                    await run_eval(
                         config,
                         prepared.run,
                         prepared.problems,
@@ -190,16 +192,17 @@ class HeldOutEval(TrainerCallback):
                         grader=self._grader,
                         generator=generator,
                     )
-                )
-                finish(config, prepared.run, planned=prepared.planned)
-            asyncio.run(generator.aclose())
-        records = [r for part in gather_object([prepared.run.records()]) for r in part]
-        summary = summarize(
-            records,
-            same=equivalent,
-            benchmarks=list(dict.fromkeys(Path(b).stem for b in config.benchmark_names)),
-            samples=int(config.samples or 1),
-        )
+            finally:  # in the loop that used it (a colocated engine's driver task lives there)
+                await generator.aclose()
+
+        with self.rollout._policy_generator(trainer, int(config.seed)) as generator:
+            asyncio.run(run(generator))
+        order, samples = benchmark_order(config.benchmark_names), int(config.samples or 1)
+        mine = prepared.run.records()
+        if mine:  # the shard's own summary (no report: the shards merge into one, see the docstring)
+            prepared.run.write_summary(summarize(mine, same=equivalent, benchmarks=order, samples=samples))
+        records = [r for part in gather_object([mine]) for r in part]
+        summary = summarize(records, same=equivalent, benchmarks=order, samples=samples)
         found = heldout_metrics(summary)
         if trainer.accelerator.is_main_process:
             folder.mkdir(parents=True, exist_ok=True)
