@@ -12,7 +12,7 @@ loss: a wrong, missing or unparseable answer; an answer the judge cannot finish 
 judge cannot finish; and a trajectory the harness failed to process (`harness_error`: its text made
 the rollout or the judge raise), for the same reason. Those two are counted per step
 (`rollout/grader_timeout`, `rollout/harness_error`). The reward never raises for one row.
-Format rewards are deliberately absent (off by default in the paper's recipe).
+Format rewards are deliberately absent: the explainers name only the exact-match reward.
 
 The rollout function grades its own trajectories (`grade_rollouts`) when it knows the gold answers,
 so an unscored row can leave the loss entirely (`env_mask` 0 on all its tokens) before TRL counts
@@ -40,7 +40,7 @@ from thinc_bench import grading, metrics, outcomes, trajectory
 logger = logging.getLogger(__name__)
 
 REWARD_CORRECT = 1.0
-"""Reward of a correct final answer (the paper's binary exact-match reward)."""
+"""Reward of a correct final answer (the explainers' exact match with the ground truth)."""
 REWARD_WRONG = 0.0
 """Reward of a wrong, missing or unparseable answer: all are the model's mistakes."""
 
