@@ -5,7 +5,7 @@ measures each scored row as eval measures a sample (conformance, grounding, post
 NL literals, NL ratio: `thinc_bench.train.rewards.rollout_stats`). That runs on every process's
 critical path once per generation batch, so it is timed here on ThinC-shaped trajectories: a plan,
 `--blocks` code blocks of 20 lines each with their outputs, a boxed answer the last output prints,
-`--rows` rows (one 8-GPU process's share of the paper's 1,024 rollouts is 128). It prints both times
+`--rows` rows (one 8-GPU process's share of the full-size configs' 1,024 rollouts is 128). It prints both times
 and their ratio.
 
     python perf/grpo_step_metrics.py [--rows 128] [--blocks 40]
