@@ -17,7 +17,8 @@ batches (the paper's steps): TRL's `generation_batch_size` completions (prompts 
 sampled from one policy, on which the trainer takes `updates_per_generation` optimizer steps, each
 on a slice of it (so the importance ratio moves off 1 and the 0.20 / 0.28 clip acts; logged as
 `clip_ratio/*` and `importance_ratio/*`). The problems are shuffled (seeded, `epochs` passes, each
-shuffled anew) into `OUTPUT_DIR/curriculum_order.json`; each stage takes the next `max_steps` x
+shuffled anew; the two members of a matched pair, `meta["pair"]` as nano's pool has, side by side)
+into `OUTPUT_DIR/curriculum_order.json`; each stage takes the next `max_steps` x
 prompts of that order (the last stage, without `max_steps`, every whole generation batch left).
 `--start_stage NAME` resumes from the previous stage's checkpoint in the same output folder, on
 exactly the problems and samples the uninterrupted run would have drawn.
@@ -387,7 +388,12 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     order = (
         read_order(order_file)
         if start
-        else shuffled_order([p.id for p in problems], training_args.seed, script_args.epochs)
+        else shuffled_order(
+            [p.id for p in problems],
+            training_args.seed,
+            script_args.epochs,
+            together={p.id: str(p.meta["pair"]) for p in problems if p.meta.get("pair") is not None},
+        )
     )
     by_id = {p.id: p for p in problems}
     missing = [i for i in order if i not in by_id]
