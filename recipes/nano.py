@@ -174,6 +174,10 @@ PAIRS = (
 """Paired differences (B minus A, by problem and, on the matched-pair part, by pair) the report shows:
 what each step of the chain changed, each GRPO seed against the checkpoint it started from, and the
 two seeds against each other (their spread)."""
+PRIMARY = PAIRS[2:4]
+"""The registered plan's primary comparisons: each GRPO seed's final checkpoint against ThinC SFT."""
+SPREAD = PAIRS[4]
+"""Seed 1 against seed 0: the run-to-run spread."""
 RECOVERY_COLUMNS = (
     ("ThinC SFT", "sft-k1"),
     ("ThinC SFT + recovery data", "sft-recovery"),
@@ -688,6 +692,8 @@ def main(argv: list[str] | None = None) -> int:
     for stage, page in (("report", args.report), ("report-recovery", args.recovery_report)):
         if stage in wanted:
             print(f"[nano] {stage}: {page}")
+    if "report" in wanted:  # the numbers as text and the registered plan's verdict, with the wall time
+        subprocess.run([sys.executable, str(REPO / "recipes" / "nano_summary.py"), str(out)], check=False)
     return 0
 
 
