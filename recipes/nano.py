@@ -200,7 +200,7 @@ them recovered: build_sft --recovery-share 1). A continuation rather than a seco
 model: a third of the time, and its paired difference against ThinC SFT is the recovery data's alone."""
 TEST_PROBLEMS = 16
 """Problems per test part by default, one sample each: the smallest evaluation that still pairs every
-column on all three parts (the chain's measured time is in docs/nano.md; the details in docs/LOG.md).
+column on all three parts (the chain's measured time: README, ThinC-nano; the details in docs/LOG.md).
 For a paired difference more problems tell more than more samples of the same ones;
 `--test-problems 48 --samples 4` is the issue's full size (about three times the evaluation time)."""
 INJECT_SHARE = 0.5
@@ -366,31 +366,18 @@ def _commands(args: NanoArgs) -> dict[str, tuple[list[list[str]], Path]]:
         ]
 
     def evaluate(name: str, model: str | Path, *extra: str, parts: str | None = None) -> list[str]:
-        return [
-            py,
-            "-m",
-            "thinc_bench.eval",
-            f"--model={model}",
-            f"--benchmarks={parts or args.parts}",
-            *limit,
-            *_eval_settings(),
-            f"--dtype={args.dtype}",
-            *CPU_EVAL,
-            *extra,
-            *shlex.split(args.eval_args),
-            f"--out={out / 'eval' / name}",
-        ]
+        head = [py, "-m", "thinc_bench.eval", f"--model={model}", f"--benchmarks={parts or args.parts}"]
+        settings = [*limit, *_eval_settings(), f"--dtype={args.dtype}", *CPU_EVAL, *extra]
+        return [*head, *settings, *shlex.split(args.eval_args), f"--out={out / 'eval' / name}"]
 
     def sft(config: str, data: str, folder: str, *extra: str) -> list[str]:
+        paths = ["--dataset_name", str(out / data / "dataset"), "--output_dir", str(out / folder)]
         return [
             py,
             str(REPO / "recipes" / "sft.py"),
             "--config",
             str(CONFIGS / config),
-            "--dataset_name",
-            str(out / data / "dataset"),
-            "--output_dir",
-            str(out / folder),
+            *paths,
             *precision,
             *extra,
         ]
@@ -409,18 +396,9 @@ def _commands(args: NanoArgs) -> dict[str, tuple[list[list[str]], Path]]:
         return out / name
 
     def grpo(folder: str, start: str, steps: int | None, *extra: str) -> list[str]:
-        return [
-            py,
-            str(REPO / "recipes" / "grpo.py"),
-            "--config",
-            str(grpo_config(steps, f"{folder}.yaml")),
-            "--model_name_or_path",
-            str(out / start),
-            "--output_dir",
-            str(out / folder),
-            *precision,
-            *extra,
-        ]
+        paths = ["--model_name_or_path", str(out / start), "--output_dir", str(out / folder)]
+        config = str(grpo_config(steps, f"{folder}.yaml"))
+        return [py, str(REPO / "recipes" / "grpo.py"), "--config", config, *paths, *precision, *extra]
 
     from thinc_bench.backends import smollm2_gguf
 
@@ -431,20 +409,10 @@ def _commands(args: NanoArgs) -> dict[str, tuple[list[list[str]], Path]]:
         title: str,
         page: str,
     ) -> list[str]:
-        return [
-            py,
-            "-m",
-            "thinc_bench.report",
-            *(f"{label}={out / 'eval' / name}" for label, name in columns),
-            "--training_log",
-            *(str(out / log) for log in logs),
-            "--paired",
-            *(f"{b}:{a}" for b, a in pairs),
-            "--title",
-            title,
-            "--out",
-            page,
-        ]
+        runs = [f"{label}={out / 'eval' / name}" for label, name in columns]
+        logged = ["--training_log", *(str(out / log) for log in logs)]
+        paired = ["--paired", *(f"{b}:{a}" for b, a in pairs)]
+        return [py, "-m", "thinc_bench.report", *runs, *logged, *paired, "--title", title, "--out", page]
 
     done = "summary.json"
     # Recovery@k injects failures into executions; the base model hardly executes anything, so its
