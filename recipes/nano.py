@@ -1,6 +1,6 @@
 """ThinC-nano end to end on a CPU: `make nano` (or `python recipes/nano.py`).
 
-The paper's claim in miniature, with the project's real commands: build ThinC-SFT-nano and its
+ThinC's claim in miniature, with the project's real commands: build ThinC-SFT-nano and its
 natural-language-only twin (template teacher, real sandbox, build_sft's filters); evaluate the
 bundled SmolLM2-135M the fair way for an untrained model; fine-tune it on each dataset
 (recipes/sft.py); run GRPO from the ThinC checkpoint on GRPO's own pool of range problems twice, with
