@@ -418,7 +418,6 @@ def _commands(args: NanoArgs) -> dict[str, tuple[list[list[str]], Path]]:
     # Recovery@k injects failures into executions; the base model hardly executes anything, so its
     # Recovery columns would be minutes of nothing: the clean run only, one sample.
     untrained = ["--samples=1", "--recovery-k=0", "--system-prompt=nano", *CODE_CLOSE]
-    seed1 = GRPO_SEEDS[1]
     return {
         "data": (
             [build("template", "sft-data", *examples), build("template-nl", "sft-data-nl", *examples)],
@@ -448,19 +447,19 @@ def _commands(args: NanoArgs) -> dict[str, tuple[list[list[str]], Path]]:
             out / "eval" / "grpo" / done,
         ),
         "grpo-seed1": (
-            [grpo(f"grpo-seed{seed1}", "sft", args.grpo_steps, "--seed", str(seed1))],
-            out / f"grpo-seed{seed1}" / "thinc_bench.json",
+            [grpo("grpo-seed1", "sft", args.grpo_steps, "--seed", str(GRPO_SEEDS[1]))],
+            out / "grpo-seed1" / "thinc_bench.json",
         ),
         "eval-grpo-seed1": (
-            [evaluate(f"grpo-seed{seed1}", out / f"grpo-seed{seed1}", *thinc, parts=thinc_parts)],
-            out / "eval" / f"grpo-seed{seed1}" / done,
+            [evaluate("grpo-seed1", out / "grpo-seed1", *thinc, parts=thinc_parts)],
+            out / "eval" / "grpo-seed1" / done,
         ),
         "report": (
             [
                 report(
                     COLUMNS,
                     PAIRS,
-                    ["grpo", f"grpo-seed{seed1}"],
+                    ["grpo", "grpo-seed1"],
                     "ThinC-nano: SmolLM2-135M taught to think in code (CPU)",
                     args.report,
                 )
