@@ -5,8 +5,11 @@ test-only component while every unseen problem does (disjoint by construction, c
 
 from __future__ import annotations
 
+import random
 import re
 from collections import Counter
+
+import pytest
 
 import sympy
 from hypothesis import given, settings
@@ -236,3 +239,17 @@ def test_the_plan_names_the_bound_and_the_code_opens_with_it_then_follows_only_i
             primes = list(sympy.primerange(lo + reading[0], hi - reading[1] + 1))
             want = len(primes) if p.family == "prime_count" else sum(primes)
             assert namespace["ans"] == want and (answer is None or want == answer), (p.problem, code)
+
+
+def test_a_matched_pair_is_one_wording_around_two_bounds_and_only_ranges_have_one() -> None:
+    rng = random.Random(5)
+    for _ in range(50):
+        inclusive, exclusive = grammar.draw_pair("prime_sum", {"lo": 11, "hi": 97}, rng)
+        assert (inclusive.lo_open, exclusive.lo_open) == (
+            False,
+            True,
+        ) and inclusive.template == exclusive.template
+        assert _bounds(inclusive.text) == (False, False)
+        assert _bounds(exclusive.text) == (True, True) and inclusive.numbers == exclusive.numbers
+    with pytest.raises(ValueError, match="'gcd' states no range"):
+        grammar.draw_pair("gcd", {"a": 12, "b": 18}, rng)

@@ -315,33 +315,24 @@ def draw_wording(
     return _worded(templates[k], k, numbers, stated, bound, frame)
 
 
-def draw_pair(
-    family: str,
-    stated: Mapping[str, int],
-    rng: random.Random,
-    *,
-    templates: Mapping[str, tuple[str, ...]] = TRAIN_TEMPLATES,
-    bounds: tuple[tuple[RangeWording, RangeWording], ...] = TRAIN_RANGE_PAIRS,
-    numbers: tuple[Numbers, ...] = TRAIN_NUMBERS,
-    frames: bool = True,
-) -> tuple[Wording, Wording]:
-    """A range problem worded twice, alike but for the bound: (inclusive, exclusive).
+def draw_pair(family: str, stated: Mapping[str, int], rng: random.Random) -> tuple[Wording, Wording]:
+    """A range problem worded twice by the training grammar, alike but for the bound: (inclusive, exclusive).
 
-    One template, one number format and one frame (a lead-in and a closing, with `frames`) drawn
-    from `rng` for both members; the bound from one matched pair of `bounds`. A reader that ignores
-    the bound gives both members one answer, and with both ends prime it can be right on one only.
+    One template, one number format and one frame drawn from `rng` for both members; the bound from one
+    matched pair of `TRAIN_RANGE_PAIRS`. A reader that ignores the bound gives both members one
+    answer, and with both ends prime it can be right on one only.
 
     Raises:
         ValueError: a family whose templates state no range.
     """
-    choices = templates[family]
-    k = rng.randrange(len(choices))
-    if "{range}" not in choices[k]:
+    templates = TRAIN_TEMPLATES[family]
+    k = rng.randrange(len(templates))
+    if "{range}" not in templates[k]:
         raise ValueError(f"nano family {family!r} states no range; a matched pair needs one")
-    fmt = rng.choice(numbers)
-    inclusive, exclusive = rng.choice(bounds)
-    frame = (rng.choice(LEAD_INS), rng.choice(CLOSINGS)) if frames else ("", "")
+    numbers = rng.choice(TRAIN_NUMBERS)
+    inclusive, exclusive = rng.choice(TRAIN_RANGE_PAIRS)
+    frame = (rng.choice(LEAD_INS), rng.choice(CLOSINGS))
     return (
-        _worded(choices[k], k, fmt, stated, inclusive, frame),
-        _worded(choices[k], k, fmt, stated, exclusive, frame),
+        _worded(templates[k], k, numbers, stated, inclusive, frame),
+        _worded(templates[k], k, numbers, stated, exclusive, frame),
     )
