@@ -10,7 +10,6 @@ import re
 from collections import Counter
 
 import pytest
-
 import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
