@@ -3,7 +3,8 @@ contrast, natural-language-only solutions of the same problems.
 
 A ThinC script has three blocks: compute, check another way, print the answer; each family has
 several wordings of its plan and two ways to write each block, drawn per problem, so the student
-sees varied code. The script holds the model's turns only: every turn ends where the model opens an
+sees varied code. For a range, the plan ends with the bound it read and the compute block opens with
+the same words and the ends it counts (`bounds_line`), so the code follows the bound the plan names. The script holds the model's turns only: every turn ends where the model opens an
 output block, and the harness runs the code for real and writes the output (`backends.scripted`),
 so no output here is made up and the final `\\boxed{}` copies what the interpreter printed (the
 answer is computed by the same code the problem generator used; the filters keep only what the
