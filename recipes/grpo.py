@@ -18,10 +18,11 @@ batches (curriculum steps): TRL's `generation_batch_size` completions (prompts x
 sampled from one policy, on which the trainer takes `updates_per_generation` optimizer steps, each
 on a slice of it (so the importance ratio moves off 1 and the 0.20 / 0.28 clip acts; logged as
 `clip_ratio/*` and `importance_ratio/*`). The problems are shuffled (seeded, `epochs` passes, each
-shuffled anew) into `OUTPUT_DIR/curriculum_order.json`; each stage takes the next `max_steps` x
-prompts of that order (the last stage, without `max_steps`, every whole generation batch left), or
-with `dynamic_sampling: refill | drop_solved` draws on from it as DAPO's over-generation or ASTER's
-dropping of solved problems needs (`thinc_bench.train.stream_rollout`).
+shuffled anew; the two members of a matched pair, `meta["pair"]` as nano's pool has, side by side)
+into `OUTPUT_DIR/curriculum_order.json`; each stage takes the next `max_steps` x prompts of that order
+(the last stage, without `max_steps`, every whole generation batch left), or with `dynamic_sampling:
+refill | drop_solved` draws on from it as DAPO's over-generation or ASTER's dropping of solved
+problems needs (`thinc_bench.train.stream_rollout`).
 
 A crash costs at most `save_steps` optimizer steps: with `save_strategy: steps` a complete
 checkpoint (weights, optimizer, scheduler, every process's RNG, trainer state, problem stream) is
@@ -402,7 +403,12 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     order = (
         read_order(order_file)
         if resume_from is not None
-        else shuffled_order([p.id for p in problems], training_args.seed, script_args.epochs)
+        else shuffled_order(
+            [p.id for p in problems],
+            training_args.seed,
+            script_args.epochs,
+            together={p.id: str(p.meta["pair"]) for p in problems if p.meta.get("pair") is not None},
+        )
     )
     by_id = {p.id: p for p in problems}
     missing = [i for i in order if i not in by_id]

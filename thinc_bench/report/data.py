@@ -2,7 +2,8 @@
 
 Runs come from `runs` (one directory, or shards merged); `build_report_data` turns them into the
 plain dict the templates read: header facts, the headline table (numbers taken from summary.json, never recomputed for a single
-run), Recovery@k, published reference numbers, reader warnings and the viewer's compact samples.
+run), Recovery@k, paired differences with their exact tests, matched-pair scores, published reference
+numbers, reader warnings and the viewer's compact samples.
 Figures are drawn by `figures`; no HTML is written here.
 """
 
@@ -47,6 +48,7 @@ def build_report_data(
     """
     from thinc_bench.report import figures
     from thinc_bench.report._heatmap import heatmap_figures
+    from thinc_bench.report.matched import matched_pair_rows
     from thinc_bench.report.tables import (
         denominators,
         headline,
@@ -74,6 +76,7 @@ def build_report_data(
         "headline": headline(runs, benchmarks),
         "recovery": recovery(runs, benchmarks),
         "paired": paired_rows(runs, benchmarks, resolve_pairs(runs, paired)),
+        "matched_pairs": matched_pair_rows(runs, benchmarks),
         "reference": reference,
         "published": published(runs, reference, benchmarks),
         "warnings": _warnings.collect(runs, samples),

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -234,10 +234,16 @@ def plan_stages(
     return tuple(plans)
 
 
-def shuffled_order(ids: Sequence[str], seed: int, epochs: int = 1) -> list[str]:
+def shuffled_order(
+    ids: Sequence[str], seed: int, epochs: int = 1, together: Mapping[str, str] | None = None
+) -> list[str]:
     """The problem ids in the run's seeded order, `epochs` passes over them, each shuffled anew.
 
     The same seed and ids always give the same order; the first epoch is the same for every `epochs`.
+    `together` maps ids to a group (nano's matched pairs: one range asked inclusive and exclusive):
+    a group's ids stay next to each other, in their given order, and the groups are shuffled, so with
+    groups of 2 and an even number of prompts per generation batch both members of a pair are in one
+    batch. Ids it does not name are groups of one; without it the order is the plain shuffle's.
 
     Raises:
         ConfigError: an id repeats (deduplicate the source first), or `epochs` is below 1.
@@ -246,11 +252,14 @@ def shuffled_order(ids: Sequence[str], seed: int, epochs: int = 1) -> list[str]:
         raise ConfigError("problem ids repeat; the curriculum order needs one id per problem (deduplicate)")
     if epochs < 1:
         raise ConfigError(f"epochs={epochs}; pass at least one pass over the data")
+    groups: dict[str, list[str]] = {}
+    for i in ids:
+        groups.setdefault((together or {}).get(i, f"\0{i}"), []).append(i)
     rng, order = random.Random(seed), []
     for _ in range(epochs):
-        epoch = list(ids)
+        epoch = list(groups.values())
         rng.shuffle(epoch)
-        order += epoch
+        order += [i for group in epoch for i in group]
     return order
 
 
