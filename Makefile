@@ -3,7 +3,7 @@ PY := $(shell [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)
 FAST := not slow and not gpu and not network
 SLOW := slow and not gpu and not network
 
-.PHONY: test test-fast test-slow check format perf nano reports settings
+.PHONY: test test-fast test-slow check format perf nano nano-recovery reports settings
 
 test: test-fast test-slow
 
@@ -31,9 +31,14 @@ perf:
 	$(PY) perf/grading.py
 	$(PY) perf/sandbox.py
 
-# ThinC-nano end to end on CPU (its measured time: docs/nano.md; a rerun resumes): reports/nano.html
+# ThinC-nano end to end on CPU (its plan and measured time: docs/nano.md; a rerun resumes): reports/nano.html
 nano:
 	$(PY) recipes/nano.py
+
+# ThinC-nano's exploratory recovery arm (recovery data, GRPO with injected failures; reuses nano's data and
+# SFT checkpoint, or makes them): reports/nano-recovery.html
+nano-recovery:
+	$(PY) recipes/nano.py --arm recovery
 
 # The example reports kept in reports/, each rebuilt from its own run by the current renderer (a rerun
 # of an unchanged run only re-renders); tests/report/test_committed.py fails while one is older than

@@ -1,23 +1,31 @@
 """ThinC-nano end to end on a CPU: `make nano` (or `python recipes/nano.py`).
 
-ThinC's claim in miniature, with the project's real commands: build ThinC-SFT-nano, its
-natural-language-only twin and a set of failed-then-fixed trajectories (template teacher, real
-sandbox, build_sft's filters); evaluate the bundled SmolLM2-135M the fair way for an untrained model;
-fine-tune it on each dataset (recipes/sft.py; the recovery data continues from the ThinC checkpoint);
-run a GRPO curriculum from the ThinC checkpoint on GRPO's own pool of range problems, and one with
-injected execution failures from the recovery checkpoint (recipes/grpo.py); evaluate every checkpoint
-the same way on the three test parts (seen phrasings, unseen phrasings, unseen families) with avg@n and
-Recovery@1, and GRPO with its SFT start on GRPO's held-out range part, after each stage; and compare
-them on one page with paired differences, the GRPO reward and clip fraction per step
-(reports/nano.html). Every stage is a subprocess running the command a user would type; a stage whose
-output is complete is skipped, so a rerun resumes where a stop left off. Stages that do not need each
-other run side by side (`--jobs`, each with its share of `--threads`): on 2 cores, two 1-thread
-stages instead of one 2-thread stage, so one stage's sandbox, grader and Python work overlaps the
-other's matrix work and no OpenMP thread waits at a barrier for a core the sandbox took. Each stage's wall time, the whole
+ThinC's claim in miniature, with the project's real commands: build ThinC-SFT-nano and its
+natural-language-only twin (template teacher, real sandbox, build_sft's filters); evaluate the
+bundled SmolLM2-135M the fair way for an untrained model; fine-tune it on each dataset
+(recipes/sft.py); run GRPO from the ThinC checkpoint on GRPO's own pool of range problems twice, with
+two seeds (recipes/grpo.py); evaluate every checkpoint the same way on the three test parts (seen
+phrasings, unseen phrasings, unseen families), and the ThinC columns on the matched-pair part
+(`nano_pairs`: each range asked inclusive and exclusive in wordings nothing trains on, scored by
+pair, so only reading the bound passes); and compare them on one page with paired differences, exact
+tests beside z, the matched-pair scores, the GRPO reward and clip fraction per step
+(reports/nano.html). What the chain claims is read by the plan registered below (`REGISTERED_PLAN`),
+written before the run that measures it.
+
+The recovery arm (`--arm recovery`, `make nano-recovery`: failed-then-fixed trajectories continued
+on the ThinC checkpoint, GRPO with injected failures from there, Recovery@1) is exploratory and runs
+apart, into reports/nano-recovery.html: its questions are not the registered plan's, and within the
+hour on 2 cores the two GRPO seeds come first.
+
+Every stage is a subprocess running the command a user would type; a stage whose output is complete
+is skipped, so a rerun resumes where a stop left off. Stages that do not need each other run side by
+side (`--jobs`, each with its share of `--threads`): on 2 cores, two 1-thread stages instead of one
+2-thread stage, so one stage's sandbox, grader and Python work overlaps the other's matrix work and
+no OpenMP thread waits at a barrier for a core the sandbox took. Each stage's wall time, the whole
 chain's, the precision, the jobs and the CPU go to OUT/timings.json.
 
-    python recipes/nano.py                       # the whole chain (docs/nano.md has its time)
-    python recipes/nano.py --dtype float32       # as on a CPU without native bf16 (AVX2)
+    python recipes/nano.py --dtype float32       # the whole chain as a CPU without native bf16 runs it
+    python recipes/nano.py --arm recovery        # the exploratory recovery arm (reuses data and SFT)
     python recipes/nano.py --sft-examples 96 --test-problems 24 --stages data,base-code-close,sft,eval-sft --out runs/nano-short
 """
 
@@ -37,22 +45,33 @@ from typing import Literal
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "recipes" / "configs"
-STAGES = (
+MAIN_STAGES = (
     "data",
     "base-code-close",
     "sft",
     "eval-sft",
     "sft-nl",
     "eval-sft-nl",
-    "sft-recovery",
-    "eval-sft-recovery",
     "grpo",
     "eval-grpo",
-    "grpo-inject",
-    "eval-grpo-inject",
+    "grpo-seed1",
+    "eval-grpo-seed1",
     "report",
 )
-"""The chain in order; --stages picks some (their inputs must exist)."""
+"""`make nano`: the registered chain."""
+RECOVERY_STAGES = (
+    "data-recovery",
+    "eval-sft-k1",
+    "sft-recovery",
+    "eval-sft-recovery",
+    "grpo-inject",
+    "eval-grpo-inject",
+    "report-recovery",
+)
+"""`make nano-recovery` (`--arm recovery`, with data and sft when they are not done yet): exploratory."""
+STAGES = MAIN_STAGES + RECOVERY_STAGES
+"""Every stage in order; --stages picks some (their inputs must exist), --arm a default set."""
+ARMS = {"main": MAIN_STAGES, "recovery": ("data", "sft", *RECOVERY_STAGES)}
 NEEDS: dict[str, tuple[str, ...]] = {
     "data": (),
     "base-code-close": (),
@@ -60,74 +79,116 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "eval-sft": ("sft",),
     "sft-nl": ("data",),
     "eval-sft-nl": ("sft-nl",),
-    "sft-recovery": ("data", "sft"),
-    "eval-sft-recovery": ("sft-recovery",),
     "grpo": ("sft",),
     "eval-grpo": ("grpo",),
+    "grpo-seed1": ("sft",),
+    "eval-grpo-seed1": ("grpo-seed1",),
+    "report": ("base-code-close", "eval-sft", "eval-sft-nl", "eval-grpo", "eval-grpo-seed1"),
+    "data-recovery": (),
+    "eval-sft-k1": ("sft",),
+    "sft-recovery": ("data-recovery", "sft"),
+    "eval-sft-recovery": ("sft-recovery",),
     "grpo-inject": ("sft-recovery",),
     "eval-grpo-inject": ("grpo-inject",),
-    "report": (
-        "base-code-close",
-        "eval-sft",
-        "eval-sft-nl",
-        "eval-sft-recovery",
-        "eval-grpo",
-        "eval-grpo-inject",
-    ),
+    "report-recovery": ("eval-sft-k1", "eval-sft-recovery", "eval-grpo-inject"),
 }
 """What each stage reads: with --jobs 2 a stage starts once the stages it needs (among those asked for) are done."""
 PRIORITY = (
     "data",
     "sft",
-    "sft-recovery",
-    "grpo-inject",
     "grpo",
-    "eval-grpo-inject",
-    "eval-grpo",
-    "eval-sft-recovery",
+    "grpo-seed1",
     "eval-sft",
+    "eval-grpo",
+    "eval-grpo-seed1",
     "sft-nl",
     "eval-sft-nl",
     "base-code-close",
     "report",
+    "data-recovery",
+    "sft-recovery",
+    "grpo-inject",
+    "eval-grpo-inject",
+    "eval-sft-recovery",
+    "eval-sft-k1",
+    "report-recovery",
 )
-"""Which ready stage starts first when a job slot frees: the longest chain of dependent stages
-(data, SFT, recovery SFT, injected GRPO, its eval) first, the short independent ones in its gaps."""
+"""Which ready stage starts first when a job slot frees: the longest chain of dependent stages (data,
+SFT, the two GRPO runs side by side, their evaluations) first, the short independent ones (base, NL
+SFT) in the gap while SFT trains."""
 TEST_PARTS = "nano,nano_unseen,nano_families"
 """The three test parts, reported apart: seen phrasings, phrasings never trained on, families never trained on."""
+PAIRS_PART = "nano_pairs"
+"""The matched-pair part (`thinc_bench.nano.pairs`), scored for ThinC SFT and both GRPO seeds beside the
+three parts: each range asked inclusive and exclusive in wordings nothing trains on, scored by pair."""
+PAIRS_PROBLEMS = 96
+"""Problems of the matched-pair part each ThinC column is scored on: 48 pairs. Sized before the run from
+the time the chain has (each ThinC column's evaluation ~6 minutes) and what it can show: with about a
+third of the pairs changing between two checkpoints, a paired difference of pair accuracy has a
+standard error near 8 points, so a gain of ~16 points is detected half the time and ~23 points 80 %
+of the time (exact McNemar, 0.05)."""
 TARGET_PART = "nano_ranges_confirm"
-"""GRPO's held-out part (prime ranges, half with excluded ends: `thinc_bench.nano.ranges`), scored for
-ThinC SFT, GRPO's first stage and GRPO beside the three parts; GRPO trains on `nano_rl`, range problems
-no SFT dataset holds. The confirmatory part, not `nano_ranges`: GRPO's configuration was chosen on that
-one, which biases its gain there upward. The recovery pair (recovery SFT, injected GRPO) is scored on
-the three parts."""
-RANGES_PROBLEMS = 96
-"""Problems of the GRPO part each ThinC column is scored on, sized before the run from what GRPO did on
-`nano_ranges`: +16.7 points at a paired standard error of 10.0 over 48 problems, so 96 put the expected
-difference at about 2.4 standard errors (the error shrinks with the root of the count)."""
+"""Session 11's confirmatory part (ranges in training's wordings, the pool's own kind): off by default
+(`--ranges-problems 96` brings it back). Drawn from the RL pool's generator, its gain is close to a
+held-out training reward, and its problems cannot tell a convention from a reading, which the
+matched-pair part can."""
+RANGES_PROBLEMS = 0
+"""Problems of `TARGET_PART` each ThinC column is scored on (0: not evaluated)."""
+GRPO_SEEDS = (0, 1)
+"""The GRPO stage runs twice from the same SFT checkpoint, seed 0 (`grpo`) and seed 1 (`grpo-seed1`):
+runs differ in which pool problems they draw, their samples and their non-deterministic kernels, so one
+run's gain says nothing of the next. The difference between the two is the run-to-run spread."""
+NAMED_CHECKPOINT = "final"
+"""The GRPO checkpoint each seed is read at, named before the run: the final policy (the output folder).
+The recipe also saves `stage1`; the chain never scores it, so no choice between checkpoints is made
+after seeing their numbers (session 11 scored both and read whichever cleared 2 standard errors)."""
+REGISTERED_PLAN = """\
+Registered before the round-four chain ran (issue 55).
+Primary: pair accuracy on nano_pairs (48 matched pairs, wordings nothing trains on) of each GRPO seed's
+final checkpoint against ThinC SFT, paired by pair, exact McNemar p (two-sided).
+Claim "GRPO teaches reading the bound" only if both seeds gain pairs at p < 0.05 each; one seed alone is
+reported as one run's result. Seed 1 - seed 0 (paired, exact p) is the run-to-run spread.
+Described, not claimed: each checkpoint's pair accuracy against a wording-blind reader (blind p, chance
+<= 1/4 per pair), its inclusive and exclusive member accuracies and their convention p, and the three
+test parts at 16 problems each (paired differences with exact p).
+"""
+"""What the chain's numbers are read by, fixed before the run (written to OUT/plan.txt by every run)."""
 RECOVERY_PARTS = "nano,nano_unseen"
-"""The parts of the k > 0 runs: the families part is never solved clean (no recovery to show), and
-Recovery@1 on the range part would double that part's cost for the same question."""
+"""The parts of the k > 0 runs (recovery arm): the families part is never solved clean (no recovery to
+show)."""
 COLUMNS = (
     ("base, code_close + prefill", "base-code-close"),
     ("NL-only SFT", "sft-nl"),
     ("ThinC SFT", "sft"),
-    ("ThinC SFT + recovery data", "sft-recovery"),
-    ("ThinC SFT + GRPO stage 1", "grpo-stage1"),
-    ("ThinC SFT + GRPO", "grpo"),
-    ("recovery data + GRPO, injected failures", "grpo-inject"),
+    ("ThinC SFT + GRPO, seed 0", "grpo"),
+    ("ThinC SFT + GRPO, seed 1", "grpo-seed1"),
 )
 """The report's columns: label and evaluation folder under OUT/eval (labels hold no ':', see PAIRS)."""
 PAIRS = (
     ("ThinC SFT", "NL-only SFT"),
     ("ThinC SFT", "base, code_close + prefill"),
+    ("ThinC SFT + GRPO, seed 0", "ThinC SFT"),
+    ("ThinC SFT + GRPO, seed 1", "ThinC SFT"),
+    ("ThinC SFT + GRPO, seed 1", "ThinC SFT + GRPO, seed 0"),
+)
+"""Paired differences (B minus A, by problem and, on the matched-pair part, by pair) the report shows:
+what each step of the chain changed, each GRPO seed against the checkpoint it started from, and the
+two seeds against each other (their spread)."""
+PRIMARY = PAIRS[2:4]
+"""The registered plan's primary comparisons: each GRPO seed's final checkpoint against ThinC SFT."""
+SPREAD = PAIRS[4]
+"""Seed 1 against seed 0: the run-to-run spread."""
+RECOVERY_COLUMNS = (
+    ("ThinC SFT", "sft-k1"),
+    ("ThinC SFT + recovery data", "sft-recovery"),
+    ("recovery data + GRPO, injected failures", "grpo-inject"),
+)
+RECOVERY_PAIRS = (
     ("ThinC SFT + recovery data", "ThinC SFT"),
-    ("ThinC SFT + GRPO stage 1", "ThinC SFT"),
-    ("ThinC SFT + GRPO", "ThinC SFT"),
     ("recovery data + GRPO, injected failures", "ThinC SFT + recovery data"),
 )
-"""Paired differences (B minus A, by problem) the report shows: what each step of the chain changed,
-each GRPO run against the checkpoint it started from."""
+"""The recovery arm's page: clean and Recovery@1, the recovery data against the checkpoint it continued,
+injected GRPO against its start."""
 CPU_EVAL = ("--max-batch-size=64",)
 """Wide batches for every evaluation, the same for every column so the comparison stays fair."""
 CODE_CLOSE = ("--exec-on=code_close", "--response-prefix=```python\n")
@@ -139,8 +200,8 @@ them recovered: build_sft --recovery-share 1). A continuation rather than a seco
 model: a third of the time, and its paired difference against ThinC SFT is the recovery data's alone."""
 TEST_PROBLEMS = 16
 """Problems per test part by default, one sample each: the smallest evaluation that still pairs every
-column on all three parts (the chain's measured time is in docs/nano.md; the details in
-docs/LOG.md). For a paired difference more problems tell more than more samples of the same ones;
+column on all three parts (the chain's measured time: docs/nano.md; the details in docs/LOG.md).
+For a paired difference more problems tell more than more samples of the same ones;
 `--test-problems 48 --samples 4` is the issue's full size (about three times the evaluation time)."""
 INJECT_SHARE = 0.5
 """Share of the injected-failure GRPO run's rollout groups whose first execution is an injected failure
@@ -148,10 +209,8 @@ INJECT_SHARE = 0.5
 The run starts from the recovery checkpoint, which recovers often but not always, so an injected
 group's rewards differ and carry an advantage (from a checkpoint that never recovers they are all 0)."""
 INJECT_STEPS = 2
-"""Steps per stage of the injected-failure GRPO run (4 generation batches): it is the chain's longest
-path (SFT, recovery SFT, this run, its eval), so it runs stages half as long as grpo_nano.yaml's 4 to
-keep the chain within the hour on 2 float32 cores now that GRPO's part has 96 problems (at 3 steps its
-Recovery@1 was a null twice, +12.5 +- 15.5 in session 10); its question is Recovery@1, not the range part."""
+"""Steps per stage of the injected-failure GRPO run (4 generation batches), as in session 11's chain,
+where its Recovery@1 was a null (0.0 +- 15.8 seen); the arm is exploratory, so it stays short."""
 Dtype = Literal["auto", "float32", "bfloat16"]
 
 
@@ -161,7 +220,16 @@ class NanoArgs:
 
     out: str = field(default="runs/nano", metadata={"help": "Folder of every stage's output."})
     report: str = field(default="reports/nano.html", metadata={"help": "The comparison page."})
-    stages: str = field(default=",".join(STAGES), metadata={"help": f"Comma list of {', '.join(STAGES)}."})
+    recovery_report: str = field(
+        default="reports/nano-recovery.html", metadata={"help": "The recovery arm's page (exploratory)."}
+    )
+    arm: Literal["main", "recovery"] = field(
+        default="main",
+        metadata={"help": "main: the registered chain (make nano); recovery: the exploratory recovery arm."},
+    )
+    stages: str = field(
+        default="", metadata={"help": f"Comma list of {', '.join(STAGES)}; default the --arm's stages."}
+    )
     sft_examples: int | None = field(
         default=None,
         metadata={"help": "Train problems in each SFT dataset; default the build_sft nano preset (256)."},
@@ -178,10 +246,17 @@ class NanoArgs:
             "help": f"Problems of each test part evaluated; default {TEST_PROBLEMS} (all: 100, 64, 48)."
         },
     )
+    pairs_problems: int = field(
+        default=PAIRS_PROBLEMS,
+        metadata={
+            "help": f"Problems of the matched-pair part ({PAIRS_PART}, 2 per pair) each ThinC column is scored "
+            "on (0: none)."
+        },
+    )
     ranges_problems: int = field(
         default=RANGES_PROBLEMS,
         metadata={
-            "help": f"Problems of GRPO's held-out part ({TARGET_PART}) each ThinC column is scored on (0: none)."
+            "help": f"Problems of {TARGET_PART} each ThinC column is scored on too (0: none, the default)."
         },
     )
     samples: int = field(
@@ -191,8 +266,8 @@ class NanoArgs:
     recovery_k: str = field(
         default="0,1",
         metadata={
-            "help": "eval's --recovery-k for the ThinC columns (one sample each k > 0); Recovery@2 equalled "
-            "@1 in every chain so far, so it is off by default (0,1,2 adds it)."
+            "help": "eval's --recovery-k for the recovery arm's columns (one sample each k > 0); Recovery@2 "
+            "equalled @1 in every chain so far, so it is off by default (0,1,2 adds it)."
         },
     )
     inject_share: float = field(
@@ -267,11 +342,16 @@ def _commands(args: NanoArgs) -> dict[str, tuple[list[list[str]], Path]]:
     clean = [f"--samples={args.samples}", "--recovery-k=0"]
     if args.ranges_problems < 0:
         raise SystemExit(f"--ranges-problems {args.ranges_problems}: use 0 (none) or more problems")
-    targeted = args.ranges_problems > 0
-    # The ThinC columns are scored on GRPO's part too; GRPO's first stage on it alone (else the parts).
-    thinc_parts = ",".join(dict.fromkeys([*parts, TARGET_PART])) if targeted else args.parts
-    stage_parts = TARGET_PART if targeted else args.parts
-    ranges = [f"--benchmark-limits={TARGET_PART}={args.ranges_problems}"] if targeted else []
+    if args.pairs_problems < 0 or args.pairs_problems % 2:
+        raise SystemExit(
+            f"--pairs-problems {args.pairs_problems}: use 0 (none) or an even number (2 problems a pair)"
+        )
+    # The ThinC columns are scored on the matched-pair part (and session 11's range part, if asked) too.
+    extra_parts = {PAIRS_PART: args.pairs_problems, TARGET_PART: args.ranges_problems}
+    extra_parts = {name: n for name, n in extra_parts.items() if n > 0}
+    thinc_parts = ",".join(dict.fromkeys([*parts, *extra_parts]))
+    limits = ",".join(f"{name}={n}" for name, n in extra_parts.items())
+    thinc = [*clean, f"--benchmark-limits={limits}"] if limits else clean
     precision = _training_precision(args.dtype)
 
     def build(teacher: str, folder: str, *extra: str) -> list[str]:
@@ -286,31 +366,18 @@ def _commands(args: NanoArgs) -> dict[str, tuple[list[list[str]], Path]]:
         ]
 
     def evaluate(name: str, model: str | Path, *extra: str, parts: str | None = None) -> list[str]:
-        return [
-            py,
-            "-m",
-            "thinc_bench.eval",
-            f"--model={model}",
-            f"--benchmarks={parts or args.parts}",
-            *limit,
-            *_eval_settings(),
-            f"--dtype={args.dtype}",
-            *CPU_EVAL,
-            *extra,
-            *shlex.split(args.eval_args),
-            f"--out={out / 'eval' / name}",
-        ]
+        head = [py, "-m", "thinc_bench.eval", f"--model={model}", f"--benchmarks={parts or args.parts}"]
+        settings = [*limit, *_eval_settings(), f"--dtype={args.dtype}", *CPU_EVAL, *extra]
+        return [*head, *settings, *shlex.split(args.eval_args), f"--out={out / 'eval' / name}"]
 
     def sft(config: str, data: str, folder: str, *extra: str) -> list[str]:
+        paths = ["--dataset_name", str(out / data / "dataset"), "--output_dir", str(out / folder)]
         return [
             py,
             str(REPO / "recipes" / "sft.py"),
             "--config",
             str(CONFIGS / config),
-            "--dataset_name",
-            str(out / data / "dataset"),
-            "--output_dir",
-            str(out / folder),
+            *paths,
             *precision,
             *extra,
         ]
@@ -329,63 +396,39 @@ def _commands(args: NanoArgs) -> dict[str, tuple[list[list[str]], Path]]:
         return out / name
 
     def grpo(folder: str, start: str, steps: int | None, *extra: str) -> list[str]:
-        return [
-            py,
-            str(REPO / "recipes" / "grpo.py"),
-            "--config",
-            str(grpo_config(steps, f"{folder}.yaml")),
-            "--model_name_or_path",
-            str(out / start),
-            "--output_dir",
-            str(out / folder),
-            *precision,
-            *extra,
-        ]
+        paths = ["--model_name_or_path", str(out / start), "--output_dir", str(out / folder)]
+        config = str(grpo_config(steps, f"{folder}.yaml"))
+        return [py, str(REPO / "recipes" / "grpo.py"), "--config", config, *paths, *precision, *extra]
 
     from thinc_bench.backends import smollm2_gguf
 
-    report = [
-        py,
-        "-m",
-        "thinc_bench.report",
-        *(f"{label}={out / 'eval' / name}" for label, name in COLUMNS),
-        "--training_log",
-        str(out / "grpo"),
-        str(out / "grpo-inject"),
-        "--paired",
-        *(f"{b}:{a}" for b, a in PAIRS),
-        "--title",
-        "ThinC-nano: SmolLM2-135M taught to think in code (CPU)",
-        "--out",
-        args.report,
-    ]
+    def report(
+        columns: tuple[tuple[str, str], ...],
+        pairs: tuple[tuple[str, str], ...],
+        logs: list[str],
+        title: str,
+        page: str,
+    ) -> list[str]:
+        runs = [f"{label}={out / 'eval' / name}" for label, name in columns]
+        logged = ["--training_log", *(str(out / log) for log in logs)]
+        paired = ["--paired", *(f"{b}:{a}" for b, a in pairs)]
+        return [py, "-m", "thinc_bench.report", *runs, *logged, *paired, "--title", title, "--out", page]
+
     done = "summary.json"
     # Recovery@k injects failures into executions; the base model hardly executes anything, so its
     # Recovery columns would be minutes of nothing: the clean run only, one sample.
     untrained = ["--samples=1", "--recovery-k=0", "--system-prompt=nano", *CODE_CLOSE]
     return {
         "data": (
-            [
-                build("template", "sft-data", *examples),
-                build("template-nl", "sft-data-nl", *examples),
-                build(
-                    "template",
-                    "sft-data-recovery",
-                    f"--limit={args.recovery_examples}",
-                    "--recovery-share=1",
-                ),
-            ],
-            out / "sft-data-recovery" / "stats.json",
+            [build("template", "sft-data", *examples), build("template-nl", "sft-data-nl", *examples)],
+            out / "sft-data-nl" / "stats.json",
         ),
         "base-code-close": (
             [evaluate("base-code-close", smollm2_gguf(), *untrained)],
             out / "eval" / "base-code-close" / done,
         ),
         "sft": ([sft("sft_nano.yaml", "sft-data", "sft", *epochs)], out / "sft" / "thinc_bench.json"),
-        "eval-sft": (
-            [evaluate("sft", out / "sft", *trained, *ranges, parts=thinc_parts)],
-            out / "eval" / "sft" / done,
-        ),
+        "eval-sft": ([evaluate("sft", out / "sft", *thinc, parts=thinc_parts)], out / "eval" / "sft" / done),
         "sft-nl": (
             [sft("sft_nano_nl.yaml", "sft-data-nl", "sft-nl", *epochs)],
             out / "sft-nl" / "thinc_bench.json",
@@ -394,6 +437,48 @@ def _commands(args: NanoArgs) -> dict[str, tuple[list[list[str]], Path]]:
             [evaluate("sft-nl", out / "sft-nl", *clean)],
             out / "eval" / "sft-nl" / done,
         ),
+        # The final policy of each seed (NAMED_CHECKPOINT); stage1 is saved, never scored.
+        "grpo": (
+            [grpo("grpo", "sft", args.grpo_steps, "--seed", str(GRPO_SEEDS[0]))],
+            out / "grpo" / "thinc_bench.json",
+        ),
+        "eval-grpo": (
+            [evaluate("grpo", out / "grpo", *thinc, parts=thinc_parts)],
+            out / "eval" / "grpo" / done,
+        ),
+        "grpo-seed1": (
+            [grpo("grpo-seed1", "sft", args.grpo_steps, "--seed", str(GRPO_SEEDS[1]))],
+            out / "grpo-seed1" / "thinc_bench.json",
+        ),
+        "eval-grpo-seed1": (
+            [evaluate("grpo-seed1", out / "grpo-seed1", *thinc, parts=thinc_parts)],
+            out / "eval" / "grpo-seed1" / done,
+        ),
+        "report": (
+            [
+                report(
+                    COLUMNS,
+                    PAIRS,
+                    ["grpo", "grpo-seed1"],
+                    "ThinC-nano: SmolLM2-135M taught to think in code (CPU)",
+                    args.report,
+                )
+            ],
+            Path(args.report + ".never"),  # cheap: always rendered again
+        ),
+        "data-recovery": (
+            [
+                build(
+                    "template",
+                    "sft-data-recovery",
+                    f"--limit={args.recovery_examples}",
+                    "--recovery-share=1",
+                )
+            ],
+            out / "sft-data-recovery" / "stats.json",
+        ),
+        # ThinC SFT's Recovery@1, the recovery data's baseline (its own folder: the main chain's is clean)
+        "eval-sft-k1": ([evaluate("sft-k1", out / "sft", *trained)], out / "eval" / "sft-k1" / done),
         "sft-recovery": (
             [
                 sft(
@@ -409,21 +494,6 @@ def _commands(args: NanoArgs) -> dict[str, tuple[list[list[str]], Path]]:
         "eval-sft-recovery": (
             [evaluate("sft-recovery", out / "sft-recovery", *trained)],
             out / "eval" / "sft-recovery" / done,
-        ),
-        "grpo": ([grpo("grpo", "sft", args.grpo_steps)], out / "grpo" / "thinc_bench.json"),
-        "eval-grpo": (
-            [
-                evaluate(  # held-out accuracy per stage on GRPO's part; stage 2 is the final policy below
-                    "grpo-stage1",
-                    out / "grpo" / "stage1",
-                    *clean,
-                    *ranges,
-                    parts=stage_parts,
-                ),
-                # clean only: GRPO without injections never taught recovery (0/16 in every chain)
-                evaluate("grpo", out / "grpo", *clean, *ranges, parts=thinc_parts),
-            ],
-            out / "eval" / "grpo" / done,
         ),
         "grpo-inject": (
             [
@@ -443,7 +513,19 @@ def _commands(args: NanoArgs) -> dict[str, tuple[list[list[str]], Path]]:
             [evaluate("grpo-inject", out / "grpo-inject", *trained)],
             out / "eval" / "grpo-inject" / done,
         ),
-        "report": ([report], Path(args.report + ".never")),  # cheap: always rendered again
+        "report-recovery": (
+            [
+                report(
+                    RECOVERY_COLUMNS,
+                    RECOVERY_PAIRS,
+                    ["grpo-inject"],
+                    "ThinC-nano, recovery arm (exploratory): failed-then-fixed data and GRPO with injected "
+                    "failures (CPU)",
+                    args.recovery_report,
+                )
+            ],
+            Path(args.recovery_report + ".never"),
+        ),
     }
 
 
@@ -545,14 +627,15 @@ def _main(argv: list[str]) -> int:
     parser = HfArgumentParser(NanoArgs, prog="python recipes/nano.py", allow_abbrev=False)  # type: ignore[arg-type]
     parser.description = __doc__.split("\n\n")[0] if __doc__ else None
     (args,) = parse_dataclasses(parser, argv)
-    wanted = [s.strip() for s in args.stages.split(",") if s.strip()]
+    wanted = [s.strip() for s in args.stages.split(",") if s.strip()] or list(ARMS[args.arm])
     unknown = [s for s in wanted if s not in STAGES]
     if unknown:
         raise SystemExit(f"--stages: unknown {unknown}; choose from {', '.join(STAGES)}")
     jobs, per_job = _threads(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    timings_file = out / "timings.json"
+    # The recovery arm keeps its own times: the registered chain's wall time stays its own.
+    timings_file = out / ("timings.json" if args.arm == "main" else f"timings-{args.arm}.json")
     timings = json.loads(timings_file.read_text()) if timings_file.is_file() else {}
     if not isinstance(timings.get("stages"), dict):  # a chain before stages ran side by side: stage -> s
         timings = {"stages": {k: v for k, v in timings.items() if k in STAGES}}
@@ -565,12 +648,11 @@ def _main(argv: list[str]) -> int:
             todo.append(stage)
     # The settings and the wall time are those of the run that computed something: re-rendering the
     # report alone (seconds, no model) keeps the chain's.
-    computes = any(stage != "report" for stage in todo)
+    computes = any(not stage.startswith("report") for stage in todo)
     if computes:
-        import torch  # the timings depend on torch's CPU dispatch level (AVX2, AVX512, ...)
-
-        cpu = str(torch.backends.cpu.get_cpu_capability())
-        timings |= {"dtype": args.dtype, "jobs": jobs, "threads_per_job": per_job, "cpu": cpu}
+        timings |= {"dtype": args.dtype, "jobs": jobs, "threads_per_job": per_job, "cpu": _cpu_capability()}
+    if any(stage in MAIN_STAGES for stage in todo):
+        (out / "plan.txt").write_text(REGISTERED_PLAN, encoding="utf-8")
     print(
         f"[nano] plan: {len(todo)} of {len(wanted)} stages to run ({', '.join(todo) or 'none'}), {jobs} at a "
         f"time, {per_job} thread(s) each, dtype {args.dtype}; outputs in {out}, the page {args.report} "
@@ -596,9 +678,19 @@ def _main(argv: list[str]) -> int:
     print(f"[nano] total this run {total:.0f} s; stage times in {timings_file}")
     if not passed:
         return 1
-    if "report" in wanted:
-        print(f"[nano] report: {args.report}")
+    for stage, page in (("report", args.report), ("report-recovery", args.recovery_report)):
+        if stage in wanted:
+            print(f"[nano] {stage}: {page}")
+    if "report" in wanted:  # the numbers as text and the registered plan's verdict, with the wall time
+        subprocess.run([sys.executable, str(REPO / "recipes" / "nano_summary.py"), str(out)], check=False)
     return 0
+
+
+def _cpu_capability() -> str:
+    """torch's CPU dispatch level (AVX2, AVX512, ...): the timings depend on it."""
+    import torch
+
+    return str(torch.backends.cpu.get_cpu_capability())
 
 
 if __name__ == "__main__":

@@ -146,8 +146,12 @@ def test_no_page_calls_a_grader_timeout_excluded() -> None:
 
 
 def test_the_example_reports_readme_counts_each_pages_trajectories() -> None:
+    """reports/README.md said nano.html held 16 trajectories while the page had 672. A page known to
+    be rebuilt (test_committed's KNOWN_STALE: its chain changed) is counted once it is."""
+    from report.test_committed import KNOWN_STALE
+
     readme = (REPO / "reports" / "README.md").read_text(encoding="utf-8")
-    for page in sorted((REPO / "reports").glob("*.html")):
+    for page in sorted(p for p in (REPO / "reports").glob("*.html") if p.name not in KNOWN_STALE):
         shown = re.search(r"Trajectories \((\d+)\)", page.read_text(encoding="utf-8"))
         assert shown, page.name
         row = next(line for line in readme.splitlines() if line.startswith(f"| `{page.name}`"))

@@ -286,6 +286,10 @@ GENERATED: dict[str, tuple[str, str]] = {
         "ranges_confirm",
         "ThinC-nano test part (96): more of nano_ranges' kind, fixed before the run scored on it; GRPO's estimate",
     ),
+    "nano_pairs": (
+        "pairs",
+        "ThinC-nano test part (96): 48 prime ranges asked inclusive and exclusive in unseen wordings; scored by pair",
+    ),
     "nano_train": (
         "train",
         "ThinC-nano train split (2000), disjoint from `nano`; what the nano recipes train on",
@@ -296,7 +300,7 @@ GENERATED: dict[str, tuple[str, str]] = {
     ),
 }
 """Benchmarks generated here (`thinc_bench.nano`), by name: their part (`nano.generate_part`) and
-description. No data dir. The five test parts share no problem with train, the GRPO pool or each other."""
+description. No data dir. The six test parts share no problem with train, the GRPO pool or each other."""
 
 
 def nano_problems(part: str, name: str, limit: int | None = None) -> list[Problem]:

@@ -5,9 +5,11 @@ test-only component while every unseen problem does (disjoint by construction, c
 
 from __future__ import annotations
 
+import random
 import re
 from collections import Counter
 
+import pytest
 import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -199,3 +201,54 @@ def test_the_teachers_code_writes_plain_integers_and_the_bounds_it_read() -> Non
             namespace: dict = {}
             exec(code, namespace)  # noqa: S102 - the teacher's own block: its count is the gold answer
             assert namespace["ans"] == p.answer, (p.problem, code)
+
+
+RANGES = ("prime_count", "prime_sum")
+_PLAN_BOUND = {(False, False): "Both ends count.", (True, True): "Both ends are excluded."}
+
+
+def test_every_prefix_of_training_asks_both_readings_of_a_range_equally() -> None:
+    train = nano.generate("train")  # every SFT dataset is a prefix of it (build_sft --limit)
+    for n in (16, 64, 96, 256, 1000, 2000):
+        kinds = Counter((p.family, _bounds(p.problem)) for p in train[:n] if p.family in RANGES)
+        for fam in RANGES:
+            inclusive, exclusive = kinds[fam, (False, False)], kinds[fam, (True, True)]
+            assert abs(inclusive - exclusive) <= 1 and inclusive + exclusive >= n // 8 - 1, (n, kinds)
+
+
+def test_the_plan_names_the_bound_and_the_code_opens_with_it_then_follows_only_it() -> None:
+    for p in [p for p in nano.generate("train", 400) if p.family in RANGES]:
+        bounds = _bounds(p.problem)  # read from the sentence's words
+        first = thinc_turns(p)[0]
+        plan = first.split("<think>\n", 1)[1].split("\n</think>", 1)[0]
+        assert plan.endswith(" " + _PLAN_BOUND[bounds]), (p.problem, plan)
+        code = first.split("```python\n", 1)[1].split("```", 1)[0]
+        comment, ends, *body = code.splitlines()
+        assert comment == "# " + _PLAN_BOUND[bounds].rstrip(".").lower()  # the plan's words, then the ends
+        lo, hi = p.meta["stated"]["lo"], p.meta["stated"]["hi"]
+        assert ends == f"lo, hi = {lo}{' + 1' * bounds[0]}, {hi}{' - 1' * bounds[1]}"
+        rest = "\n".join(body)
+        assert str(lo) not in rest and str(hi) not in rest  # the count reads lo and hi, nothing else
+        # the code follows the line that names the bound: the other reading's line gives its answer
+        other = (not bounds[0], not bounds[1])
+        for reading, answer in ((bounds, p.answer), (other, None)):
+            namespace: dict = {}
+            line = f"lo, hi = {lo}{' + 1' * reading[0]}, {hi}{' - 1' * reading[1]}"
+            exec(line + "\n" + rest, namespace)  # noqa: S102 - the teacher's own block
+            primes = list(sympy.primerange(lo + reading[0], hi - reading[1] + 1))
+            want = len(primes) if p.family == "prime_count" else sum(primes)
+            assert namespace["ans"] == want and (answer is None or want == answer), (p.problem, code)
+
+
+def test_a_matched_pair_is_one_wording_around_two_bounds_and_only_ranges_have_one() -> None:
+    rng = random.Random(5)
+    for _ in range(50):
+        inclusive, exclusive = grammar.draw_pair("prime_sum", {"lo": 11, "hi": 97}, rng)
+        assert (inclusive.lo_open, exclusive.lo_open) == (
+            False,
+            True,
+        ) and inclusive.template == exclusive.template
+        assert _bounds(inclusive.text) == (False, False)
+        assert _bounds(exclusive.text) == (True, True) and inclusive.numbers == exclusive.numbers
+    with pytest.raises(ValueError, match="'gcd' states no range"):
+        grammar.draw_pair("gcd", {"a": 12, "b": 18}, rng)

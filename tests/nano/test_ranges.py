@@ -112,3 +112,38 @@ def test_grpo_reads_the_pool_and_eval_the_parts_by_name(ranges, confirm, pool) -
     assert [(p.id, p.answer, p.benchmark) for p in confirmed] == [
         (p.id, str(p.answer), "nano_ranges_confirm") for p in confirm
     ]
+
+
+def test_the_pool_asks_each_range_both_ways_so_no_convention_pays(pool) -> None:
+    from thinc_bench.train.curriculum import shuffled_order
+
+    train = nano.generate("train")
+    trained = {(p.family, tuple(sorted(q.items()))) for p in train for q in (p.params, p.meta["stated"])}
+    for inclusive, exclusive in zip(pool[::2], pool[1::2], strict=True):
+        (lo, hi), excl = _reading(inclusive.problem)
+        assert not excl and _reading(exclusive.problem) == ([lo, hi], True)  # one range, both readings
+        assert inclusive.meta["pair"] == exclusive.meta["pair"] and inclusive.family == exclusive.family
+        assert inclusive.meta["phrasing"] == exclusive.meta["phrasing"]  # one sentence, two bounds
+        # a policy that ignores the bound answers both alike: right on one at most
+        assert inclusive.answer != exclusive.answer
+        for p in (inclusive, exclusive):  # both readings' numbers: train split, in no SFT dataset
+            for q in (p.params, p.meta["stated"]):
+                assert (
+                    nano.split_of(p.family, q) == "train"
+                    and (p.family, tuple(sorted(q.items()))) not in trained
+                )
+    assert len({p.meta["pair"] for p in pool}) == len(pool) // 2
+    # GRPO keeps a pair's members side by side: every batch of 4 prompts is 2 whole pairs, 2 readings each
+    source = load_source("nano_rl")
+    together = {p.id: p.meta["pair"] for p in source}
+    by_id = {p.id: p for p in source}
+    for seed in (0, 1):
+        order = shuffled_order([p.id for p in source], seed, together=together)
+        assert sorted(order) == sorted(by_id) and order != [p.id for p in source]
+        for start in range(0, 64, 4):
+            batch = [by_id[i] for i in order[start : start + 4]]
+            assert Counter(p.meta["pair"] for p in batch) == {
+                batch[0].meta["pair"]: 2,
+                batch[2].meta["pair"]: 2,
+            }
+            assert Counter(p.meta["bounds"] for p in batch) == {"inclusive": 2, "exclusive": 2}

@@ -95,30 +95,33 @@ SHARE = 0.3
 
 
 def _first_of_each_family() -> list[nano.NanoProblem]:
-    firsts: dict[str, nano.NanoProblem] = {}
+    """The first train problem of each family, and of each range family one of each bound."""
+    firsts: dict[tuple[str, object], nano.NanoProblem] = {}
     for p in nano.generate("train", 40):
-        firsts.setdefault(p.family, p)
+        firsts.setdefault((p.family, p.meta.get("lo_open")), p)
     return list(firsts.values())
 
 
 def test_every_slip_fails_for_real_and_its_fix_runs_and_passes_the_check() -> None:
-    from thinc_bench.nano.teacher import _CHECK, SLIPS
+    from thinc_bench.nano.teacher import _CHECK, SLIPS, code_numbers
     from thinc_bench.sandbox import Sandbox
 
     problems = _first_of_each_family()
-    assert sorted(p.family for p in problems) == sorted(nano.FAMILY_NAMES)
+    assert sorted({p.family for p in problems}) == sorted(nano.FAMILY_NAMES)
+    assert len(problems) == len(nano.FAMILY_NAMES) + 2  # the range families both ways
     kinds = set()
     with Sandbox() as sandbox:
         for p in problems:
+            values = code_numbers(p)
             for i, slip in enumerate(SLIPS[p.family]):
                 with sandbox.session() as session:
-                    failed = session.run(slip.code.format(**p.params))
+                    failed = session.run(slip.code.format(**values))
                     assert failed.status == "error", (p.family, slip.code)
                     assert failed.output.strip().splitlines()[-1].startswith(f"{slip.kind}:"), failed.output
-                    fixed = session.run(slip.fix.format(**p.params))
+                    fixed = session.run(slip.fix.format(**values))
                     assert (fixed.status, fixed.output.strip()) == ("ok", str(p.answer)), slip.fix
                     assert slip.fix.startswith("# fix: ")
-                    check = _CHECK[p.family][i % 2].format(**p.params)  # the state the checks read is there
+                    check = _CHECK[p.family][i % 2].format(**values)  # the state the checks read is there
                     assert session.run(check).output.strip() == "True", (slip.fix, check)
                 kinds.add(slip.kind)
     assert kinds == {

@@ -18,7 +18,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 DAPO_PROBLEMS = 16_674
 """Problems of the local DAPO copy after deduplication (16,690) and the four decontamination passes
-against the five evaluation benchmarks (16 dropped; docs/training.md)."""
+against the five evaluation benchmarks (16 dropped; docs/recipes.md)."""
 
 
 def _grpo():
@@ -71,7 +71,9 @@ LAUNCHES = documented_launches()
 
 
 def test_the_docs_show_the_8_and_6_gpu_launches() -> None:
-    assert len(LAUNCHES) >= 4  # docs/training.md and recipe docstring, 8 GPUs colocated and 6 + a server each
+    assert (
+        len(LAUNCHES) >= 4
+    )  # docs/recipes.md, docs/training.md and the recipe docstring: 8 GPUs colocated and 6 + a server each
     assert {_processes(argv[: argv.index("recipes/grpo.py")]) for _, argv in LAUNCHES} == {6, 8}
 
 

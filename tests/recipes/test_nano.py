@@ -31,14 +31,14 @@ def _block(out: Path, name: str) -> dict:
 @pytest.mark.slow
 def test_a_short_nano_chain_teaches_the_bundled_model_to_think_in_code_and_to_recover(tmp_path) -> None:
     out = tmp_path / "nano"
-    stages = "data,base-code-close,sft,eval-sft,sft-recovery,eval-sft-recovery"
+    stages = "data,base-code-close,sft,eval-sft-k1,data-recovery,sft-recovery,eval-sft-recovery"
     argv = ["--out", str(out), "--stages", stages, "--sft-examples", "96", "--test-problems", "16"]
     argv += ["--recovery-examples", "96", "--jobs", "2", "--threads", "2"]
     argv += ["--samples", "1", "--parts", "nano", "--recovery-k", "0,1"]  # seen phrasings, Recovery@1 only
-    argv += ["--ranges-problems", "0"]  # GRPO's part is for GRPO, which this chain does not run
+    argv += ["--pairs-problems", "0"]  # the matched-pair part is for the GRPO comparison, not run here
     assert _nano().main(argv) == 0
 
-    base, sft = _block(out, "base-code-close"), _block(out, "sft")
+    base, sft = _block(out, "base-code-close"), _block(out, "sft-k1")
     assert base["accuracy"]["n_problems"] == sft["accuracy"]["n_problems"] == 16  # held-out test problems
     assert base["accuracy"]["value"] <= 0.1  # the bundled model cannot do these in its head
     # Measured with seed 0 on the training grammar (session 9, AVX512, bf16 auto, this test): base 0/16,
@@ -48,7 +48,7 @@ def test_a_short_nano_chain_teaches_the_bundled_model_to_think_in_code_and_to_re
     assert sft["tool_calls"]["mean"] >= 2 and sft["grounding"]["answered"]["value"] >= 0.5
     # Recovery taught: after one injected failure, the checkpoint continued on failed-then-fixed
     # trajectories answers more problems than the clean-only checkpoint it continued.
-    plain, taught = (_block(out, name)["recovery"]["1"] for name in ("sft", "sft-recovery"))
+    plain, taught = (_block(out, name)["recovery"]["1"] for name in ("sft-k1", "sft-recovery"))
     assert plain["saw_k"]["denominator"] == taught["saw_k"]["denominator"] == 16  # one faulted run each
     assert taught["saw_k"]["value"] >= 0.75 and taught["n_problems"] >= 12  # most met their failure in code
     assert taught["accuracy"] > plain["accuracy"]
@@ -58,7 +58,7 @@ def test_a_short_nano_chain_teaches_the_bundled_model_to_think_in_code_and_to_re
     assert stats["recovery"]["recovered"] > 0
     # eval took the prompt the checkpoint was trained with, though no flag named it
     trained = (out / "sft" / "system_prompt.txt").read_text().strip()
-    config = json.loads((out / "eval" / "sft" / "config.json").read_text())
+    config = json.loads((out / "eval" / "sft-k1" / "config.json").read_text())
     assert config["settings"]["system_prompt_text"] == trained
     timings = json.loads((out / "timings.json").read_text())
     assert "<think>" in trained and timings["stages"].keys() == set(stages.split(","))

@@ -126,36 +126,71 @@ def _flag(command: list[str], name: str) -> str | None:
 def test_every_column_is_evaluated_alike_at_the_precision_asked_for(tmp_path, dtype, bf16) -> None:
     commands = nano._commands(_args(tmp_path, "--dtype", dtype))
     evals = [c for stage, (steps, _) in commands.items() for c in steps if "thinc_bench.eval" in c]
-    assert len(evals) == 7  # base, NL, ThinC, recovery, GRPO stage 1, GRPO, injected GRPO
+    assert len(evals) == 8  # base, NL, ThinC, GRPO x 2 seeds; recovery arm: ThinC at k=1, recovery, injected
     for flag in ("--dtype", "--max-tokens", "--max-tool-calls", "--limit", "--max-batch-size"):
         assert len({_flag(c, flag) for c in evals}) == 1, flag  # one budget, one test size, one precision
     assert _flag(evals[0], "--dtype") == dtype
     column = {Path(str(_flag(c, "--out"))).name: c for c in evals}
     parts = "nano,nano_unseen,nano_families"
     scored = {name: _flag(c, "--benchmarks") for name, c in column.items()}
-    # GRPO is scored on its own part beside the three, against the SFT checkpoint it started from, and
-    # per stage on that part alone; the other columns on the three parts
+    # the ThinC checkpoints (SFT and both GRPO seeds) on the matched-pair part beside the three, 48 pairs
     assert scored == {
-        **dict.fromkeys(("base-code-close", "sft-nl", "sft-recovery", "grpo-inject"), parts),
-        **dict.fromkeys(("sft", "grpo"), f"{parts},nano_ranges_confirm"),
-        "grpo-stage1": "nano_ranges_confirm",
+        **dict.fromkeys(("base-code-close", "sft-nl", "sft-k1", "sft-recovery", "grpo-inject"), parts),
+        **dict.fromkeys(("sft", "grpo", "grpo-seed1"), f"{parts},nano_pairs"),
     }
-    assert {_flag(column[n], "--benchmark-limits") for n in ("sft", "grpo", "grpo-stage1")} == {
-        "nano_ranges_confirm=96"
+    assert {_flag(column[n], "--benchmark-limits") for n in ("sft", "grpo", "grpo-seed1")} == {
+        "nano_pairs=96"
     }
-    # Recovery@1 where the clean runs solve something, for the columns that ask it
+    # Recovery@1 only in the recovery arm, where the clean runs solve something
     recovery = {
         name: (_flag(c, "--recovery-k"), _flag(c, "--recovery-benchmarks")) for name, c in column.items()
     }
-    assert {recovery[n] for n in ("sft", "sft-recovery", "grpo-inject")} == {("0,1", "nano,nano_unseen")}
-    assert {recovery[n][0] for n in ("base-code-close", "sft-nl", "grpo-stage1", "grpo")} == {"0"}
+    assert {recovery[n] for n in ("sft-k1", "sft-recovery", "grpo-inject")} == {("0,1", "nano,nano_unseen")}
+    assert {recovery[n][0] for n in ("base-code-close", "sft-nl", "sft", "grpo", "grpo-seed1")} == {"0"}
     training = [
         c
         for steps, _ in commands.values()
         for c in steps
         if any(a.endswith(("sft.py", "grpo.py")) for a in c)
     ]
-    assert len(training) == 5 and all(_flag(c, "--bf16") == bf16 for c in training)
+    assert len(training) == 6 and all(_flag(c, "--bf16") == bf16 for c in training)
+
+
+def test_grpo_runs_twice_from_the_sft_checkpoint_with_two_seeds_and_only_the_final_policy_is_scored(
+    tmp_path,
+) -> None:
+    out = tmp_path / "nano"
+    commands = nano._commands(_args(tmp_path))
+    runs = {stage: commands[stage][0][0] for stage in ("grpo", "grpo-seed1")}
+    assert {_flag(c, "--model_name_or_path") for c in runs.values()} == {str(out / "sft")}
+    assert [_flag(c, "--seed") for c in runs.values()] == ["0", "1"]
+    assert [_flag(c, "--output_dir") for c in runs.values()] == [str(out / "grpo"), str(out / "grpo-seed1")]
+    assert len({_flag(c, "--config") for c in runs.values()}) == 1  # one configuration, two seeds
+    models = [_flag(c, "--model") for steps, _ in commands.values() for c in steps if "thinc_bench.eval" in c]
+    assert str(out / "grpo") in models and str(out / "grpo-seed1") in models
+    assert not [m for m in models if "stage" in Path(str(m)).name]  # the checkpoint named before the run
+    assert nano.NAMED_CHECKPOINT == "final"
+    # the report pairs each seed with its start and the two seeds with each other (their spread)
+    (report,) = commands["report"][0]
+    paired = report[report.index("--paired") + 1 : report.index("--title")]
+    assert "ThinC SFT + GRPO, seed 1:ThinC SFT + GRPO, seed 0" in paired
+    assert {"ThinC SFT + GRPO, seed 0:ThinC SFT", "ThinC SFT + GRPO, seed 1:ThinC SFT"} <= set(paired)
+    logs = report[report.index("--training_log") + 1 : report.index("--paired")]
+    assert logs == [str(out / "grpo"), str(out / "grpo-seed1")]
+
+
+def test_the_matched_pair_part_takes_whole_pairs_and_session_11s_part_only_when_asked(tmp_path) -> None:
+    (sft,) = nano._commands(_args(tmp_path, "--pairs-problems", "0"))["eval-sft"][0]
+    assert (
+        _flag(sft, "--benchmarks") == "nano,nano_unseen,nano_families"
+        and _flag(sft, "--benchmark-limits") is None
+    )
+    (sft,) = nano._commands(_args(tmp_path, "--ranges-problems", "48"))["eval-sft"][0]
+    assert _flag(sft, "--benchmarks") == "nano,nano_unseen,nano_families,nano_pairs,nano_ranges_confirm"
+    assert _flag(sft, "--benchmark-limits") == "nano_pairs=96,nano_ranges_confirm=48"
+    for bad in ("7", "-2"):
+        with pytest.raises(SystemExit, match=f"--pairs-problems {bad}: use 0 .* even"):
+            nano._commands(_args(tmp_path, "--pairs-problems", bad))
 
 
 def test_recovery_continues_the_thinc_checkpoint_and_injected_grpo_starts_from_it(tmp_path) -> None:
@@ -172,7 +207,6 @@ def test_recovery_continues_the_thinc_checkpoint_and_injected_grpo_starts_from_i
         float(_flag(inject, "--inject_failures_share") or 0) > 0
         and _flag(plain, "--inject_failures_share") is None
     )
-    # the injected run is the chain's longest path: a stage shorter than the plain run's
     import yaml
 
     steps = {
@@ -183,8 +217,30 @@ def test_recovery_continues_the_thinc_checkpoint_and_injected_grpo_starts_from_i
         for name, c in (("inject", inject), ("plain", plain))
     }
     assert steps == {"inject": [nano.INJECT_STEPS] * 2, "plain": [4, 4]}
-    build = commands["data"][0][2]
+    (build,) = commands["data-recovery"][0]
     assert _flag(build, "--recovery-share") == "1" and _flag(build, "--limit") == str(nano.RECOVERY_EXAMPLES)
+    assert len(commands["data"][0]) == 2  # the registered chain builds no recovery data
+    (page,) = commands["report-recovery"][0]
+    assert page[-1] == "reports/nano-recovery.html" and "ThinC SFT=" + str(out / "eval" / "sft-k1") in page
+
+
+def test_each_arm_runs_its_own_stages_and_keeps_its_own_times(tmp_path, monkeypatch) -> None:
+    out = tmp_path / "nano"
+    out.mkdir()
+    ran: list[str] = []
+    monkeypatch.setattr(nano, "_commands", lambda args: {s: ([], out / f"{s}.missing") for s in nano.STAGES})
+    monkeypatch.setattr(nano, "run_chain", lambda todo, steps, **kw: ran.extend(todo) or True)
+    assert nano.main(["--out", str(out), "--dtype", "float32"]) == 0
+    assert ran == list(nano.MAIN_STAGES) and "recovery" not in " ".join(ran)
+    assert (out / "plan.txt").read_text() == nano.REGISTERED_PLAN and (out / "timings.json").is_file()
+    chain = (out / "timings.json").read_text()
+    ran.clear()
+    assert nano.main(["--out", str(out), "--arm", "recovery"]) == 0
+    assert ran == ["data", "sft", *nano.RECOVERY_STAGES] and (out / "timings-recovery.json").is_file()
+    assert (out / "timings.json").read_text() == chain  # the registered chain's times are untouched
+    assert nano.PRIORITY.index("grpo-seed1") < nano.PRIORITY.index(
+        "eval-sft"
+    )  # both seeds side by side first
 
 
 def test_the_threads_are_shared_out_among_the_jobs(tmp_path, monkeypatch) -> None:
@@ -235,3 +291,57 @@ def test_re_rendering_the_report_alone_keeps_the_chains_settings_and_wall_time(t
         timings["dtype"] == "float32" and timings["wall_this_run_s"] == 2917.5
     )  # the chain's, not 0 s of auto
     assert "report" in timings["stages"] and timings["stages"]["sft"] == 569.0
+
+
+def _summary():  # noqa: ANN202
+    spec = importlib.util.spec_from_file_location(
+        "recipes_nano_summary", REPO / "recipes" / "nano_summary.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_summary_decides_the_registered_plan_by_its_rule_from_the_runs(tmp_path) -> None:
+    from report.synthetic import synthetic_run
+
+    out = tmp_path / "nano"
+
+    def ids(benchmark: str, p: int) -> str:
+        return (
+            f"nano-pair-{p // 2:04d}-{'in' if p % 2 == 0 else 'ex'}"
+            if benchmark == "nano_pairs"
+            else f"x-{p}"
+        )
+
+    def reads_up_to(n: int):  # noqa: ANN202 - right on both members of pairs below n, else the inclusive one
+        return lambda pid, s: (
+            pid.startswith("nano-pair") and (int(pid.split("-")[2]) < n or pid.endswith("-in"))
+        )
+
+    sizes = {"nano": 4, "nano_pairs": 20}
+    for name, model, n in (("sft", "sft", 0), ("grpo", "s0", 8), ("grpo-seed1", "s1", 3)):
+        synthetic_run(
+            out / "eval" / name, model=model, sizes=sizes, samples=1, ids=ids, verdict=reads_up_to(n)
+        )
+    summary = _summary()
+    text = summary.summarize(out, nano.COLUMNS, nano.PAIRS, nano.PRIMARY, nano.SPREAD)
+    # problem 0 of each part lost its sample to the infrastructure: pair 0 is incomplete, 9 pairs count
+    assert "| ThinC SFT | 0/3 | – | – | 0/9 | 100 % / 0 % |" in text
+    assert "| ThinC SFT + GRPO, seed 0 | 0/3 | – | – | 7/9 |" in text
+    assert "**matched pairs +77.8 ± 14.7 (z +5.3, exact p 0.016; 7 gained, 0 lost of 9)**" in text
+    assert "not supported: 1 of 2 seeds gain matched pairs at p < 0.05" in text
+    assert "Run-to-run spread, ThinC SFT + GRPO, seed 1 - ThinC SFT + GRPO, seed 0, by pair: -55.6" in text
+    # every seed clears the threshold: supported; a seed missing: not decided
+    seed1 = out / "eval" / "grpo-seed1"
+    import shutil
+
+    shutil.rmtree(seed1)
+    synthetic_run(seed1, model="s1b", sizes=sizes, samples=1, ids=ids, verdict=reads_up_to(9))
+    text = summary.summarize(out, nano.COLUMNS, nano.PAIRS, nano.PRIMARY, nano.SPREAD)
+    assert "**supported: every seed gains matched pairs over its SFT start at p < 0.05**" in text
+    shutil.rmtree(seed1)
+    assert "not decided" in summary.summarize(out, nano.COLUMNS, nano.PAIRS, nano.PRIMARY, nano.SPREAD)
+    assert summary.main([str(out)]) == 0 and (out / "summary.md").read_text().startswith("| model |")

@@ -9,7 +9,7 @@ are made to trip each reader warning (no answer, truncated, execution error, non
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from thinc_bench import grading, metrics, trajectory
@@ -91,11 +91,15 @@ def synthetic_run(
     shard: str = "0/1",
     lost: str | None = None,
     settings: Mapping[str, object] | None = None,
+    ids: Callable[[str, int], str] | None = None,
+    verdict: Callable[[str, int], bool] | None = None,
 ) -> Path:
     """Write a complete run directory; returns its path. Golds are 3-digit integers.
 
     `lost`: a status without verdict (`grader_error`, `infra_error`) given to clean sample 2 of
-    every problem as well; `settings`: config settings to override (prompt, budgets, ...).
+    every problem as well; `settings`: config settings to override (prompt, budgets, ...); `ids`:
+    (benchmark, index) -> problem id (default `benchmark-index`); `verdict`: (problem id, sample) ->
+    whether a clean sample is right, instead of the `p_correct` draw.
     """
     sizes = dict(sizes or {"aime2025": 6, "hmmt_feb2025": 4})
     config = {
@@ -130,7 +134,11 @@ def synthetic_run(
                     kind = rng.choice(
                         ["ok"] * 12 + ["exec_error", "interleaved", "no_answer", "truncated", "posthoc"]
                     )
-                    correct = kind not in ("no_answer", "truncated") and rng.random() < p_correct
+                    pid = ids(benchmark, p) if ids else f"{benchmark}-{p}"
+                    if verdict is not None and k == 0:
+                        kind, correct = "ok", verdict(pid, s)
+                    else:
+                        correct = kind not in ("no_answer", "truncated") and rng.random() < p_correct
                     answer = gold if correct else gold + 1
                     text = _text(
                         rng, gold if kind == "no_answer" else answer, kind, k
@@ -138,7 +146,7 @@ def synthetic_run(
                     n_calls = text.count("```python") - (kind == "truncated")
                     record = SampleRecord(
                         benchmark=benchmark,
-                        problem_id=f"{benchmark}-{p}",
+                        problem_id=pid,
                         sample_idx=s,
                         k=k,
                         text=text,

@@ -78,10 +78,15 @@ def test_a_run_the_host_starves_past_the_backstop_is_infrastructure(saturated: S
 
 
 class _Delays:
-    """Stands in for a session's /proc (`ProcWatch.run_delay_ns`) with given run-queue delays."""
+    """Stands in for a session's /proc (`ProcWatch.run_delay_ns`, `cpu_s`) with given run-queue
+    delays and CPU seconds used (the arithmetic alone; the real /proc is read by the slow tests)."""
 
-    def __init__(self, *readings: tuple[int, int]) -> None:
+    def __init__(self, *readings: tuple[int, int], cpu: float = 0.0) -> None:
         self.readings = list(readings)
+        self.cpu = cpu
+
+    def cpu_s(self) -> float:
+        return self.cpu
 
     def run_delay_ns(self) -> tuple[int, int]:
         return self.readings.pop(0)
@@ -103,3 +108,39 @@ def test_the_clock_charges_wall_time_less_the_largest_wait() -> None:
     assert starved.check(2.0) == "saturated"  # 0.1 s charged at the backstop
     plain = RunClock(1.0, 6.0, None, start=0.0)  # no statistics: wall-clock time
     assert plain.check(0.5) == "running" and plain.check(1.0) == "timeout"
+
+
+def test_the_clock_charges_the_sessions_own_cpu_over_its_cores_when_that_is_more() -> None:
+    # 3.5 s of wall, 3 s of it waiting (0.5 s by wait) but the session used 2.4 CPU seconds on 2 cores
+    clock = RunClock(1.0, 6.0, None, start=100.0, cpus=2.0)
+    clock._watch, clock._base = _Delays((int(3e9), int(3e9)), cpu=2.4), 0  # type: ignore[assignment]
+    assert clock.check(103.5) == "timeout" and clock.charged_s(103.5) == pytest.approx(1.2)
+    # never faster than the wall clock, whatever the CPU reading
+    fast = RunClock(1.0, 6.0, None, start=0.0, cpus=1.0)
+    fast._watch, fast._base = _Delays((0, 0), cpu=50.0), 0  # type: ignore[assignment]
+    assert fast.check(0.5) == "running" and fast.charged_s(0.5) == pytest.approx(0.5)
+
+
+# A cell that would time out, and keeps its own interpreter off the CPU with busy processes of its own
+# so that its run-queue wait looks like host load: without the session's own CPU use charged, it would
+# reach the backstop and become the infrastructure's failure (excluded: a way out of the denominator).
+SELF_STARVE = (
+    "import os, time\n"
+    "for _ in range({n}):\n"
+    "    if os.fork() == 0:\n"
+    "        while True:\n"
+    "            pass\n"
+    "while True:\n"
+    "    pass\n"
+)
+
+
+@pytest.mark.slow
+def test_a_run_that_starves_itself_is_charged_its_own_cpu_and_times_out() -> None:
+    cores = os.cpu_count() or 1
+    config = SandboxConfig(timeout_s=LIMIT_S, timeout_backstop_s=6 * LIMIT_S, warm_sessions=0)
+    with Sandbox(config) as sb, sb.session() as s:
+        r = s.run(SELF_STARVE.format(n=8 * cores))
+        assert r.status == "timeout", r.transcript
+        assert sb.stats.host_saturated == 0
+        assert s.run("print(1)").output == "1\n"

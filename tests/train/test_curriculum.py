@@ -182,3 +182,16 @@ def test_recorded_order_reads_back_and_a_missing_one_says_how_to_resume(tmp_path
     path.write_text(json.dumps({"order": [1, 2]}))
     with pytest.raises(ConfigError, match="not a list of problem ids"):
         read_order(path)
+
+
+def test_ids_kept_together_stay_side_by_side_in_their_order_and_the_rest_is_the_plain_shuffle() -> None:
+    ids = [f"p{i}" for i in range(20)]
+    together = {f"p{i}": f"pair{i // 2}" for i in range(12)}  # p0-p11 in pairs, p12-p19 alone
+    order = shuffled_order(ids, 5, epochs=2, together=together)
+    assert len(order) == 40 and sorted(order[:20]) == sorted(ids) and order[:20] != order[20:]
+    for epoch in (order[:20], order[20:]):
+        for i in range(0, 12, 2):
+            at = epoch.index(f"p{i}")
+            assert epoch[at + 1] == f"p{i + 1}"  # the pair's first member, then its second
+    assert shuffled_order(ids, 5, together={}) == shuffled_order(ids, 5)  # nothing together: as before
+    assert shuffled_order(ids, 5, together=together) == order[:20]  # seeded

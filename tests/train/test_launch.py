@@ -93,20 +93,24 @@ def test_an_interrupted_sft_resumes_from_its_last_trainer_checkpoint(tmp_path: P
     )
 
 
-def test_an_interrupted_grpo_goes_on_from_the_stage_after_the_last_saved(tmp_path: Path) -> None:
+def test_an_interrupted_grpo_goes_on_from_its_newest_complete_checkpoint(tmp_path: Path) -> None:
     from thinc_bench.train.launch import resume_grpo
+    from thinc_bench.train.resume import STATE_FILE
 
-    config = tmp_path / "g.yaml"
-    config.write_text(yaml.safe_dump({"output_dir": str(tmp_path / "grpo"), "curriculum": []}))
-    argv, stages = ["--config", str(config)], ["stage1", "stage2", "stage3"]
     root = tmp_path / "grpo"
-    assert resume_grpo(argv, [], stages) == (
-        f"{root} is unfinished (marked INCOMPLETE, no stage saved); train it again: python recipes/grpo.py"
+    config = tmp_path / "g.yaml"
+    config.write_text(yaml.safe_dump({"output_dir": str(root)}))
+    argv = ["--config", str(config)]
+    assert resume_grpo(argv, ["--start_stage", "stage2"]) == (
+        f"{root} is unfinished (marked INCOMPLETE, no checkpoint saved); train it again: "
+        "python recipes/grpo.py --start_stage stage2"
     )
-    (root / "stage1").mkdir(parents=True)
-    (root / "stage1" / "trainer_state.json").write_text("{}")
-    assert resume_grpo(argv, ["--start_stage", "stage1"], stages) == (
-        f"{root} is unfinished (stages saved: stage1); go on with: python recipes/grpo.py --start_stage stage2"
+    (root / "checkpoint-4").mkdir(parents=True)  # a save the crash interrupted: no state file, not complete
+    (root / "checkpoint-2").mkdir()
+    (root / "checkpoint-2" / STATE_FILE).write_text('{"global_step": 2, "stage": "stage1"}')
+    assert resume_grpo(argv, ["--start_stage", "stage2", "--seed", "1"]) == (
+        f"{root} is unfinished; go on from its newest complete checkpoint (checkpoint-2): "
+        "python recipes/grpo.py --seed 1"
     )
 
 

@@ -123,8 +123,8 @@ class EvalConfig:
     data_dir: str | None = field(
         default=None,
         metadata={
-            "help": "Folder with <benchmark>.jsonl copies; omitted: the Hugging Face Hub "
-            "(the demo looks for ../shared/data/benchmarks first)."
+            "help": "Folder of <benchmark>.jsonl copies; omitted: the Hub "
+            "(the demo looks in ../shared/data/benchmarks first)."
         },
     )
     samples: int | None = field(

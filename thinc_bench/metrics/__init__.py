@@ -1,7 +1,8 @@
 """Benchmark metrics as pure functions over plain values and parsed trajectories.
 
 `estimates`: avg@n, pass@k, maj@k with standard errors across problems, paired differences between runs, distributions (tool calls,
-lengths), rates (grounding, errors, no answer, truncation) and Recovery@k. `failure_modes`: the
+lengths), rates (grounding, errors, no answer, truncation) and Recovery@k. `exact`: the exact paired test
+beside every paired difference's z (McNemar's), and the score of a benchmark asked in matched pairs. `failure_modes`: the
 three failure modes of interleaved tool-integrated reasoning the sources name (post-hoc
 verification, prose numbers typed into code, prose restating code), per trajectory and summarised.
 Nothing here reads records, grades answers or calls math-verify: answer equivalence is injected.
@@ -40,6 +41,14 @@ from thinc_bench.metrics.estimates import (
     tool_calls,
     truncation_rate,
 )
+from thinc_bench.metrics.exact import (
+    BLIND_CEILING,
+    MatchedPairs,
+    binomial_tail_p,
+    matched_pairs,
+    mcnemar_p,
+    pair_scores,
+)
 from thinc_bench.metrics.failure_modes import (
     MIN_INTEGER_LITERAL,
     FailureModes,
@@ -51,6 +60,7 @@ from thinc_bench.metrics.failure_modes import (
 )
 
 __all__ = [
+    "BLIND_CEILING",
     "DEFAULT_LENGTH_BINS",
     "MAX_INTEGER_BINS",
     "MIN_INTEGER_LITERAL",
@@ -63,11 +73,13 @@ __all__ = [
     "Faulted",
     "Grounding",
     "Lengths",
+    "MatchedPairs",
     "PairedDifference",
     "Rate",
     "Recovery",
     "Vote",
     "avg_at_n",
+    "binomial_tail_p",
     "code_literals",
     "distribution",
     "execution_errors",
@@ -75,9 +87,12 @@ __all__ = [
     "grounding_rate",
     "maj_at_k",
     "majority_vote",
+    "matched_pairs",
+    "mcnemar_p",
     "nl_literals",
     "nl_ratio",
     "no_answer_rate",
+    "pair_scores",
     "pass_at_k",
     "pass_at_k_estimate",
     "paired_difference",

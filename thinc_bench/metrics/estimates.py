@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from thinc_bench.metrics.exact import mcnemar_p
+
 DEFAULT_LENGTH_BINS = 20  # enough to show a length distribution's shape in a report figure
 MAX_INTEGER_BINS = (
     64  # one bin per tool-call count up to this many distinct counts; wider spreads get equal bins
@@ -107,6 +109,13 @@ class PairedDifference:
         if self.stderr is None or (self.stderr == 0 and self.value == 0):
             return None
         return math.copysign(math.inf, self.value) if self.stderr == 0 else self.value / self.stderr
+
+    @property
+    def p_exact(self) -> float:
+        """The exact two-sided test of the problems that changed (`exact.mcnemar_p` of better, worse):
+        McNemar's with one sample per problem, the sign test with more. Beside z, which overstates the
+        evidence when few problems change."""
+        return mcnemar_p(self.better, self.worse)
 
 
 def paired_difference(

@@ -10,11 +10,21 @@ phrasings), `generate_unseen` (`nano_unseen`, the same families in test-only phr
 `generate_families` (`nano_families`, families never trained on, made of trained steps). GRPO has
 a part of its own: `generate_rl` (`nano_rl`, range problems no SFT dataset holds) to train on and
 `generate_ranges` (`nano_ranges`, where its configuration was chosen) and `generate_ranges_confirm`
-(`nano_ranges_confirm`, fixed before the run that scores on it) to score it. `generate_part` reaches
-all seven by name. No two share a problem.
+(`nano_ranges_confirm`, fixed before the run that scores on it) to score it. `generate_pairs`
+(`nano_pairs`) asks range problems in matched pairs, inclusive and exclusive, in wordings nothing
+trains on: scored as pairs (`pair_member`, `thinc_bench.metrics.matched_pairs`), a reader that
+ignores the bound solves none. `generate_part` reaches all eight by name. No two share a problem.
 """
 
 from thinc_bench.nano.held_out import FAMILIES_SIZE, HELD_OUT_FAMILIES, HELD_OUT_NAMES, generate_families
+from thinc_bench.nano.pairs import (
+    PAIR_BOUNDS,
+    PAIR_MARKERS,
+    PAIR_TEMPLATES,
+    PAIRS_SIZE,
+    generate_pairs,
+    pair_member,
+)
 from thinc_bench.nano.parts import PART_SIZES, Part, generate_part
 from thinc_bench.nano.problems import (
     DEFAULT_SEED,
@@ -45,6 +55,10 @@ __all__ = [
     "FAMILY_NAMES",
     "HELD_OUT_FAMILIES",
     "HELD_OUT_NAMES",
+    "PAIRS_SIZE",
+    "PAIR_BOUNDS",
+    "PAIR_MARKERS",
+    "PAIR_TEMPLATES",
     "PART_SIZES",
     "CONFIRM_SIZE",
     "RANGES_SIZE",
@@ -61,12 +75,14 @@ __all__ = [
     "UnseenPhrasing",
     "generate",
     "generate_families",
+    "generate_pairs",
     "generate_part",
     "generate_ranges",
     "generate_ranges_confirm",
     "generate_rl",
     "generate_unseen",
     "nl_turns",
+    "pair_member",
     "recovery_plan",
     "split_of",
     "thinc_turns",

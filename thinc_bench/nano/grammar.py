@@ -124,10 +124,25 @@ TRAIN_RANGES: tuple[RangeWording, ...] = (
     RangeWording("in the range ${lo} < p < {hi}$", True, True),
     RangeWording("between {lo} and {hi}, not counting either end", True, True),
 )
-"""Range wordings of training: inclusive and exclusive, each in words and in LaTeX, drawn evenly.
+"""Range wordings of training: inclusive and exclusive, each in words and in LaTeX.
 
 Half-open ranges were tried too (four kinds of bound): on 256 examples the 135M student then read
-nearly every range as inclusive, the commonest kind; two kinds, drawn evenly, are what the issue asks."""
+nearly every range as inclusive, the commonest kind; two kinds, in turn (`problems.stream`), are
+what the issue asks."""
+TRAIN_RANGES_BY_BOUND: Mapping[bool, tuple[RangeWording, ...]] = {
+    exclusive: tuple(r for r in TRAIN_RANGES if r.lo_open == exclusive) for exclusive in (False, True)
+}
+"""The training range wordings by kind: False the inclusive ones, True the exclusive ones."""
+TRAIN_RANGE_PAIRS: tuple[tuple[RangeWording, RangeWording], ...] = (
+    (TRAIN_RANGES[0], TRAIN_RANGES[6]),
+    (TRAIN_RANGES[1], TRAIN_RANGES[9]),
+    (TRAIN_RANGES[2], TRAIN_RANGES[5]),
+    (TRAIN_RANGES[3], TRAIN_RANGES[7]),
+    (TRAIN_RANGES[4], TRAIN_RANGES[8]),
+)
+"""Each inclusive training wording with an exclusive one of the same form (words with words, an
+interval with an interval, an inequality with an inequality): the two members of a matched pair of
+GRPO's pool differ in the bound and in nothing a convention could key on."""
 
 
 TRAIN_TEMPLATES: Mapping[str, tuple[str, ...]] = {
@@ -271,6 +286,20 @@ def counted(stated: Mapping[str, int], lo_open: bool, hi_open: bool) -> dict[str
     return {**stated, "lo": stated["lo"] + lo_open, "hi": stated["hi"] - hi_open}
 
 
+def _worded(
+    template: str,
+    k: int,
+    numbers: Numbers,
+    stated: Mapping[str, int],
+    bound: RangeWording | None,
+    frame: tuple[str, str],
+) -> Wording:
+    if bound is not None:
+        template = template.replace("{range}", bound.text)
+    text = frame[0] + fill(template, stated, numbers) + frame[1]
+    return Wording(text, k, numbers, bound is not None and bound.lo_open, bound is not None and bound.hi_open)
+
+
 def draw_wording(
     family: str,
     stated: Mapping[str, int],
@@ -280,13 +309,30 @@ def draw_wording(
     """A training wording of a problem, every part drawn from `rng` (a range's bounds from `ranges`)."""
     templates = TRAIN_TEMPLATES[family]
     k = rng.randrange(len(templates))
-    template = templates[k]
     numbers = rng.choice(TRAIN_NUMBERS)
-    lo_open = hi_open = False
-    if "{range}" in template:
-        bound = rng.choice(ranges)
-        template = template.replace("{range}", bound.text)
-        lo_open, hi_open = bound.lo_open, bound.hi_open
-    text = fill(template, stated, numbers)
-    text = rng.choice(LEAD_INS) + text + rng.choice(CLOSINGS)
-    return Wording(text, k, numbers, lo_open, hi_open)
+    bound = rng.choice(ranges) if "{range}" in templates[k] else None
+    frame = (rng.choice(LEAD_INS), rng.choice(CLOSINGS))
+    return _worded(templates[k], k, numbers, stated, bound, frame)
+
+
+def draw_pair(family: str, stated: Mapping[str, int], rng: random.Random) -> tuple[Wording, Wording]:
+    """A range problem worded twice by the training grammar, alike but for the bound: (inclusive, exclusive).
+
+    One template, one number format and one frame drawn from `rng` for both members; the bound from one
+    matched pair of `TRAIN_RANGE_PAIRS`. A reader that ignores the bound gives both members one
+    answer, and with both ends prime it can be right on one only.
+
+    Raises:
+        ValueError: a family whose templates state no range.
+    """
+    templates = TRAIN_TEMPLATES[family]
+    k = rng.randrange(len(templates))
+    if "{range}" not in templates[k]:
+        raise ValueError(f"nano family {family!r} states no range; a matched pair needs one")
+    numbers = rng.choice(TRAIN_NUMBERS)
+    inclusive, exclusive = rng.choice(TRAIN_RANGE_PAIRS)
+    frame = (rng.choice(LEAD_INS), rng.choice(CLOSINGS))
+    return (
+        _worded(templates[k], k, numbers, stated, inclusive, frame),
+        _worded(templates[k], k, numbers, stated, exclusive, frame),
+    )

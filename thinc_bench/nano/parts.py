@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Literal
 
 from thinc_bench.nano.held_out import FAMILIES_SIZE, generate_families
+from thinc_bench.nano.pairs import PAIRS_SIZE, generate_pairs
 from thinc_bench.nano.problems import DEFAULT_SEED, SPLIT_SIZES, NanoProblem, generate
 from thinc_bench.nano.ranges import (
     CONFIRM_SIZE,
@@ -26,7 +27,7 @@ from thinc_bench.nano.ranges import (
 )
 from thinc_bench.nano.unseen import UNSEEN_SIZE, generate_unseen
 
-Part = Literal["train", "seen", "unseen", "families", "rl", "ranges", "ranges_confirm"]
+Part = Literal["train", "seen", "unseen", "families", "rl", "ranges", "ranges_confirm", "pairs"]
 PART_SIZES: Mapping[str, int] = {
     "train": SPLIT_SIZES["train"],
     "seen": SPLIT_SIZES["test"],
@@ -35,9 +36,10 @@ PART_SIZES: Mapping[str, int] = {
     "rl": RL_SIZE,
     "ranges": RANGES_SIZE,
     "ranges_confirm": CONFIRM_SIZE,
+    "pairs": PAIRS_SIZE,
 }
 """Problems per part as registered: train 2000, seen 100, unseen 64, families 48, rl 512, ranges 48,
-ranges_confirm 96."""
+ranges_confirm 96, pairs 96 (48 pairs)."""
 
 
 def generate_part(part: Part, n: int | None = None, seed: int = DEFAULT_SEED) -> list[NanoProblem]:
@@ -56,6 +58,8 @@ def generate_part(part: Part, n: int | None = None, seed: int = DEFAULT_SEED) ->
         return generate_ranges(n, seed)
     if part == "ranges_confirm":
         return generate_ranges_confirm(n, seed)
+    if part == "pairs":
+        return generate_pairs(n, seed)
     if part not in ("train", "seen"):
         raise ValueError(f"nano part {part!r}; use one of {', '.join(PART_SIZES)}")
     problems = generate("test" if part == "seen" else "train", n, seed)

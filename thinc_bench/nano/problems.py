@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from thinc_bench.nano.grammar import TRAIN_TEMPLATES, Wording, counted, draw_wording
+from thinc_bench.nano.grammar import TRAIN_RANGES_BY_BOUND, TRAIN_TEMPLATES, Wording, counted, draw_wording
 
 Split = Literal["train", "test"]
 
@@ -247,15 +247,20 @@ def stream(split: Split, seed: int = DEFAULT_SEED) -> Iterator[tuple[Family, dic
     """The endless draw behind `generate` (family, stated numbers, wording), without the answers.
 
     A problem belongs to the split both its stated and its counted numbers hash to, and to no other:
-    whichever numbers another part compares, they are never the same problem. Apart from `generate`
-    so the other test parts can exclude the seen part's problems cheaply.
+    whichever numbers another part compares, they are never the same problem. A range family's
+    problems take an inclusive and an exclusive bound in turn, so every prefix (an SFT dataset is one)
+    teaches both readings equally: drawn at random, the split's hash (two keys to land for an excluded
+    range, one for an inclusive) made them 56:44, and a reading the data favours is one a student can
+    learn as a convention. Apart from `generate` so the other test parts can exclude the seen part's
+    problems cheaply.
     """
     rng = random.Random(f"thinc-nano/{seed}")
     seen: set[tuple[str, tuple[tuple[str, int], ...]]] = set()
     while True:
         fam = FAMILIES[len(seen) % len(FAMILIES)]  # balanced: each family's turn lasts until it lands here
+        exclusive = len(seen) // len(FAMILIES) % 2 == 1  # a range family's bounds in turn, inclusive first
         stated = fam.draw(rng)
-        wording = draw_wording(fam.name, stated, rng)
+        wording = draw_wording(fam.name, stated, rng, ranges=TRAIN_RANGES_BY_BOUND[exclusive])
         params = counted(stated, wording.lo_open, wording.hi_open)
         k = key(fam.name, params)
         if k in seen or any(split_of(fam.name, q, seed) != split for q in (stated, params)):

@@ -10,10 +10,12 @@ problems no SFT dataset holds (`generate_rl`) and is scored on range problems no
 
 `generate_rl` is the train split's stream *past* its registered 2000 problems: every nano SFT
 dataset is a prefix of those 2000 (`--limit`), so no SFT example is ever a GRPO problem, whatever
-size the SFT data has. `generate_ranges` draws test-split numbers from a stream of its own, skips the
-seen part's guard and the unseen part, and alternates inclusive and exclusive wordings (the test
-split's hash keeps exclusive ranges rare in the seen stream: 3 of its first 16). Both are worded by
-the training grammar: the part measures the reading GRPO was given, not a new wording.
+size the SFT data has; each range is asked in a matched pair (inclusive and exclusive, one wording
+otherwise), so no reading of the bound pays more than the other (session 11's pools, with the two
+readings on different numbers, moved the student to whichever reading they paid most). `generate_ranges`
+draws test-split numbers from a stream of its own, skips the seen part's guard and the unseen part,
+and alternates inclusive and exclusive wordings. Both are worded by the training grammar: the part
+measures the reading GRPO was given, not a new wording (`pairs.py` asks in wordings nothing trains on).
 """
 
 from __future__ import annotations
@@ -23,15 +25,15 @@ import itertools
 import random
 from collections.abc import Iterator
 
-from thinc_bench.nano.grammar import TRAIN_RANGES, Wording, counted, draw_wording
+from thinc_bench.nano.grammar import TRAIN_RANGES_BY_BOUND, Wording, counted, draw_pair, draw_wording
 from thinc_bench.nano.problems import (
     DEFAULT_SEED,
     SPLIT_SIZES,
-    Family,
     NanoProblem,
     claim_test,
     family,
     key,
+    split_of,
     stream,
 )
 from thinc_bench.nano.unseen import _seen_keys, generate_unseen
@@ -69,28 +71,40 @@ def _problem(
 
 
 def generate_rl(n: int | None = None, seed: int = DEFAULT_SEED) -> list[NanoProblem]:
-    """The first `n` (default `RL_SIZE`) range problems of the train stream after the train split's 2000.
+    """The first `n` (default `RL_SIZE`) problems of GRPO's pool: range problems in matched pairs.
 
-    Train-split problems (their numbers hash to train), worded as training words them, none of them in
-    `generate("train")`: GRPO's problems, outside every SFT dataset. Inclusive and exclusive ranges
-    alternate (the stream draws them 56:44), so no batch of GRPO teaches one reading by its majority.
+    The numbers are the train stream's range problems after the train split's 2000 (train-split
+    problems, none of them in `generate("train")`: outside every SFT dataset). Each is asked twice,
+    inclusive then exclusive, in one training wording that differs only in the bound
+    (`grammar.draw_pair`): the pool has as many of each reading, and on each pair a policy that
+    ignores the bound earns the reward once at most, so no convention pays. Both readings' numbers
+    hash to the train split and belong to no SFT problem nor an earlier pair. `meta["pair"]` names the
+    pair (GRPO keeps its two members in one generation batch) and `meta["bounds"]` the member.
     """
     n = RL_SIZE if n is None else n
-    later = itertools.islice(stream("train", seed), SPLIT_SIZES["train"], None)
-    waiting: dict[bool, list[tuple[Family, dict[str, int], Wording]]] = {False: [], True: []}
+    rng = random.Random(f"thinc-nano-rl/{seed}")
+    draws = stream("train", seed)
+    taken = set()
+    for fam, stated, wording in itertools.islice(draws, SPLIT_SIZES["train"]):
+        taken |= {key(fam.name, stated), key(fam.name, counted(stated, wording.lo_open, wording.hi_open))}
     out: list[NanoProblem] = []
-    for drawn in later:
+    for fam, stated, _ in draws:
         if len(out) >= n:
             break
-        if drawn[0].name not in RANGE_FAMILIES:
+        readings = (stated, counted(stated, True, True))
+        keys = {key(fam.name, q) for q in readings}
+        if (
+            fam.name not in RANGE_FAMILIES
+            or keys & taken
+            or any(split_of(fam.name, q, seed) != "train" for q in readings)
+        ):
             continue
-        waiting[drawn[2].lo_open].append(drawn)
-        want = len(out) % 2 == 1  # inclusive first, then exclusive, in turn
-        if waiting[want]:
-            fam, stated, wording = waiting[want].pop(0)
-            out.append(
-                _problem(f"nano-rl-{len(out):04d}", fam.name, stated, wording, {"part": "rl", "seed": seed})
-            )
+        taken |= keys
+        pair = f"nano-rl-pair-{len(out) // 2:04d}"
+        for bounds, wording in zip(("inclusive", "exclusive"), draw_pair(fam.name, stated, rng), strict=True):
+            if len(out) < n:
+                meta = {"part": "rl", "seed": seed, "pair": pair, "bounds": bounds}
+                out.append(_problem(f"nano-rl-{len(out):04d}", fam.name, stated, wording, meta))
     return out
 
 
@@ -129,15 +143,12 @@ def _range_stream(seed: int) -> Iterator[NanoProblem]:
     """Held-out range problems without end; both range parts are slices of it."""
     rng = random.Random(f"thinc-nano-ranges/{seed}")
     taken = set(_seen_keys(seed)) | {key(p.family, p.params) for p in generate_unseen(None, seed)}
-    by_bounds = {
-        exclusive: tuple(r for r in TRAIN_RANGES if r.lo_open == exclusive) for exclusive in (False, True)
-    }
     index = 0
     while True:
         fam = family(RANGE_FAMILIES[index % len(RANGE_FAMILIES)])
         exclusive = index // len(RANGE_FAMILIES) % 2 == 1
         stated = fam.draw(rng)
-        wording = draw_wording(fam.name, stated, rng, ranges=by_bounds[exclusive])
+        wording = draw_wording(fam.name, stated, rng, ranges=TRAIN_RANGES_BY_BOUND[exclusive])
         if not claim_test(fam.name, (stated, counted(stated, wording.lo_open, wording.hi_open)), taken, seed):
             continue
         yield _problem(f"nano-ranges-{index:04d}", fam.name, stated, wording, {})

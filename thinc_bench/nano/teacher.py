@@ -3,7 +3,8 @@ contrast, natural-language-only solutions of the same problems.
 
 A ThinC script has three blocks: compute, check another way, print the answer; each family has
 several wordings of its plan and two ways to write each block, drawn per problem, so the student
-sees varied code. The script holds the model's turns only: every turn ends where the model opens an
+sees varied code. For a range, the plan ends with the bound it read and the compute block opens with
+the same words and the ends it counts (`bounds_line`), so the code follows the bound the plan names. The script holds the model's turns only: every turn ends where the model opens an
 output block, and the harness runs the code for real and writes the output (`backends.scripted`),
 so no output here is made up and the final `\\boxed{}` copies what the interpreter printed (the
 answer is computed by the same code the problem generator used; the filters keep only what the
@@ -83,12 +84,12 @@ _COMPUTE: Mapping[str, tuple[str, ...]] = {
         "# sum the digits\nn = {a} ** {e}\nans = sum(map(int, str(n)))\nprint(ans)",
     ),
     "prime_count": (
-        "# count primes\nfrom sympy import primerange\nans = len(list(primerange({lo}, {hi} + 1)))\nprint(ans)",
-        "# prime counting function\nfrom sympy import primepi\nans = primepi({hi}) - primepi({lo} - 1)\nprint(ans)",
+        "{bounds}\n# count primes\nfrom sympy import primerange\nans = len(list(primerange(lo, hi + 1)))\nprint(ans)",
+        "{bounds}\n# prime counting function\nfrom sympy import primepi\nans = primepi(hi) - primepi(lo - 1)\nprint(ans)",
     ),
     "prime_sum": (
-        "# sum primes\nfrom sympy import primerange\nans = sum(primerange({lo}, {hi} + 1))\nprint(ans)",
-        "# add the primes\nfrom sympy import isprime\nans = sum(k for k in range({lo}, {hi} + 1) if isprime(k))\nprint(ans)",
+        "{bounds}\n# sum primes\nfrom sympy import primerange\nans = sum(primerange(lo, hi + 1))\nprint(ans)",
+        "{bounds}\n# add the primes\nfrom sympy import isprime\nans = sum(k for k in range(lo, hi + 1) if isprime(k))\nprint(ans)",
     ),
     "gcd": (
         "# gcd\nimport math\nans = math.gcd({a}, {b})\nprint(ans)",
@@ -118,16 +119,14 @@ _CHECK: Mapping[str, tuple[str, ...]] = {
         "# check digit by digit\nprint(sum(int(c) * str({a} ** {e}).count(c) for c in '123456789') == ans)",
     ),
     "prime_count": (
-        "# check by trial division\n" + _TRIAL + "print(sum(map(is_p, range({lo}, {hi} + 1))) == ans)",
+        "# check by trial division\n" + _TRIAL + "print(sum(map(is_p, range(lo, hi + 1))) == ans)",
         "# check by trial division\n"
         + _TRIAL
-        + "print(len([k for k in range({lo}, {hi} + 1) if is_p(k)]) == ans)",
+        + "print(len([k for k in range(lo, hi + 1) if is_p(k)]) == ans)",
     ),
     "prime_sum": (
-        "# check by trial division\n" + _TRIAL + "print(sum(filter(is_p, range({lo}, {hi} + 1))) == ans)",
-        "# check by trial division\n"
-        + _TRIAL
-        + "print(sum(k for k in range({lo}, {hi} + 1) if is_p(k)) == ans)",
+        "# check by trial division\n" + _TRIAL + "print(sum(filter(is_p, range(lo, hi + 1))) == ans)",
+        "# check by trial division\n" + _TRIAL + "print(sum(k for k in range(lo, hi + 1) if is_p(k)) == ans)",
     ),
     "gcd": (
         "# check with Euclid\na, b = {a}, {b}\nwhile b:\n    a, b = b, a % b\nprint(a == ans)",
@@ -263,65 +262,65 @@ SLIPS: Mapping[str, tuple[Slip, ...]] = {
     "prime_count": _slips(
         (
             "NameError",
-            "# count primes\nans = len(list(primerange({lo}, {hi} + 1)))\nprint(ans)",
-            "# fix: import primerange from sympy\nfrom sympy import primerange\n"
-            "ans = len(list(primerange({lo}, {hi} + 1)))\nprint(ans)",
+            "{bounds}\n# count primes\nans = len(list(primerange(lo, hi + 1)))\nprint(ans)",
+            "# fix: import primerange from sympy\n{bounds}\nfrom sympy import primerange\n"
+            "ans = len(list(primerange(lo, hi + 1)))\nprint(ans)",
         ),
         (
             "SyntaxError",
-            "# count primes\nfrom sympy import primerange\nans = len(list(primerange({lo}, {hi} + 1))\nprint(ans)",
-            "# fix: close the len call\nfrom sympy import primerange\n"
-            "ans = len(list(primerange({lo}, {hi} + 1)))\nprint(ans)",
+            "{bounds}\n# count primes\nfrom sympy import primerange\nans = len(list(primerange(lo, hi + 1))\nprint(ans)",
+            "# fix: close the len call\n{bounds}\nfrom sympy import primerange\n"
+            "ans = len(list(primerange(lo, hi + 1)))\nprint(ans)",
         ),
         (
             "TypeError",
-            "# count primes\nfrom sympy import primerange\nans = len(primerange({lo}, {hi} + 1))\nprint(ans)",
-            "# fix: primerange is a generator, list it first\nfrom sympy import primerange\n"
-            "ans = len(list(primerange({lo}, {hi} + 1)))\nprint(ans)",
+            "{bounds}\n# count primes\nfrom sympy import primerange\nans = len(primerange(lo, hi + 1))\nprint(ans)",
+            "# fix: primerange is a generator, list it first\n{bounds}\nfrom sympy import primerange\n"
+            "ans = len(list(primerange(lo, hi + 1)))\nprint(ans)",
         ),
         (
             "AttributeError",
-            "# prime counting function\nimport sympy\nans = sympy.prime_pi({hi}) - sympy.prime_pi({lo} - 1)\n"
+            "{bounds}\n# prime counting function\nimport sympy\nans = sympy.prime_pi(hi) - sympy.prime_pi(lo - 1)\n"
             "print(ans)",
-            "# fix: the function is sympy.primepi\nimport sympy\nans = sympy.primepi({hi}) - sympy.primepi({lo} - 1)\n"
+            "# fix: the function is sympy.primepi\n{bounds}\nimport sympy\nans = sympy.primepi(hi) - sympy.primepi(lo - 1)\n"
             "print(ans)",
         ),
         (
             "ModuleNotFoundError",
-            "# count primes\nfrom Sympy import primerange\nans = len(list(primerange({lo}, {hi} + 1)))\nprint(ans)",
-            "# fix: the module is sympy, lower case\nfrom sympy import primerange\n"
-            "ans = len(list(primerange({lo}, {hi} + 1)))\nprint(ans)",
+            "{bounds}\n# count primes\nfrom Sympy import primerange\nans = len(list(primerange(lo, hi + 1)))\nprint(ans)",
+            "# fix: the module is sympy, lower case\n{bounds}\nfrom sympy import primerange\n"
+            "ans = len(list(primerange(lo, hi + 1)))\nprint(ans)",
         ),
     ),
     "prime_sum": _slips(
         (
             "NameError",
-            "# add the primes\nans = sum(k for k in range({lo}, {hi} + 1) if isprime(k))\nprint(ans)",
-            "# fix: import isprime from sympy\nfrom sympy import isprime\n"
-            "ans = sum(k for k in range({lo}, {hi} + 1) if isprime(k))\nprint(ans)",
+            "{bounds}\n# add the primes\nans = sum(k for k in range(lo, hi + 1) if isprime(k))\nprint(ans)",
+            "# fix: import isprime from sympy\n{bounds}\nfrom sympy import isprime\n"
+            "ans = sum(k for k in range(lo, hi + 1) if isprime(k))\nprint(ans)",
         ),
         (
             "SyntaxError",
-            "# sum primes\nfrom sympy import primerange\nans = sum(primerange({lo}, {hi} + 1)\nprint(ans)",
-            "# fix: close the sum\nfrom sympy import primerange\nans = sum(primerange({lo}, {hi} + 1))\nprint(ans)",
+            "{bounds}\n# sum primes\nfrom sympy import primerange\nans = sum(primerange(lo, hi + 1)\nprint(ans)",
+            "# fix: close the sum\n{bounds}\nfrom sympy import primerange\nans = sum(primerange(lo, hi + 1))\nprint(ans)",
         ),
         (
             "TypeError",
-            "# add the primes\nfrom sympy import isprime\nans = sum(filter(isprime, {lo}, {hi} + 1))\nprint(ans)",
-            "# fix: filter takes a range\nfrom sympy import isprime\n"
-            "ans = sum(filter(isprime, range({lo}, {hi} + 1)))\nprint(ans)",
+            "{bounds}\n# add the primes\nfrom sympy import isprime\nans = sum(filter(isprime, lo, hi + 1))\nprint(ans)",
+            "# fix: filter takes a range\n{bounds}\nfrom sympy import isprime\n"
+            "ans = sum(filter(isprime, range(lo, hi + 1)))\nprint(ans)",
         ),
         (
             "AttributeError",
-            "# sum primes\nimport sympy\nans = sum(sympy.prime_range({lo}, {hi} + 1))\nprint(ans)",
-            "# fix: the function is sympy.primerange\nimport sympy\nans = sum(sympy.primerange({lo}, {hi} + 1))\n"
+            "{bounds}\n# sum primes\nimport sympy\nans = sum(sympy.prime_range(lo, hi + 1))\nprint(ans)",
+            "# fix: the function is sympy.primerange\n{bounds}\nimport sympy\nans = sum(sympy.primerange(lo, hi + 1))\n"
             "print(ans)",
         ),
         (
             "ModuleNotFoundError",
-            "# sum primes\nfrom sympy.primes import primerange\nans = sum(primerange({lo}, {hi} + 1))\nprint(ans)",
-            "# fix: primerange is in sympy itself\nfrom sympy import primerange\n"
-            "ans = sum(primerange({lo}, {hi} + 1))\nprint(ans)",
+            "{bounds}\n# sum primes\nfrom sympy.primes import primerange\nans = sum(primerange(lo, hi + 1))\nprint(ans)",
+            "# fix: primerange is in sympy itself\n{bounds}\nfrom sympy import primerange\n"
+            "ans = sum(primerange(lo, hi + 1))\nprint(ans)",
         ),
     ),
     "gcd": _slips(
@@ -446,23 +445,39 @@ _BOUNDS: Mapping[tuple[bool, bool], str] = {
 }
 """The plan's last sentence for a range problem: the bounds as read from the wording. Last, not first:
 as the first words of a plan, 2 of 8 families' plans opening alike, the student began other families'
-plans with them too."""
+plans with them too. The compute block opens with the same words as a comment (`bounds_line`)."""
+
+
+def bounds_line(lo: str, hi: str, lo_open: bool, hi_open: bool) -> str:
+    """The first lines of a range problem's compute block: the plan's bound sentence as a comment,
+    then the ends the code counts from and to, each excluded end with its step.
+
+        # both ends are excluded
+        lo, hi = 17117 + 1, 19927 - 1
+
+    Round three's student named the bound in its plan and then wrote code that did not follow it
+    (docs/LOG.md, sessions 10-11): the offsets sat deep inside a call (`primerange(17117 + 1, 19927 - 1
+    + 1)`), far from the sentence. Here they are written next to the words that decide them, right
+    after the plan, and the rest of the code counts from `lo` to `hi` whatever the bound was.
+    """
+    reading = _BOUNDS[lo_open, hi_open].rstrip(".")
+    ends = f"{lo}{' + 1' if lo_open else ''}, {hi}{' - 1' if hi_open else ''}"
+    return f"# {reading[0].lower()}{reading[1:]}\nlo, hi = {ends}"
 
 
 def code_numbers(problem: NanoProblem) -> dict[str, str]:
     """The problem's numbers as the code writes them: plain digits of what the sentence states.
 
     The sentence may write `22{,}275`, `22,275` or `forty-two`; the code always writes `22275`, so the
-    student learns to read a number into Python, not to copy its characters. A range's excluded end
-    is written as the stated number with its step (`17117 + 1`, `19927 - 1`), so the code shows the
-    bound it read and the compute blocks' `range({lo}, {hi} + 1)` counts exactly what was asked.
+    student learns to read a number into Python, not to copy its characters. A range problem also
+    gets `bounds`, the lines that set `lo` and `hi` from the stated ends and the bound it read
+    (`bounds_line`); the blocks count `range(lo, hi + 1)`, exactly what was asked.
     """
     stated = dict(problem.meta.get("stated", problem.params))
     values = {k: str(v) for k, v in stated.items()}
-    if problem.meta.get("lo_open"):
-        values["lo"] += " + 1"
-    if problem.meta.get("hi_open"):
-        values["hi"] += " - 1"
+    if "lo" in values:
+        lo_open, hi_open = bool(problem.meta.get("lo_open")), bool(problem.meta.get("hi_open"))
+        values["bounds"] = bounds_line(values["lo"], values["hi"], lo_open, hi_open)
     return values
 
 

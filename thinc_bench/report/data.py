@@ -2,7 +2,8 @@
 
 Runs come from `runs` (one directory, or shards merged); `build_report_data` turns them into the
 plain dict the templates read: header facts, the headline table (numbers taken from summary.json, never recomputed for a single
-run), Recovery@k, published reference numbers, reader warnings and the viewer's compact samples.
+run), Recovery@k, paired differences with their exact tests, matched-pair scores, published reference
+numbers, reader warnings and the viewer's compact samples.
 Figures are drawn by `figures`; no HTML is written here.
 """
 
@@ -47,6 +48,7 @@ def build_report_data(
     """
     from thinc_bench.report import figures
     from thinc_bench.report._heatmap import heatmap_figures
+    from thinc_bench.report.matched import matched_pair_rows
     from thinc_bench.report.tables import (
         denominators,
         headline,
@@ -74,6 +76,7 @@ def build_report_data(
         "headline": headline(runs, benchmarks),
         "recovery": recovery(runs, benchmarks),
         "paired": paired_rows(runs, benchmarks, resolve_pairs(runs, paired)),
+        "matched_pairs": matched_pair_rows(runs, benchmarks),
         "reference": reference,
         "published": published(runs, reference, benchmarks),
         "warnings": _warnings.collect(runs, samples),
@@ -93,6 +96,13 @@ def build_report_data(
                 "caption": "share of loss tokens whose importance ratio the clip caught (TRL's "
                 "clip_ratio/region_mean); 0 throughout: the policy never moved far enough to be clipped",
                 "svg": figures.training_clip_figure(training_logs) if training_logs else None,
+            },
+            {
+                "key": "training_metrics",
+                "title": "GRPO held-out accuracy and ThinC metrics per step",
+                "caption": "held-out accuracy (thinc_bench.eval on the run's fixed subset, heldout/accuracy) and "
+                "the training rollouts' ThinC measures per optimizer step, as eval measures them (rollout/*)",
+                "svg": figures.training_metrics_figure(training_logs) if training_logs else None,
             },
         ],
         "samples": samples,

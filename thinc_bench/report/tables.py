@@ -544,17 +544,11 @@ def paired_rows(
     (all but infrastructure's: `thinc_bench.outcomes`); then, for each k > 0 both runs ran,
     Recovery@k the way eval counts it (every faulted sample; `k` on the row). Each run keeps its own samples per
     problem (avg@4 against avg@1 pairs). A benchmark the two runs share no problem of is left out.
+    Every row has its exact test beside z (`p_exact`: McNemar's). On a benchmark asked in matched pairs
+    (`thinc_bench.nano.pairs`) a second row (`unit` "pair") pairs the runs by pair, on pair accuracy.
     """
     from thinc_bench import metrics
-    from thinc_bench.outcomes import EXCLUDED_STATUSES
-
-    def by_problem(run: Run, benchmark: str, k: int) -> dict[str, list[bool]]:
-        out: dict[str, list[bool]] = {}
-        for s in run.samples:
-            if s["benchmark"] != benchmark or s["k"] != k or s["status"] in EXCLUDED_STATUSES:
-                continue
-            out.setdefault(s["problem_id"], []).append(bool(s["correct"]))
-        return out
+    from thinc_bench.report.matched import by_problem, pair_members
 
     rows: list[dict[str, Any]] = []
     for b, a in pairs:
@@ -564,25 +558,37 @@ def paired_rows(
                 a_scores, b_scores = by_problem(runs[a], name, k), by_problem(runs[b], name, k)
                 if not any(b_scores.get(pid) for pid, v in a_scores.items() if v):
                     continue
-                d = metrics.paired_difference(a_scores, b_scores)
-                rows.append(
-                    {
-                        "b": b,
-                        "a": a,
-                        "b_label": runs[b].label,
-                        "a_label": runs[a].label,
-                        "benchmark": name,
-                        "k": k,
-                        "value": d.value,
-                        "stderr": d.stderr,
-                        "z": d.z,
-                        "n_problems": d.n_problems,
-                        "a_accuracy": d.a,
-                        "b_accuracy": d.b,
-                        "better": d.better,
-                        "worse": d.worse,
-                    }
-                )
+                members = pair_members([*a_scores, *b_scores])
+                units = [("problem", a_scores, b_scores)]
+                if members:
+                    a_pairs, b_pairs = (
+                        metrics.pair_scores(a_scores, members),
+                        metrics.pair_scores(b_scores, members),
+                    )
+                    if any(b_pairs.get(pair) for pair in a_pairs):
+                        units.append(("pair", a_pairs, b_pairs))
+                for unit, x, y in units:
+                    d = metrics.paired_difference(x, y)
+                    rows.append(
+                        {
+                            "b": b,
+                            "a": a,
+                            "b_label": runs[b].label,
+                            "a_label": runs[a].label,
+                            "benchmark": name,
+                            "unit": unit,
+                            "k": k,
+                            "value": d.value,
+                            "stderr": d.stderr,
+                            "z": d.z,
+                            "p_exact": d.p_exact,
+                            "n_problems": d.n_problems,
+                            "a_accuracy": d.a,
+                            "b_accuracy": d.b,
+                            "better": d.better,
+                            "worse": d.worse,
+                        }
+                    )
     return rows
 
 

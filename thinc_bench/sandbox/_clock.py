@@ -15,6 +15,14 @@ ended before the check takes its delay with it (only live tasks are read), so a 
 subprocesses on a busy host may be charged some of the host's load: the clock errs towards the
 old limit, never past it.
 
+A wait the session causes itself is not host load: a cell that forks busy processes keeps its own
+interpreter off the CPU, and without more its run would reach the backstop and pass as the
+infrastructure's failure (excluded from every rate: a way out of the denominator). So the run is also
+charged the CPU time its whole session used, divided by the cores it may use (`cpus`: its cpu
+cgroup's quota, else the cores this process may run on), and the larger charge counts: code that
+keeps the cores busy is charged at least as fast as the cores turn, whoever it keeps waiting. Neither
+charge runs faster than the wall clock.
+
 A wall-clock backstop (`SandboxConfig.timeout_backstop_s`, default 6x the limit) ends a run that the
 host kept from getting its time: that run is the infrastructure's failure (`infra_error`), never a
 timeout of the code. Without scheduler statistics, or without the session's /proc entries, the
@@ -37,13 +45,18 @@ SLACK_S = 0.001
 class RunClock:
     """The clock of one run: when to look next, and whether the run has used its time."""
 
-    def __init__(self, limit: float, backstop: float, watch: ProcWatch | None, start: float) -> None:
+    def __init__(
+        self, limit: float, backstop: float, watch: ProcWatch | None, start: float, cpus: float = 1.0
+    ) -> None:
         self.limit = limit
         self.backstop = max(backstop, limit)
         self.start = start
         self.waited_s = 0.0  # host load not charged, as of the last check
+        self.cpu_charged_s = 0.0  # the session's own CPU use / cpus, as of the last check
+        self.cpus = max(cpus, 1e-3)
         self._watch = watch if schedstat_problem() is None else None
         self._base = self._watch.main_delay_ns() if self._watch is not None else 0
+        self._cpu_base = self._watch.cpu_s() if self._watch is not None else 0.0
         self._next = start + limit
 
     @property
@@ -56,8 +69,9 @@ class RunClock:
         return self._next
 
     def charged_s(self, now: float) -> float:
-        """Seconds charged to the run at `now`: wall-clock time less the wait last measured."""
-        return now - self.start - self.waited_s
+        """Seconds charged to the run at `now`: wall-clock time less the wait last measured, or the
+        session's own CPU use over its cores if that is more."""
+        return max(now - self.start - self.waited_s, self.cpu_charged_s)
 
     def check(self, now: float) -> Verdict:
         """At or past `deadline()`: measure, and say whether the run goes on (its next deadline
@@ -66,7 +80,8 @@ class RunClock:
         if self._watch is not None:
             main, others = self._watch.run_delay_ns()
             self.waited_s = min(wall, max(main - self._base, others) / 1e9)
-        charged = wall - self.waited_s
+            self.cpu_charged_s = min(wall, (self._watch.cpu_s() - self._cpu_base) / self.cpus)
+        charged = max(wall - self.waited_s, self.cpu_charged_s)
         if charged >= self.limit - SLACK_S:
             return "timeout"
         if wall >= self.backstop - SLACK_S:

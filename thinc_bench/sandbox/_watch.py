@@ -133,6 +133,13 @@ class ProcWatch:
         except (OSError, ValueError, IndexError):
             return 0
 
+    def cpu_s(self) -> float:
+        """CPU seconds the whole session has used: every live process below its reaper (the reaper
+        and the interpreter included) with its threads, and what each collected from the children it
+        reaped, so a process that ended still counts once its parent (or the reaper) reaped it."""
+        tree = [self.reaper, *_procs.descendants(self.reaper)]
+        return sum(_procs.cpu_ticks(pid) for pid in tree) / _CLOCK_TICKS
+
     def run_delay_ns(self) -> tuple[int, int]:
         """(B's main thread's run-queue delay, the largest of every other live task of the session's),
         in nanoseconds since each task started: the run clock subtracts the first at a run's start
@@ -153,6 +160,9 @@ class ProcWatch:
                     os.close(fd)
         self._stat = []
         self._children = self._schedstat = -1
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def _open_stat(pid: int) -> int:

@@ -327,7 +327,7 @@ class Session:
         output = _Output(self._config.max_output_bytes)
 
         nonce = os.urandom(8).hex()  # the loop echoes it; a frame forged before this run cannot
-        clock = RunClock(limit, self._backstop(limit), live.watch, time.perf_counter())
+        clock = RunClock(limit, self._backstop(limit), live.watch, time.perf_counter(), self._cpus(live))
         try:
             self._send_run(live, code, nonce, clock.deadline())
         except TimeoutError:  # the process stopped reading its socket: a wedged session
@@ -340,7 +340,7 @@ class Session:
                 raise InfraFailure("the sandbox server died") from None
             notice = f"[sandbox] session restarted: the previous process ended between runs ({why}); earlier state is gone.\n"
             live = self._start()
-            clock = RunClock(limit, self._backstop(limit), live.watch, time.perf_counter())
+            clock = RunClock(limit, self._backstop(limit), live.watch, time.perf_counter(), self._cpus(live))
             self._send_run(live, code, nonce, clock.deadline())
         with selectors.DefaultSelector() as sel:
             sel.register(live.sock, selectors.EVENT_READ, "sock")
@@ -371,6 +371,14 @@ class Session:
                         return self._result(status, output, notice, start, tail)  # type: ignore[arg-type]
                     if live.reader.eof:
                         return self._died(live, output, notice, start)
+
+    def _cpus(self, live: Live) -> float:
+        """The cores the session's processes may use together: its cpu cgroup's quota where there is
+        one, else the cores this process may run on (the run clock divides the session's CPU use by it)."""
+        cores = float(len(os.sched_getaffinity(0)))
+        if "cpu" in live.server.launch.groups.paths:
+            return min(cores, float(self._config.cpus_per_session))
+        return cores
 
     def _backstop(self, limit: float) -> float:
         backstop = self._config.timeout_backstop_s

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -234,10 +234,16 @@ def plan_stages(
     return tuple(plans)
 
 
-def shuffled_order(ids: Sequence[str], seed: int, epochs: int = 1) -> list[str]:
+def shuffled_order(
+    ids: Sequence[str], seed: int, epochs: int = 1, together: Mapping[str, str] | None = None
+) -> list[str]:
     """The problem ids in the run's seeded order, `epochs` passes over them, each shuffled anew.
 
     The same seed and ids always give the same order; the first epoch is the same for every `epochs`.
+    `together` maps ids to a group (nano's matched pairs: one range asked inclusive and exclusive):
+    a group's ids stay next to each other, in their given order, and the groups are shuffled, so with
+    groups of 2 and an even number of prompts per generation batch both members of a pair are in one
+    batch. Ids it does not name are groups of one; without it the order is the plain shuffle's.
 
     Raises:
         ConfigError: an id repeats (deduplicate the source first), or `epochs` is below 1.
@@ -246,11 +252,14 @@ def shuffled_order(ids: Sequence[str], seed: int, epochs: int = 1) -> list[str]:
         raise ConfigError("problem ids repeat; the curriculum order needs one id per problem (deduplicate)")
     if epochs < 1:
         raise ConfigError(f"epochs={epochs}; pass at least one pass over the data")
+    groups: dict[str, list[str]] = {}
+    for i in ids:
+        groups.setdefault((together or {}).get(i, f"\0{i}"), []).append(i)
     rng, order = random.Random(seed), []
     for _ in range(epochs):
-        epoch = list(ids)
+        epoch = list(groups.values())
         rng.shuffle(epoch)
-        order += epoch
+        order += [i for group in epoch for i in group]
     return order
 
 
@@ -286,6 +295,46 @@ def read_order(path: str | Path) -> list[str]:
     if not isinstance(order, list) or not all(isinstance(i, str) for i in order):
         raise ConfigError(f"{path}: `order` is not a list of problem ids; restore the file the run wrote")
     return order
+
+
+@dataclass(frozen=True)
+class BatchLayout:
+    """A generation batch: `prompts` problems x num_generations completions, `updates` optimizer steps."""
+
+    prompts: int
+    updates: int
+
+
+def batch_layout(args: Any, updates: int | None = None) -> BatchLayout:
+    """Split TRL's generation batch into `updates` optimizer steps; return its prompts and updates.
+
+    The generation batch is TRL's (`generation_batch_size` completions, or `steps_per_generation`
+    micro-batches per process); `gradient_accumulation_steps` is set on `args` so that one generation
+    batch feeds exactly `updates` optimizer steps (over `num_iterations` passes). With `updates`
+    None, TRL's own layout is read back and must end each generation batch on a step boundary.
+    """
+    spg, accum, passes = args.steps_per_generation, args.gradient_accumulation_steps, args.num_iterations
+    prompts = args.generation_batch_size // args.num_generations
+    if updates is None:
+        if (spg * passes) % accum:
+            raise ConfigError(
+                f"steps_per_generation={spg} x num_iterations={passes} is not a multiple of "
+                f"gradient_accumulation_steps={accum}: a generation batch would end inside an optimizer step"
+            )
+        return BatchLayout(prompts, spg * passes // accum)
+    if updates < 1 or updates % passes or spg % (updates // passes):
+        raise ConfigError(
+            f"updates_per_generation={updates} does not split a generation batch of {spg} micro-batches per "
+            f"process x num_iterations={passes} into equal optimizer steps; use a divisor of {spg * passes}"
+        )
+    derived = spg // (updates // passes)
+    if accum not in (1, derived):
+        raise ConfigError(
+            f"gradient_accumulation_steps={accum} conflicts with updates_per_generation={updates} on a generation "
+            f"batch of {spg} micro-batches per process ({derived}); remove it, the recipe sets it"
+        )
+    args.gradient_accumulation_steps = derived
+    return BatchLayout(prompts, updates)
 
 
 def stage_at(plans: Sequence[StagePlan], step: int) -> StagePlan:

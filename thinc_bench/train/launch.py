@@ -177,21 +177,22 @@ def resume_sft(argv: Sequence[str], shown: Sequence[str]) -> str:
     return f"{output_dir} is unfinished (marked INCOMPLETE); train it again: {shlex.join(command)}"
 
 
-def resume_grpo(argv: Sequence[str], shown: Sequence[str], stages: Sequence[str]) -> str:
-    """What an interrupted `recipes/grpo.py` leaves and the command that goes on: from the stage after
-    the last one saved (`--start_stage`, the run's own resume point), else the same command again."""
+def resume_grpo(argv: Sequence[str], shown: Sequence[str]) -> str:
+    """What an interrupted `recipes/grpo.py` leaves and the command that goes on: the same command,
+    which resumes from the newest complete checkpoint (`train.resume`; a `--start_stage` given is
+    dropped, or the rerun would start that stage again), else the same command from the start."""
+    from thinc_bench.train.resume import latest_checkpoint
+
     command = ["python", "recipes/grpo.py", *shown]
     output_dir = recipe_setting(argv, "output_dir")
     if not output_dir:
         return f"nothing was saved; rerun: {shlex.join(command)}"
-    root = Path(output_dir)
-    done = [s for s in stages if (root / s / "trainer_state.json").is_file()]
-    if done and len(done) < len(stages):
-        at = [i for i, a in enumerate(command) if a == "--start_stage"]
-        command = command[: at[0]] + command[at[0] + 2 :] if at else command
-        command += ["--start_stage", stages[stages.index(done[-1]) + 1]]
-        return f"{root} is unfinished (stages saved: {', '.join(done)}); go on with: {shlex.join(command)}"
-    return f"{root} is unfinished (marked INCOMPLETE, no stage saved); train it again: {shlex.join(command)}"
+    latest = latest_checkpoint(output_dir)
+    if latest is None:
+        return f"{output_dir} is unfinished (marked INCOMPLETE, no checkpoint saved); train it again: {shlex.join(command)}"
+    at = [i for i, a in enumerate(command) if a == "--start_stage"]
+    command = command[: at[0]] + command[at[0] + 2 :] if at else command
+    return f"{output_dir} is unfinished; go on from its newest complete checkpoint ({latest.name}): {shlex.join(command)}"
 
 
 def sft_plan(model: str, dataset: str, sequences: int, args: Any) -> str:

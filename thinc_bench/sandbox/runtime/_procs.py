@@ -144,6 +144,21 @@ def _alive(pid: int) -> bool:
     return facts is not None and facts[0] not in ("Z", "X")
 
 
+CPU_FIELDS_AFTER_NAME = slice(11, 15)
+"""utime, stime, cutime, cstime in /proc/PID/stat, counted from the state field (fields 14-17)."""
+
+
+def cpu_ticks(pid: int) -> int:
+    """CPU time `pid` used (every thread of it, live or ended) plus what it collected from the
+    children it reaped, in clock ticks (`os.sysconf("SC_CLK_TCK")` per second); 0 when gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read(STAT_BYTES).rsplit(b")", 1)[1].split()
+        return sum(int(f) for f in fields[CPU_FIELDS_AFTER_NAME])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def run_delay_ns(pid: int, *, skip_main: bool = False) -> int:
     """The largest run-queue delay among the threads of `pid` (all, or all but its main thread), in
     nanoseconds since each thread started: time it was runnable but waiting for a CPU, field 2 of
