@@ -102,7 +102,8 @@ def test_recipe_help_is_short_and_help_all_lists_every_trl_flag(
     short, full = helps
     assert "--config" in short and "--dataset_name" in short and "--help-all" in short
     assert "--adam_beta1" not in short and "--adam_beta1" in full
-    assert len(short.splitlines()) < 150 and 5 * len(short.splitlines()) < len(full.splitlines())
+    # grouped under examples (issue 54): the recipe's own flags and the common TRL ones, a fifth of --help-all
+    assert len(short.splitlines()) < 180 and 5 * len(short.splitlines()) < len(full.splitlines())
 
 
 def test_quiet_libraries_drops_only_the_lines_nobody_can_act_on(caplog: pytest.LogCaptureFixture) -> None:
