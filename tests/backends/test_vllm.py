@@ -100,6 +100,7 @@ async def main(folder):
         g = await gen.generate(story, SamplingParams(**params, max_tokens=24, seed=3, logprobs=True))
         processed[name] = {"token_ids": g.token_ids, "logprobs": g.logprobs}
     out["usage"] = gen.describe()["usage"]
+    out["counted"] = gen.generated_tokens  # what a progress bar read, step by step
     out["prompt_lengths"] = {"code": len(code), "story": len(story), "hello": len(chat(gen.tokenizer, "Say hello."))}
     await gen.aclose()
     out["processed"] = oracle(folder, story, processed)
@@ -222,6 +223,7 @@ def test_usage_counts_every_request_and_the_prefix_cache_hits(results: dict[str,
         + sum(len(r["token_ids"]) for r in results["seeded"])
         + sum(len(p["returned"]) for p in results["processed"].values())
     )
+    assert results["counted"] == usage["generated_tokens"]  # the engine's steps, counted as they streamed
     n = results["prompt_lengths"]
     assert usage["prompt_tokens"] == 3 * n["code"] + n["hello"] + 10 * n["story"] + 2 * 2040
     # near_again resends near_context's 2,040 tokens: the engine finds its full KV blocks in its cache

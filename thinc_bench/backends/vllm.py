@@ -173,7 +173,7 @@ class VLLMGenerator(Generator):
             ):
                 final = output
                 if output.outputs:  # cumulative outputs, one per engine step: count what is new
-                    self._count_tokens(len(output.outputs[0].token_ids) - counted)
+                    self._count_tokens(max(0, len(output.outputs[0].token_ids) - counted))
                     counted = len(output.outputs[0].token_ids)
         except self._server_errors as exc:
             raise BackendUnavailable(f"vllm engine failed request {request_id}: {one_line(exc)}") from exc
