@@ -54,8 +54,13 @@ def dataset(name: str, data_dir: str | None, ks: list[int]) -> MemoryDataset:
     from pathlib import Path
 
     from thinc_bench import benchmarks
+    from thinc_bench.errors import DatasetError
+    from thinc_bench.inspect_tasks.settings import as_task_args
 
-    problems = benchmarks.load(name, data_dir=data_dir, local_flag="-T data_dir=FOLDER")
+    try:
+        problems = benchmarks.load(name, data_dir=data_dir, local_flag="--data-dir")
+    except DatasetError as exc:  # the loader's message, in the task's argument names
+        raise DatasetError(as_task_args(str(exc))) from None
     label = Path(name).stem if name.endswith(benchmarks.LOCAL_SUFFIXES) else name
     return MemoryDataset(to_samples(problems, ks), name=label, location=name)
 

@@ -74,8 +74,9 @@ class TaskArgs:
         dialect: markdown | xml (thinc_bench's rollout) | tool_call (Inspect's tool loop).
         k: Recovery@k's injected-failure counts (`--recovery-k`: `1` runs k = 0 and 1).
         budget: completion tokens per trajectory, model and interpreter (`--max-tokens`).
-        tokenizer: the native path's record tokenizer (its chat template renders the tool turns);
-            None: the model's (thinc_bench, vllm and hf models).
+        tokenizer: the model's tokenizer where Inspect's provider does not give it: the native path's
+            record tokenizer (its chat template renders the tool turns), and a served model's on the
+            token path (`vllm/NAME -M base_url=...` serving NAME under another name); None: the model's.
         extra: any other `EvalConfig` field by name (`temperature`, `min_p`, `seed`, ...).
         others: the CLI flags of the same name.
     """

@@ -129,9 +129,10 @@ def resolve(args: TaskArgs, model: Model, *, native: bool) -> tuple[EvalConfig, 
         if not native:
             raise
         spec = None
+    if spec is not None and spec.backend == "openai" and args.tokenizer:  # a served model's own tokenizer
+        spec = dataclasses.replace(spec, options={**spec.options, "tokenizer": args.tokenizer})
     generate = generate_options(model)
-    config = args.config(spec, generate) if spec is not None else args.config(None, generate)
-    return config, spec
+    return args.config(spec, generate), spec
 
 
 def record_tokenizer(args: TaskArgs, config: EvalConfig, spec: ModelSpec | None) -> Any:
@@ -259,7 +260,7 @@ def tool_loop(**task_args: Any) -> Solver:
         template_kwargs = parse_template_kwargs(config.chat_template_kwargs)
         prompt_ids = render_prompt_ids(tokenizer, messages, template_kwargs, [python_tool(config.tool_name)])
         budget, calls_allowed = int(config.max_tokens or 1), int(config.max_tool_calls or 1)
-        context = generator_for(config).context_length if isinstance(model.api, ThincModelAPI) else None
+        context = model.api.generator.context_length if isinstance(model.api, ThincModelAPI) else None
         names = tool_spec(config.tool_name).names
         prompt_len = len(state.messages)
         per_call = generate_options(model).get("max_tokens")
