@@ -74,3 +74,37 @@ def test_a_call_with_code_that_is_not_a_string_is_a_failed_call_the_model_reads(
     (sample,) = log.samples or []
     record = sample.scores["judge"].metadata["record"]  # type: ignore[index]
     assert record["exec_statuses"] == ["error", "ok"] and record["n_exec_errors"] == 1 and record["correct"]
+
+
+def test_your_own_agent_gets_the_session_and_the_judge(qwen3_tokenizer_dir: Path, tmp_path: Path) -> None:
+    """Inspect's standard tool loop (`use_tools` + `generate`) with thinc_bench's tool, sandbox and
+    scorer, as docs/inspect.md shows: the notebook keeps state and the judge reads the loop's turns."""
+    from inspect_ai import Task
+    from inspect_ai.solver import generate, use_tools
+
+    from thinc_bench.inspect_tasks import dataset, judge
+
+    bench = tmp_path / "b.jsonl"
+    bench.write_text(json.dumps({"id": "p", "problem": "Compute 6 times 7.", "answer": "42"}) + "\n")
+    model = get_model(
+        "mockllm/model",
+        custom_outputs=[
+            turn("python", {"code": "y = 6 * 7"}),
+            turn("python", {"code": "y"}),
+            turn("", None, "\\boxed{42}"),
+        ],
+    )
+    task = Task(
+        dataset=dataset(str(bench), None, [0]),
+        solver=[use_tools(python()), generate()],
+        scorer=judge(dialect="tool_call", tokenizer=str(qwen3_tokenizer_dir)),
+        sandbox="thinc_bench",
+    )
+    (log,) = inspect_eval(task, model=model, log_dir=str(tmp_path / "logs"), display="none")
+    (sample,) = log.samples or []
+    assert [m.text for m in sample.messages if m.role == "tool"] == [
+        "",
+        "42",
+    ]  # a bare last expression prints
+    record = sample.scores["judge"].metadata["record"]  # type: ignore[index]
+    assert record["correct"] and record["grounded"] and record["finish_reason"] == "answer"

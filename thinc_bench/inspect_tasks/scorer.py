@@ -186,10 +186,20 @@ async def record_of(args: TaskArgs, state: TaskState, target: Target) -> Any:
     from thinc_bench.eval._failures import Stage
     from thinc_bench.eval.run import failure_record, grade_rollout, token_counter
     from thinc_bench.eval.store import SampleRecord
-    from thinc_bench.inspect_tasks.solvers import FAILED_KEY, record_tokenizer, resolve
+    from thinc_bench.inspect_tasks.solvers import FAILED_KEY, SETTINGS_KEY, record_tokenizer, resolve
 
     problem = problem_of(state.input_text, target.text, state.metadata)
     k, sample_idx = int(state.metadata.get("k", 0)), state.epoch - 1
+    ran: Mapping[str, Any] = store().get(SETTINGS_KEY) or {}
+    if ran:  # the settings the trajectory ran with, whatever the scorer was given (`inspect score`)
+        args = dataclasses.replace(
+            args,
+            dialect=ran["dialect"],
+            tool_name=ran["tool_name"],
+            budget=ran["max_tokens"],
+            chat_template_kwargs=ran["chat_template_kwargs"],
+            tokenizer=ran["tokenizer"],
+        )
     stored = store().get(ROLLOUT_KEY)
     if isinstance(stored, Mapping) and FAILED_KEY in stored:
         return SampleRecord.from_dict(stored[FAILED_KEY])
@@ -201,11 +211,11 @@ async def record_of(args: TaskArgs, state: TaskState, target: Target) -> Any:
     try:
         if isinstance(stored, Mapping):  # the token path
             config, _ = resolve(args, get_model(), native=False)
-            tokenizer = load_tokenizer(tokenizer_name(config))
+            tokenizer = load_tokenizer(args.tokenizer or tokenizer_name(config))
             result = stored_rollout(completion_text(completion), stored)
         else:  # the native path, or another agent's loop with thinc_bench's tool
             config, spec = resolve(args, get_model(), native=True)
-            tokenizer = record_tokenizer(args, config, spec)
+            tokenizer = load_tokenizer(record_tokenizer(args, config, spec))
             result = _native(config, prompt, completion, tokenizer)
         return await grade_rollout(
             problem,

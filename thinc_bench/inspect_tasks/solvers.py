@@ -31,6 +31,7 @@ from inspect_ai.model import (
     ChatMessageUser,
     Model,
     ModelOutput,
+    ModelUsage,
     execute_tools,
     get_model,
 )
@@ -74,9 +75,10 @@ AUDITED = (
 )
 
 
-def record_settings(config: EvalConfig, path: str) -> None:
-    """Keep in the sample's store what it ran with (the model None is the bundled demo)."""
-    settings = {name: getattr(config, name) for name in AUDITED}
+def record_settings(config: EvalConfig, path: str, tokenizer: str) -> None:
+    """Keep in the sample's store what it ran with (the model None is the bundled demo), and the
+    tokenizer its record is counted with: `inspect score` reads the trajectory as it ran."""
+    settings = {name: getattr(config, name) for name in AUDITED} | {"tokenizer": tokenizer}
     store().set(
         SETTINGS_KEY, {**settings, "path": path, "model": config.model or "bundled SmolLM2-135M demo"}
     )
@@ -135,23 +137,21 @@ def resolve(args: TaskArgs, model: Model, *, native: bool) -> tuple[EvalConfig, 
     return args.config(spec, generate), spec
 
 
-def record_tokenizer(args: TaskArgs, config: EvalConfig, spec: ModelSpec | None) -> Any:
+def record_tokenizer(args: TaskArgs, config: EvalConfig, spec: ModelSpec | None) -> str:
     """The tokenizer the native path's record is written and counted with: `-T tokenizer`, else the
     model's own (a thinc_bench, vllm or hf model).
 
     Raises:
         ConfigError: neither is known (a hosted model: name a tokenizer whose template renders tools).
     """
-    from thinc_bench.backends import load_tokenizer
-
     if args.tokenizer:
-        return load_tokenizer(args.tokenizer)
+        return args.tokenizer
     if spec is None:
         raise ConfigError(
             "the native tool-call path writes each trajectory as the tool_call dialect reads it, with a tokenizer "
             "whose chat template renders tool calls; pass -T tokenizer=NAME (e.g. Qwen/Qwen3-4B, or a folder)"
         )
-    return load_tokenizer(tokenizer_name(config))
+    return tokenizer_name(config)
 
 
 @solver
@@ -171,7 +171,7 @@ def rollout(**task_args: Any) -> Solver:
 
         model = get_model()
         config, spec = resolve(args, model, native=False)
-        record_settings(config, "token")
+        record_settings(config, "token", tokenizer_name(config))
         generator = generator_for(config)
         generator.check(int(config.max_tokens or 1))
         tokenizer = generator.tokenizer
@@ -219,6 +219,11 @@ def rollout(**task_args: Any) -> Solver:
             state.messages[-1].text,
             stop_reason="max_tokens" if result.stop_reason == "max_tokens" else "stop",
         )
+        state.output.usage = ModelUsage(  # the model's tokens; the interpreter's are in the record
+            input_tokens=result.prompt_tokens,
+            output_tokens=result.gen_tokens,
+            total_tokens=result.prompt_tokens + result.gen_tokens,
+        )
         store().set(ROLLOUT_KEY, to_store(result))
         if result.stop_reason == "infra_error":  # an outage: the sample is retried, never scored
             raise (SandboxUnavailable if str(result.error).startswith("sandbox") else BackendUnavailable)(
@@ -251,8 +256,11 @@ def tool_loop(**task_args: Any) -> Solver:
 
         model = get_model()
         config, spec = resolve(args, model, native=True)
-        record_settings(config, "native")
-        tokenizer = record_tokenizer(args, config, spec)
+        from thinc_bench.backends import load_tokenizer
+
+        tokenizer_id = record_tokenizer(args, config, spec)
+        record_settings(config, "native", tokenizer_id)
+        tokenizer = load_tokenizer(tokenizer_id)
         problem = problem_of(state.input_text, state.target.text, state.metadata)
         messages = prompt_messages(config, problem.problem)
         state.messages = as_inspect(messages)
