@@ -226,19 +226,43 @@ def test_recovery_ratio_is_none_when_no_problem_is_solved_clean() -> None:
     assert recovery_at_k(2, {"a": _saw(True, k=2)}, {"a": [False]}).ratio is None
 
 
-def test_recovery_shows_samples_with_fewer_than_k_executions_apart() -> None:
-    # k = 3: one sample saw all 3 failures and failed; two stopped after 1 execution (one correct).
+def test_recovery_counts_every_faulted_sample_with_those_that_met_fewer_than_k_as_a_breakdown() -> None:
+    # k = 3: one sample met all 3 failures and failed; two stopped calling code after 1 (one correct).
     faulted = {"a": [Faulted(False, 3), Faulted(True, 1), Faulted(False, 1)]}
     recovery = recovery_at_k(3, faulted, {"a": [True]})
-    assert recovery.accuracy == 0.0  # the correct short sample is not counted as recovered
+    assert recovery.accuracy == pytest.approx(1 / 3)  # every sample run with 3 failures counts
+    assert recovery.ratio == pytest.approx(1 / 3)
     assert recovery.saw_k == rate(1, 3)
     assert recovery.fewer_than_k == rate(1, 2)
+    assert recovery.saw_k_correct == rate(0, 1)
 
 
-def test_recovery_without_a_sample_that_saw_k_has_no_accuracy() -> None:
+def test_recovery_of_samples_that_all_gave_up_on_code_is_their_accuracy() -> None:
+    # The sample stopped after 2 of 4 failures and answered right anyway: it counts, and none met 4.
     recovery = recovery_at_k(4, {"a": [Faulted(True, 2)]}, {"a": [True]})
-    assert (recovery.accuracy, recovery.ratio, recovery.n_problems) == (None, None, 0)
+    assert (recovery.accuracy, recovery.ratio, recovery.n_problems) == (1.0, 1.0, 1)
+    assert recovery.saw_k == rate(0, 1)
     assert recovery.fewer_than_k == rate(1, 1)
+    assert recovery.saw_k_correct == rate(0, 0)
+
+
+def test_recovery_on_the_issue_example_is_three_of_eight_not_three_of_four() -> None:
+    # 8 faulted samples (k = 3) of one problem solved clean every time: 4 met all 3 failures (3
+    # correct), 4 abandoned code after the first and answered wrong in prose.
+    faulted = {"p": [Faulted(True, 3)] * 3 + [Faulted(False, 3)] + [Faulted(False, 1)] * 4}
+    recovery = recovery_at_k(3, faulted, {"p": [True, True]})
+    assert (recovery.accuracy, recovery.ratio) == (0.375, 0.375)
+    assert recovery.saw_k_correct == rate(3, 4)
+    assert recovery.saw_k == rate(4, 8)
+
+
+def test_abandoning_code_never_scores_above_trying_at_equal_correct_answers() -> None:
+    # Model X keeps calling code through its 2 failures and gets 1 of 4 right; model Y gives up on code
+    # on 3 of 4 samples and gets the 1 that met both failures right: the same accuracy for both.
+    x = recovery_at_k(2, {"p": [Faulted(True, 2)] + [Faulted(False, 2)] * 3}, {"p": [True]})
+    y = recovery_at_k(2, {"p": [Faulted(True, 2)] + [Faulted(False, 0)] * 3}, {"p": [True]})
+    assert x.accuracy == y.accuracy == 0.25
+    assert y.saw_k_correct.value == 1.0  # the old definition would have given Y 1.0
 
 
 def test_recovery_rejects_k_below_one() -> None:

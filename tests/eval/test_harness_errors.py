@@ -84,8 +84,9 @@ def test_a_trajectory_that_raises_is_its_own_record_and_a_rerun_retries_it(
     assert boom.error is not None and boom.error.startswith("generate: RuntimeError: an unexpected bug")
     summary = eval_run.finish(config, run, planned=2)
     block = summary["per_benchmark"]["h"]
-    assert block["excluded"]["harness_error"] == 1 and block["accuracy"]["value"] == 1.0
-    assert summary["overall"]["excluded"]["harness_error"] == 1
+    # the model's output met a bug: counted apart and wrong (1 of 2), never out of the denominator
+    assert block["harness_errors"] == 1 and block["accuracy"]["value"] == 0.5
+    assert summary["overall"]["harness_errors"] == 1 and sum(summary["overall"]["excluded"].values()) == 0
 
     monkeypatch.undo()  # the bug is fixed: a rerun produces the sample, and only it
     run = RunDir.open(tmp_path / "run", config.settings())

@@ -76,6 +76,7 @@ def test_accuracy_is_the_mean_of_per_problem_means_over_clean_samples() -> None:
         "n_problems_ratio": 2,
         "saw_k": {"numerator": 2, "denominator": 2, "value": 1.0},
         "fewer_than_k": {"numerator": 0, "denominator": 0, "value": None},
+        "saw_k_correct": {"numerator": 0, "denominator": 2, "value": 0.0},
     }
 
 
@@ -95,6 +96,39 @@ def test_overall_averages_benchmarks_not_samples() -> None:
     assert overall["tool_calls"]["mean"] == 2.0
 
 
+def test_overall_tool_calls_grounding_and_failure_modes_are_benchmark_means_with_the_pooled_apart() -> None:
+    # Benchmark "a": 1 trajectory, 10 calls, grounded, post-hoc; "c": 9 trajectories, 1 call each,
+    # none grounded, none post-hoc. Mean over benchmarks: 5.5 calls, 50% grounded, 50% post-hoc;
+    # pooled over the 10 trajectories: 1.9 calls, 10% grounded, 10% post-hoc.
+    a = _rec("p1", 0, True, bench="a", calls=10)
+    a.posthoc, a.nl_ratio = True, 0.4
+    records = [a]
+    for i in range(9):
+        r = _rec(f"q{i}", 0, False, bench="c", calls=1)
+        r.grounded, r.posthoc, r.nl_ratio = False, False, 0.0
+        records.append(r)
+    overall = summarize(records, same=_same, benchmarks=["a", "c"])["overall"]
+    assert overall["tool_calls"]["mean"] == pytest.approx(5.5)
+    assert overall["tool_calls"]["n_benchmarks"] == 2
+    assert overall["grounding"]["answered"]["value"] == pytest.approx(0.5)
+    assert overall["failure_modes"]["posthoc"]["value"] == pytest.approx(0.5)
+    assert overall["failure_modes"]["nl_ratio"] == pytest.approx(0.2)
+    assert "histogram" not in overall["tool_calls"] and "numerator" not in overall["grounding"]["answered"]
+    pooled = overall["pooled"]
+    assert pooled["tool_calls"]["mean"] == pytest.approx(1.9)
+    assert pooled["grounding"]["answered"]["value"] == pytest.approx(0.1)
+    assert pooled["failure_modes"]["posthoc"]["value"] == pytest.approx(0.1)
+
+
+def test_a_benchmark_without_a_measure_is_left_out_of_its_mean_and_counted() -> None:
+    # "c" has only a harness error: accuracy 0 there, but no trajectory to measure tool calls on.
+    records = [_rec("p1", 0, True, bench="a", calls=4)]
+    records.append(_rec("q1", 0, False, bench="c", status="harness_error", answer=None))
+    overall = summarize(records, same=_same, benchmarks=["a", "c"])["overall"]
+    assert overall["mean_accuracy"] == 0.5
+    assert (overall["tool_calls"]["mean"], overall["tool_calls"]["n_benchmarks"]) == (4.0, 1)
+
+
 def test_majority_vote_groups_answers_with_the_given_equivalence() -> None:
     records = [
         _rec("p1", 0, False, answer="2"),
@@ -105,7 +139,7 @@ def test_majority_vote_groups_answers_with_the_given_equivalence() -> None:
     assert block["maj_at_k"]["3"]["value"] == 1.0
 
 
-@pytest.mark.parametrize("status", ["grader_error", "harness_error", "infra_error"])
+@pytest.mark.parametrize("status", ["grader_error", "infra_error"])
 def test_samples_without_a_verdict_are_excluded_from_accuracy_and_counted(status: str) -> None:
     records = [_rec("p1", 0, True), _rec("p1", 1, False, status=status), _rec("p2", 0, False)]
     block = summarize(records, same=_same)["per_benchmark"]["b"]
@@ -122,7 +156,23 @@ def test_an_answer_the_grader_cannot_judge_in_time_is_wrong_and_counted_apart() 
     block = summary["per_benchmark"]["b"]
     assert (block["accuracy"]["value"], block["accuracy"]["n_problems"]) == (0.5, 2)
     assert block["grader_timeouts"] == 1 and sum(block["excluded"].values()) == 0
-    assert summary["overall"]["grader_timeouts"] == 1 and summary["summary_version"] == 4
+    assert summary["overall"]["grader_timeouts"] == 1 and summary["summary_version"] == 5
+
+
+def test_a_sample_the_harness_could_not_process_is_wrong_and_counted_apart() -> None:
+    # Issue 49: two wrong answers whose tool calls broke the harness read 1.0 over 1 problem; they are
+    # the model's output, so accuracy is 1/3 over 3 problems and the two are counted.
+    records = [_rec("p1", 0, True)]
+    records += [_rec(p, 0, False, status="harness_error", answer=None) for p in ("p2", "p3")]
+    summary = summarize(records, same=_same)
+    block = summary["per_benchmark"]["b"]
+    assert block["accuracy"]["value"] == pytest.approx(1 / 3) and block["accuracy"]["n_problems"] == 3
+    assert block["harness_errors"] == 2 and sum(block["excluded"].values()) == 0
+    assert block["missing"]["count"] == 0
+    assert summary["overall"]["harness_errors"] == 2 and summary["overall"]["mean_accuracy"] == pytest.approx(
+        1 / 3
+    )
+    assert block["tool_calls"]["n"] == 1  # the trajectory measures read processed trajectories only
 
 
 def test_excluded_is_counted_the_same_way_per_benchmark_and_overall_with_the_faulted_runs_apart() -> None:
@@ -139,16 +189,18 @@ def test_excluded_is_counted_the_same_way_per_benchmark_and_overall_with_the_fau
         records += [_rec("p1", i, False, bench=bench, k=2, status="grader_error") for i in range(3)]
         records += [_rec("p1", 3, False, bench=bench, k=2, status="infra_error", answer=None)]
     summary = summarize(records, same=_same, benchmarks=["a", "c"])
-    none = {"infra_error": 0, "harness_error": 0, "grader_error": 0}
+    none = {"infra_error": 0, "grader_error": 0}
     for block in summary["per_benchmark"].values():
-        assert block["excluded"] == {**none, "harness_error": 1}
+        assert block["excluded"] == none and block["harness_errors"] == 1
         assert block["n_infra_errors"] == 0
         assert block["excluded_recovery"] == {
             "1": {**none, "infra_error": 2},
             "2": {**none, "infra_error": 1, "grader_error": 3},
         }
     overall = summary["overall"]
-    assert overall["excluded"] == {**none, "harness_error": 2}  # the sum of the benchmarks, clean only
+    assert (
+        overall["excluded"] == none and overall["harness_errors"] == 2
+    )  # sums of the benchmarks, clean only
     assert overall["n_infra_errors"] == 0
     assert overall["excluded_recovery"] == {
         "1": {**none, "infra_error": 4},
@@ -204,11 +256,12 @@ def test_an_unverifiable_majority_answer_is_a_wrong_majority() -> None:
     assert (maj["value"], maj["n_problems"], maj["n_unresolved"]) == (0.0, 1, 0)
 
 
-def test_a_harness_error_neither_votes_nor_counts() -> None:
+def test_a_harness_error_is_drawn_without_a_vote_and_counts_as_wrong() -> None:
     records = [_rec("p1", 0, True, answer="7"), _rec("p1", 1, False, status="harness_error", answer=None)]
     block = summarize(records, same=_same, samples=2)["per_benchmark"]["b"]
-    assert block["accuracy"]["value"] == 1.0 and block["excluded"]["harness_error"] == 1
-    assert block["maj_at_k"]["2"]["n_problems_short"] == 1  # one sample drawn of the two asked
+    assert block["accuracy"]["value"] == 0.5 and block["harness_errors"] == 1
+    maj = block["maj_at_k"]["2"]
+    assert (maj["value"], maj["n_problems"], maj["n_problems_short"]) == (1.0, 1, 0)  # "7" is the only vote
 
 
 def test_truncation_counts_token_budget_and_tool_call_limit_apart_and_together() -> None:
@@ -244,13 +297,26 @@ def test_conformance_is_the_share_passing_every_check_not_the_style_label() -> N
     assert block["conformance_checks"]["has_plan"]["value"] == 1.0
 
 
-def test_recovery_counts_samples_that_really_saw_k_failures() -> None:
-    records = [_rec("p1", 0, True), _rec("p2", 0, True)]
+def test_recovery_counts_every_faulted_sample_and_says_which_saw_k_failures() -> None:
+    records = [_rec("p1", 0, True), _rec("p2", 0, True), _rec("p3", 0, True)]
     records += [_rec("p1", 0, True, k=3, calls=4), _rec("p2", 0, True, k=3, calls=1)]  # p2 stopped early
+    # p3 gave up on code after its first failure and answered wrong in prose: the failure measured
+    records.append(_rec("p3", 0, False, k=3, calls=1, answer="9"))
     recovery = summarize(records, same=_same)["per_benchmark"]["b"]["recovery"]["3"]
-    assert (recovery["accuracy"], recovery["n_problems"]) == (1.0, 1)
-    assert recovery["saw_k"]["value"] == 0.5
-    assert recovery["fewer_than_k"] == {"numerator": 1, "denominator": 1, "value": 1.0}
+    assert (recovery["accuracy"], recovery["n_problems"]) == (pytest.approx(2 / 3), 3)
+    assert recovery["saw_k"] == {"numerator": 1, "denominator": 3, "value": pytest.approx(1 / 3)}
+    assert recovery["fewer_than_k"] == {"numerator": 1, "denominator": 2, "value": 0.5}
+    assert recovery["saw_k_correct"] == {"numerator": 1, "denominator": 1, "value": 1.0}
+
+
+def test_a_faulted_sample_the_harness_could_not_process_counts_in_recovery_as_wrong() -> None:
+    records = [
+        _rec("p1", 0, True),
+        _rec("p1", 0, True, k=1),
+        _rec("p1", 1, False, k=1, status="harness_error"),
+    ]
+    recovery = summarize(records, same=_same)["per_benchmark"]["b"]["recovery"]["1"]
+    assert recovery["accuracy"] == 0.5
 
 
 def test_failure_modes_are_summarised_per_benchmark() -> None:
@@ -269,3 +335,93 @@ def test_records_that_do_not_say_their_lengths_give_no_length_numbers() -> None:
     # Version-1 records carried prompt + completion only; a length built from them would mean something else.
     block = summarize([_rec("p1", 0, True, prompt=None)], same=_same)["per_benchmark"]["b"]
     assert "lengths" not in block and block["accuracy"]["value"] == 1.0
+
+
+STATUSES = (
+    "correct",
+    "incorrect",
+    "no_answer",
+    "unparseable_answer",
+    "grader_timeout",
+    "grader_error",
+    "infra_error",
+    "harness_error",
+)
+
+
+def _records_strategy():
+    from hypothesis import strategies as st
+
+    row = st.tuples(
+        st.sampled_from(["a", "c"]),  # benchmark
+        st.integers(0, 4),  # problem
+        st.sampled_from(STATUSES),
+        st.sampled_from([0, 0, 1, 2]),  # k
+        st.integers(0, 3),  # injected failures met
+    )
+    return st.lists(row, min_size=1, max_size=40)
+
+
+def test_no_failure_of_the_models_output_ever_leaves_a_denominator() -> None:
+    """Invariant: every sample but infrastructure's (infra_error, grader_error) is in accuracy and in
+    Recovery@k, and a failure of the model's output is always wrong there; never a better number."""
+    from hypothesis import given, settings
+
+    @settings(max_examples=200, deadline=None)
+    @given(_records_strategy())
+    def check(rows: list[tuple[str, int, str, int, int]]) -> None:
+        records, index = [], {}
+        for bench, problem, status, k, met in rows:
+            key = (bench, f"p{problem}", k)
+            index[key] = index.get(key, -1) + 1
+            correct = status == "correct"
+            answer = None if status in ("no_answer", "infra_error", "harness_error") else "1"
+            records.append(
+                _rec(
+                    f"p{problem}",
+                    index[key],
+                    correct,
+                    k=k,
+                    status=status,
+                    bench=bench,
+                    answer=answer,
+                    injected=met,
+                )
+            )
+        summary = summarize(records, same=_same)
+        for bench, block in summary["per_benchmark"].items():
+            for k in {0} | {r.k for r in records if r.benchmark == bench}:
+                mine = [r for r in records if r.benchmark == bench and r.k == k]
+                scored = [r for r in mine if r.status not in ("infra_error", "grader_error")]
+                by_problem: dict[str, list[bool]] = {}
+                for r in scored:
+                    by_problem.setdefault(r.problem_id, []).append(r.status == "correct")
+                if k == 0:
+                    counted = sum(r.status in ("harness_error", "grader_timeout") for r in mine)
+                    assert block["harness_errors"] + block["grader_timeouts"] == counted
+                    assert sum(block["excluded"].values()) == len(mine) - len(scored)
+                    if not by_problem:
+                        assert "accuracy" not in block
+                        continue
+                    got = block["accuracy"]
+                else:
+                    clean = {  # problems with a scored clean sample: Recovery@k compares on those
+                        r.problem_id
+                        for r in records
+                        if r.benchmark == bench
+                        and r.k == 0
+                        and r.status not in ("infra_error", "grader_error")
+                    }
+                    by_problem = {p: v for p, v in by_problem.items() if p in clean}
+                    rec = block["recovery"].get(str(k))
+                    if not by_problem:
+                        assert rec is None or rec["accuracy"] is None
+                        continue
+                    got = {"value": rec["accuracy"], "n_samples": sum(map(len, by_problem.values()))}
+                expected = sum(sum(v) / len(v) for v in by_problem.values()) / len(by_problem)
+                assert got["value"] == pytest.approx(expected)
+                assert got.get("n_samples", sum(map(len, by_problem.values()))) == sum(
+                    map(len, by_problem.values())
+                )
+
+    check()

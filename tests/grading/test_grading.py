@@ -240,21 +240,52 @@ def test_nested_brace_bomb_returns_within_bound_and_pool_recovers(grader: Grader
     assert grader.grade(gold="\\sqrt{2}", pred="\\boxed{\\frac{2}{\\sqrt{2}}}").correct
 
 
-def test_crashed_worker_is_grader_error_after_one_retry() -> None:
+def test_a_crash_the_control_check_meets_too_is_the_infrastructures_grader_error() -> None:
+    # The first worker dies on the item; then the zygote is killed (its workers die with it), so the
+    # item's second try dies and the control check of the gold cannot start: the machinery is broken,
+    # the sample is excluded (grader_error), never scored. The next grade starts a new zygote.
     with Grader(workers=1, timeout_s=60) as g:
         fut = g._grade_future("5", "\\boxed{2003^{2002^{2001}}}")
         killed: set[int] = set()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while not fut.done() and time.monotonic() < deadline:
             pool = g._pool
+            pids = pool.pids() if pool is not None else []
+            for pid in pids:
+                if pid in killed:
+                    continue
+                time.sleep(0.3)  # let it pick up the item
+                if killed:  # the second try: the zygote, and this worker with it
+                    zygote = pool._zygote._proc if pool is not None else None
+                    if zygote is not None:
+                        os.kill(zygote.pid, signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+            time.sleep(0.05)
+        grade = fut.result(timeout=1)
+        assert grade.status == "grader_error" and len(killed) >= 2
+        assert "control check" in str(grade.detail)
+        assert g.grade(gold="\\frac{1}{2}", pred="\\boxed{2/4}").correct
+
+
+def test_a_worker_dying_twice_on_one_answer_while_the_machinery_works_is_the_answers() -> None:
+    # Only the two workers that take the answer die (as a crash the answer causes would kill them);
+    # the control check of the gold then passes in a fresh worker, so the answer is wrong, not excluded.
+    with Grader(workers=1, timeout_s=60) as g:
+        fut = g._grade_future("5", "\\boxed{2003^{2002^{2001}}}")
+        killed: set[int] = set()
+        deadline = time.monotonic() + 60
+        while len(killed) < 2 and time.monotonic() < deadline:
+            pool = g._pool
             for pid in pool.pids() if pool is not None else []:
-                if pid not in killed:
+                if pid not in killed and len(killed) < 2:
                     time.sleep(0.3)  # let it pick up the item
                     os.kill(pid, signal.SIGKILL)
                     killed.add(pid)
             time.sleep(0.05)
-        assert fut.result(timeout=1).status == "grader_error" and len(killed) >= 2
-        assert g.grade(gold="\\frac{1}{2}", pred="\\boxed{2/4}").correct
+        grade = fut.result(timeout=60)
+        assert (grade.status, grade.correct) == ("unparseable_answer", False)
+        assert "control check of the gold passed" in str(grade.detail) and "twice" in str(grade.detail)
 
 
 def test_an_answers_timeout_is_a_cached_verdict(grader: Grader) -> None:
@@ -329,3 +360,46 @@ def test_closed_grader_refuses_work() -> None:
 def test_bad_settings_raise_config_error() -> None:
     with pytest.raises(ConfigError):
         Grader(workers=0)
+
+
+@pytest.mark.parametrize(
+    ("gold", "pred", "correct"),
+    [
+        # plain-text SymPy / Python forms in a box, as other harnesses' scorers read them
+        ("-1+\\sqrt{3}", "-1 + sqrt(3)", True),
+        ("\\frac{\\pi}{4}", "pi/4", True),
+        ("\\frac{3\\sqrt{2}}{2}", "3*sqrt(2)/2", True),
+        ("2^{1/4}", "2**(1/4)", True),
+        ("e^{2}", "exp(2)", True),
+        ("\\infty", "oo", True),
+        ("10", "sqrt(100)", True),
+        ("-1+\\sqrt{3}", "-1 + sqrt(2)", False),
+        ("2^{1/4}", "2**(1/3)", False),
+        # golds written in Python syntax
+        ("2**(1/4)", "\\sqrt[4]{2}", True),
+        ("2**(1/4)", "2^{1/4}", True),
+        ("sqrt(2)/2", "\\frac{\\sqrt{2}}{2}", True),
+        ("2**(1/4)", "2^{1/3}", False),
+    ],
+)
+def test_plain_sympy_forms_are_read_in_answers_and_golds(
+    grader: Grader, gold: str, pred: str, correct: bool
+) -> None:
+    grade = grader.grade(gold=gold, pred=f"\\boxed{{{pred}}}")
+    assert grade.correct is correct and grade.status in ("correct", "incorrect")
+
+
+@pytest.mark.parametrize(
+    "pred",
+    [
+        '__import__("os").system("true")',
+        "().__class__.__bases__[0]",
+        "sqrt(2).evalf.__globals__",
+        "exec('1')",
+        "lambda: 1",
+        "sqrt(2); 1",
+    ],
+)
+def test_python_looking_answers_are_never_evaluated_as_code(grader: Grader, pred: str) -> None:
+    grade = grader.grade(gold="\\sqrt{2}", pred=f"\\boxed{{{pred}}}")
+    assert not grade.correct and grade.status in ("unparseable_answer", "incorrect")

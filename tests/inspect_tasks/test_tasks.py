@@ -254,10 +254,10 @@ def test_what_counts_as_wrong_is_eval_summarys_rule(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A status `eval.summary` leaves out of every rate is a sample error (retried, never scored); any
-    other is scored as `summarize` scores it (a grader timeout is the answer's: wrong)."""
-    from thinc_bench.eval.summary import EXCLUDED_STATUSES
+    """A status every rate leaves out (`outcomes.EXCLUDED_STATUSES`) is a sample error (retried, never
+    scored); any other is scored as `summarize` scores it (a grader timeout is the answer's: wrong)."""
     from thinc_bench.grading import Grade, Grader
+    from thinc_bench.outcomes import EXCLUDED_STATUSES
 
     real = Grader.agrade
 
@@ -283,7 +283,7 @@ def test_a_trajectory_the_harness_fails_on_is_its_failed_record_under_evals_rule
 ) -> None:
     """An exception while one trajectory is judged becomes eval's `harness_error` record (stage and
     exception named), which is then excluded or counted as eval's summary says, never a crash."""
-    from thinc_bench.eval.summary import EXCLUDED_STATUSES
+    from thinc_bench.outcomes import EXCLUDED_STATUSES
 
     def boom(*args: Any, **kwargs: Any) -> Any:
         raise ZeroDivisionError("a bug")

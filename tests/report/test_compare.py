@@ -338,17 +338,17 @@ def test_paired_differences_are_b_minus_a_per_problem_with_their_standard_error(
 
 
 def _recovered_by_problem(run: Path, benchmark: str, k: int) -> dict[str, list[bool]]:
-    """Recovery@k as eval counts it: the k-run samples that met all k injected failures, correct or not."""
+    """Recovery@k as eval counts it: every k-run sample with a verdict, whatever it did after its failures."""
     out: dict[str, list[bool]] = {}
     for line in (run / "samples.jsonl").read_text().splitlines():
         s = json.loads(line)
-        scored = s["status"] not in ("infra_error", "harness_error", "grader_error")
-        if s["benchmark"] == benchmark and s["k"] == k and s["n_injected"] >= k and scored:
+        scored = s["status"] not in ("infra_error", "grader_error")
+        if s["benchmark"] == benchmark and s["k"] == k and scored:
             out.setdefault(s["problem_id"], []).append(s["correct"])
     return out
 
 
-def test_recovery_at_k_is_paired_too_on_the_samples_that_met_their_failures(two_runs, tmp_path) -> None:
+def test_recovery_at_k_is_paired_too_on_every_faulted_sample(two_runs, tmp_path) -> None:
     import statistics
 
     data = build_data(two_runs)

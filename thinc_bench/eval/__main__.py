@@ -32,7 +32,8 @@ logger = logging.getLogger("thinc_bench.eval")
 
 def format_table(summary: dict[str, Any]) -> str:
     """The end-of-run table: one line per benchmark, then the average; a Recovery@k column for every
-    k > 0 that ran (accuracy of the samples that saw k injected failures)."""
+    k > 0 that ran (accuracy of every sample run with k injected failures); then, when any, one line
+    each for the model's failures counted as wrong (harness errors, grader timeouts)."""
     ks = sorted({int(k) for block in summary["per_benchmark"].values() for k in block.get("recovery", {})})
     recovery_head = "".join(f"{f'R@{k}':>7}" for k in ks)
     lines = [
@@ -50,16 +51,25 @@ def format_table(summary: dict[str, Any]) -> str:
             continue
         acc = block["accuracy"]
         stderr = f"{acc['stderr']:.3f}" if acc["stderr"] is not None else "-"
-        grounded = block["grounding"]["answered"]["value"]
+        grounded = (block.get("grounding") or {}).get("answered", {}).get("value")
+        calls = (block.get("tool_calls") or {}).get("mean")
         lengths = block.get("lengths") or {}
         tokens = (lengths.get("response_tokens") or {}).get("mean")
         lines.append(
-            f"{name:<16}{acc['value']:>8.3f}{stderr:>8}{acc['n_samples']:>6}{block['tool_calls']['mean']:>8.2f}"
+            f"{name:<16}{acc['value']:>8.3f}{stderr:>8}{acc['n_samples']:>6}"
+            f"{'-' if calls is None else f'{calls:.2f}':>8}"
             f"{'-' if tokens is None else f'{tokens:.0f}':>9}{'-' if grounded is None else f'{grounded:.3f}':>10}"
             f"{excluded:>9}{missing:>8}{cells}"
         )
-    mean = summary["overall"]["mean_accuracy"]
+    overall = summary["overall"]
+    mean = overall["mean_accuracy"]
     lines.append(f"{'average':<16}{'-' if mean is None else f'{mean:.3f}':>8}")
+    if harness := overall.get("harness_errors"):
+        lines.append(
+            f"{harness} trajectories the harness could not process are counted as wrong (report: warnings)"
+        )
+    if timeouts := overall.get("grader_timeouts"):
+        lines.append(f"{timeouts} answers too deep to judge in bounded time are counted as wrong")
     return "\n".join(lines)
 
 

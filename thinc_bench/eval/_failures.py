@@ -115,7 +115,7 @@ async def regrade(config: EvalConfig, run: RunDir, grader: Grader | None = None)
     one still failing is not. Returns how many were tried. The answer's own timeouts are verdicts and
     stay; the rest of the record (grounding, measures) was measured when it was produced."""
     from thinc_bench import trajectory
-    from thinc_bench.grading import Grader
+    from thinc_bench.grading import Grader, judge_version
 
     todo = [r for r in run.records() if r.status == "grader_error"]
     if not todo:
@@ -127,7 +127,11 @@ async def regrade(config: EvalConfig, run: RunDir, grader: Grader | None = None)
             if verdict.status != "grader_error":
                 run.append(
                     dataclasses.replace(
-                        record, status=verdict.status, answer=verdict.answer, correct=verdict.correct
+                        record,
+                        status=verdict.status,
+                        answer=verdict.answer,
+                        correct=verdict.correct,
+                        judge=judge_version(),
                     )
                 )
     logger.info("graded %d samples again whose grading had failed", len(todo))

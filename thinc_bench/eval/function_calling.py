@@ -26,7 +26,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from thinc_bench.backends import BackendUnavailable, SamplingParams
-from thinc_bench.errors import ContextExceeded
+from thinc_bench.errors import ContextExceeded, RequestRejected
 from thinc_bench.eval.rollout import (
     RolloutLimits,
     RolloutResult,
@@ -34,11 +34,12 @@ from thinc_bench.eval.rollout import (
     _execute_calls,
     _fit_output,
     _room,
+    refused,
 )
 from thinc_bench.grading import final_answer
 from thinc_bench.prompts import python_tool, tool_turn_text
 from thinc_bench.sandbox import Session
-from thinc_bench.trajectory import TOOL_CALL, ToolCall, TurnTrigger, parse, parse_call
+from thinc_bench.trajectory import TOOL_CALL, ToolCall, TurnTrigger, loads_model_json, parse, parse_call
 
 if TYPE_CHECKING:
     from thinc_bench.backends.openai import ChatTurn, FunctionCall, OpenAIGenerator
@@ -58,13 +59,16 @@ def turn_text(turn: ChatTurn) -> str:
 
 
 def _call_json(call: FunctionCall) -> str:
+    """The call as the model wrote it, in the body of a `<tool_call>`. Its arguments are model text:
+    whatever they hold (malformed JSON, nesting 100k deep, a 5,000-digit integer, a value JSON cannot
+    write back), the call is written as it came, and `parse_call` answers a malformed one with an
+    error result the model reads, as the token path does; nothing here raises on model output."""
+    name = json.dumps(call.name, ensure_ascii=False)
     try:
-        arguments: Any = json.loads(call.arguments)
-    except json.JSONDecodeError:
-        return (
-            '{"name": ' + json.dumps(call.name, ensure_ascii=False) + ', "arguments": ' + call.arguments + "}"
-        )
-    return json.dumps({"name": call.name, "arguments": arguments}, ensure_ascii=False)
+        arguments: Any = loads_model_json(call.arguments)
+        return json.dumps({"name": call.name, "arguments": arguments}, ensure_ascii=False)
+    except (ValueError, RecursionError):  # JSONDecodeError is a ValueError; so is a NaN JSON cannot write
+        return '{"name": ' + name + ', "arguments": ' + call.arguments + "}"
 
 
 def calls_in_text(written: str) -> list[ToolCall]:
@@ -123,6 +127,9 @@ async def rollout(
             )
         except ContextExceeded:
             result.stop_reason, result.context_exceeded = "max_tokens", True
+            break
+        except RequestRejected as exc:
+            refused(result, exc, model_output=any(result.env_mask))
             break
         except BackendUnavailable as exc:
             result.stop_reason, result.error = "infra_error", f"{type(exc).__name__}: {exc}"

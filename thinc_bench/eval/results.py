@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from thinc_bench.errors import ConfigError
 from thinc_bench.eval.store import CONFIG_FILE, RunDir, SampleRecord
+from thinc_bench.outcomes import EXCLUDED_STATUSES
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -120,8 +121,9 @@ class Run:
         infrastructure or grader failure), correct, accuracy over scored, mean tool calls."""
         frame = self.samples
         frame = frame[frame["k"] == k]
-        # summary.json's rule (summary.EXCLUDED_STATUSES): a grader_timeout is the answer's, scored wrong
-        scored = ~frame["status"].isin(["infra_error", "harness_error", "grader_error"])
+        # summary.json's rule (thinc_bench.outcomes): harness errors and grader timeouts are the model's,
+        # scored wrong; only infrastructure (infra_error, grader_error) is left out
+        scored = ~frame["status"].isin(list(EXCLUDED_STATUSES))
         frame = frame.assign(scored=scored, hit=frame["correct"] & scored)
         table = frame.groupby(["benchmark", "problem_id"], sort=False).agg(
             gold=("gold", "first"),

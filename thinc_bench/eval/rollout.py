@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from thinc_bench.backends import BackendUnavailable, Generator, SamplingParams
 from thinc_bench.backends.base import MAX_SEED
-from thinc_bench.errors import ContextExceeded
+from thinc_bench.errors import ContextExceeded, RequestRejected
 from thinc_bench.eval.tool_results import render_result
 from thinc_bench.grading import final_answer
 from thinc_bench.prompts import DEFAULT_TOOL_NAME, neutralise_markup, opened_plan, tool_turn_text
@@ -130,6 +130,17 @@ class RolloutResult:
         return len(self.prompt_ids) + len(self.completion_ids)
 
 
+def refused(result: RolloutResult, exc: RequestRejected, *, model_output: bool) -> None:
+    """End a trajectory whose request the server refused (HTTP 4xx). Before the model wrote anything
+    the request held only the harness's prompt: the infrastructure's (`infra_error`, excluded and
+    retried). After, it carried the model's own output (a tool call the server cannot read back, text
+    its template refuses): the model's, like any output the harness cannot process (`harness_error`:
+    wrong and counted, thinc_bench.outcomes), so a refusal cannot take a wrong answer out of the rates."""
+    result.stop_reason = "harness_error" if model_output else "infra_error"
+    stage = "generate: " if model_output else ""
+    result.error = f"{stage}{type(exc).__name__}: {exc}"
+
+
 def turn_seed(seed: int | None, tokens_so_far: int) -> int | None:
     """The seed of one turn: a fresh stream per turn (a backend restarts its generator from the request
     seed on every call), yet the same for a replay of the same sample, which reaches each turn with the
@@ -231,6 +242,9 @@ async def rollout(
         except ContextExceeded as exc:
             logger.debug("request %s reached the model's context: %s", request_id, exc)
             result.stop_reason, result.context_exceeded = "max_tokens", True
+            break
+        except RequestRejected as exc:
+            refused(result, exc, model_output=any(result.env_mask))
             break
         except BackendUnavailable as exc:
             result.stop_reason, result.error = "infra_error", f"{type(exc).__name__}: {exc}"

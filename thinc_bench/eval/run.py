@@ -222,6 +222,7 @@ async def grade_rollout(
     """
     from thinc_bench import trajectory
     from thinc_bench.eval.store import SampleRecord
+    from thinc_bench.grading import judge_version
 
     stage = stage or Stage()
     started = time.perf_counter()
@@ -231,8 +232,9 @@ async def grade_rollout(
     parsed = await asyncio.to_thread(trajectory.parse, result.text, dialect)
     style = trajectory.classify(parsed)
     measures: dict[str, Any] = {}
-    if result.stop_reason == "infra_error":
-        grade_status, answer, correct, grounded = "infra_error", None, False, None
+    grade_status: str
+    if result.stop_reason in (INFRA_STATUS, HARNESS_STATUS):  # a refused request (`rollout.refused`)
+        grade_status, answer, correct, grounded = str(result.stop_reason), None, False, None
     else:
         stage.name = "grade"
         verdict = await grader.agrade(gold=problem.answer, pred=parsed)
@@ -270,6 +272,7 @@ async def grade_rollout(
         error=result.error,
         n_injected=sum(e.injected for e in result.executions),
         meta=dict(problem.meta),
+        judge=None if grade_status in (INFRA_STATUS, HARNESS_STATUS) else judge_version(),
         **measures,
     )
 
@@ -503,22 +506,35 @@ def finish(
     summary. With `planned` (the trajectories the run asks for) and fewer saved, the summary says
     `partial: {saved, planned, problems}` (`problems`: the problems planned per benchmark) and the
     report marks the run's numbers as those of an interrupted run."""
+    records = run.records()
+    partial: dict[str, Any] | None = None
+    if planned is not None and len(records) < planned:  # stopped early (an outage's records count)
+        partial = {"saved": len(records), "planned": planned}
+        if problems:
+            partial["problems"] = dict(problems)
+    return write_results(
+        run, benchmark_order(config.benchmark_names), samples=int(config.samples or 1), partial=partial
+    )
+
+
+def benchmark_order(names: Sequence[str]) -> list[str]:
+    """The benchmarks in the order the run names them, a local file by its name without suffix."""
+    return list(dict.fromkeys(Path(b).stem if b.endswith((".jsonl", ".parquet")) else b for b in names))
+
+
+def write_results(
+    run: RunDir, order: Sequence[str], *, samples: int, partial: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """summary.json, samples.parquet and report.html from the run's records (eval's end, a regrade)."""
     from thinc_bench import grading
     from thinc_bench.eval.results import write_parquet
     from thinc_bench.eval.summary import summarize
     from thinc_bench.report import write_report
 
-    order = list(
-        dict.fromkeys(
-            Path(b).stem if b.endswith((".jsonl", ".parquet")) else b for b in config.benchmark_names
-        )
-    )
     records = run.records()
-    summary = summarize(records, same=grading.equivalent, benchmarks=order, samples=int(config.samples or 1))
-    if planned is not None and len(records) < planned:  # stopped early (an outage's records count)
-        summary["partial"] = {"saved": len(records), "planned": planned}
-        if problems:
-            summary["partial"]["problems"] = dict(problems)
+    summary = summarize(records, same=grading.equivalent, benchmarks=list(order), samples=samples)
+    if partial:
+        summary["partial"] = partial
     run.write_summary(summary)
     write_parquet(run.path, records)
     write_report(run.path)

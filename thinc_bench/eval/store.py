@@ -25,30 +25,26 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from thinc_bench.errors import ConfigError
+from thinc_bench.outcomes import HARNESS_STATUS, INFRA_STATUS, RETRIED_STATUSES
+
+__all__ = ["HARNESS_STATUS", "INFRA_STATUS", "RETRIED_STATUSES", "RunDir", "SampleKey", "SampleRecord"]
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Bump on any rename, removal or reordering of a SampleRecord field (STYLE rule 18).
 
+3: added `judge` (the judge that gave the verdict: `grading.JUDGE_VERSION`); `harness_error` records
+are the model's (wrong, counted apart: thinc_bench.outcomes).
 2: added prompt_tokens, response_tokens, n_injected, checks, plan_share, posthoc, nl_literals, nl_ratio, meta."""
 
-READABLE_SCHEMA_VERSIONS = (1, 2)
-"""Versions `SampleRecord.from_dict` reads: a version-1 line gets the new fields' "not measured"
-defaults (None, empty), and its injected-failure count from its k and executions."""
+READABLE_SCHEMA_VERSIONS = (1, 2, 3)
+"""Versions `SampleRecord.from_dict` reads: an older line gets the new fields' "not measured"
+defaults (None, empty), and a version-1 line its injected-failure count from its k and executions."""
 
 TRACKED_PACKAGES = ("thinc_bench", "torch", "transformers", "vllm", "trl", "math-verify", "datasets")
 """Versions recorded in config.json: the packages whose behaviour changes results."""
 
-INFRA_STATUS = "infra_error"
-"""Status of a sample that infrastructure (backend or sandbox outage) kept from being produced."""
-
-HARNESS_STATUS = "harness_error"
-"""Status of a sample whose processing raised in the harness (our bug, or input we could not handle):
-the record's `error` names the stage and the exception. Excluded like `infra_error`, and retried."""
-
-RETRIED_STATUSES = frozenset({INFRA_STATUS, HARNESS_STATUS})
-"""Statuses a resumed run produces again: neither says anything about the model."""
 
 CONFIG_FILE = "config.json"
 SAMPLES_FILE = "samples.jsonl"
@@ -72,8 +68,10 @@ class SampleRecord:
 
     `status` is the grade status, or `infra_error` for samples infrastructure kept from being
     produced, or `harness_error` for samples whose processing raised (then `error` is
-    "STAGE: ExceptionType: message"); those, and samples whose grading failed (`grader_error`), are
-    kept out of accuracy and counted in the report; `grader_timeout` is the answer's, scored wrong. Token counts: `response_tokens` is the completion, model and
+    "STAGE: ExceptionType: message"). Who each failure belongs to is `thinc_bench.outcomes`:
+    `infra_error` and `grader_error` are kept out of every rate and counted; `harness_error` and
+    `grader_timeout` are the model's, scored wrong and counted apart. `judge` names the judge
+    that gave the verdict (`grading.JUDGE_VERSION`; None before schema 3). Token counts: `response_tokens` is the completion, model and
     interpreter tokens (the response length the paper means), `gen_tokens` its model-written part,
     `prompt_tokens` the chat prompt, `total_tokens` prompt plus completion. Per-trajectory measures
     (None or empty when not measured, e.g. infrastructure errors and version-1 records): `checks`,
@@ -116,6 +114,8 @@ class SampleRecord:
     """The model's context, not the budget, ended the trajectory (finish_reason max_tokens)."""
     output_cut: bool = False
     """The last interpreter output was cut to fit the budget (finish_reason max_tokens)."""
+    judge: str | None = None
+    """The judge that gave the verdict (`grading.JUDGE_VERSION`); None in records before schema 3."""
     schema_version: int = SCHEMA_VERSION
 
     @property
@@ -142,6 +142,15 @@ class SampleRecord:
             # The injector fails the first k executions, so a version-1 sample saw min(k, executions).
             record.n_injected = min(record.k, record.n_tool_calls)
         return record
+
+
+def _record_line(record: SampleRecord) -> str:
+    line = json.dumps(dataclasses.asdict(record), ensure_ascii=False) + "\n"
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate (from model JSON): \uXXXX escapes read back the same
+        line = json.dumps(dataclasses.asdict(record), ensure_ascii=True) + "\n"
+    return line
 
 
 def config_hash(settings: Mapping[str, Any]) -> str:
@@ -274,17 +283,32 @@ class RunDir:
 
     def done_keys(self) -> set[SampleKey]:
         """Keys a resumed run skips: every recorded sample except infrastructure and harness failures,
-        which it retries (`RETRIED_STATUSES`: after an outage or a fixed harness bug the rerun fills them)."""
+        which it retries (`outcomes.RETRIED_STATUSES`: after an outage or a fixed harness bug the
+        rerun fills them; until then a harness failure counts as the model's wrong answer)."""
         return {record.key for record in self.records() if record.status not in RETRIED_STATUSES}
+
+    def rewrite(self, records: list[SampleRecord], *, backup: str) -> Path | None:
+        """Replace samples.jsonl with `records` atomically (a crash leaves the old file or the new one,
+        never half of either); the old file is kept as `backup` (first one only: the original survives
+        repeated rewrites). Returns the backup's path, or None when there was no file."""
+        kept = None
+        if self.samples_path.exists():
+            kept = self.path / backup
+            if not kept.exists():
+                os.link(self.samples_path, kept)
+        tmp = self.samples_path.with_suffix(".jsonl.tmp")
+        with tmp.open("w", encoding="utf-8") as handle:
+            for record in records:
+                handle.write(_record_line(record))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, self.samples_path)
+        return kept
 
     def append(self, record: SampleRecord) -> None:
         """Append one record and flush it to disk before returning (a crash loses nothing finished)."""
         self._materialize()
-        line = json.dumps(dataclasses.asdict(record), ensure_ascii=False) + "\n"
-        try:
-            line.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate (from model JSON): \uXXXX escapes read back the same
-            line = json.dumps(dataclasses.asdict(record), ensure_ascii=True) + "\n"
+        line = _record_line(record)
         with self.samples_path.open("a", encoding="utf-8") as handle:
             handle.write(line)
             handle.flush()

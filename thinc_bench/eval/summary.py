@@ -2,17 +2,21 @@
 
 `summarize(records, same=...)` is pure: it groups records by benchmark and by injected-failure count
 k and calls the metric functions of `metrics`. Accuracy (avg@n, pass@k, maj@k) uses the clean
-(k = 0) samples; Recovery@k compares each k > 0 with the clean samples of the same problems. The
-overall row averages the per-benchmark accuracies, as the ThinC paper's "Avg." column does. No IO.
+(k = 0) samples; Recovery@k compares every sample of each k > 0 with the clean samples of the same
+problems. Every overall figure is the mean over benchmarks of the per-benchmark figure, as the ThinC
+paper's "Avg." column is for accuracy (so BeyondAIME's 100 problems weigh what AIME's 30 weigh); the
+figures pooled over every trajectory sit apart under `overall.pooled`. No IO.
 
-Denominators never move silently. Samples that infrastructure kept from being produced
-(`infra_error`), that the harness failed to process (`harness_error`), and samples whose grading
-failed (`grader_error`) are not wrong answers: they are left out of every accuracy and
-counted: `excluded` for the clean samples (per benchmark, and overall as their sum), and
-`excluded_recovery` for each k > 0. A problem left with no scored sample is reported as missing (`missing`, count
-and ids), never dropped unseen. An answer the grader could not judge in bounded time
-(`grader_timeout`, docs/grading.md "Timeouts") is the answer's: scored as wrong, and counted apart as
-`grader_timeouts` so a reader sees how many wrong answers are unverifiable ones. pass@k and maj@k keep the requested k (the samples asked for per
+Denominators never move silently, and never in the model's favour (`thinc_bench.outcomes`). Samples
+infrastructure kept from being produced (`infra_error`) or whose grading machinery failed
+(`grader_error`) are left out of every rate and counted: `excluded` for the clean samples (per
+benchmark, and overall as their sum), `excluded_recovery` for each k > 0. Samples the harness could
+not process (`harness_error`) and answers the grader could not judge in bounded time
+(`grader_timeout`) are the model's: scored as wrong everywhere, and counted apart (`harness_errors`,
+`grader_timeouts`). The trajectory measures (tool calls, lengths, grounding, conformance, failure
+modes) read the samples whose trajectory was processed, so `harness_error` samples are in accuracy
+but not in them. A problem left with no scored sample is reported as missing (`missing`, count and
+ids), never dropped unseen. pass@k and maj@k keep the requested k (the samples asked for per
 problem): each is computed on the problems that have k usable samples, with that count and the count
 of the others beside it, instead of lowering k for every problem because one sample was lost.
 """
@@ -24,11 +28,19 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from thinc_bench import metrics
-from thinc_bench.eval.store import HARNESS_STATUS, INFRA_STATUS, SampleRecord
+from thinc_bench import metrics, outcomes
+from thinc_bench.eval.store import SampleRecord
+from thinc_bench.outcomes import EXCLUDED_STATUSES, GRADER_TIMEOUT_STATUS, HARNESS_STATUS, INFRA_STATUS
 
-SUMMARY_VERSION = 4
+SUMMARY_VERSION = 5
 """Bump when a key of summary.json is renamed or removed, or changes meaning (reports read it).
+
+5: `harness_error` samples are the model's: wrong in every rate and counted in `harness_errors`
+(`excluded` counts `infra_error` and `grader_error` only). Recovery@k's `accuracy` is over every
+faulted sample (those that met fewer than k failures included), with `saw_k_correct` beside
+`fewer_than_k`. `overall`'s rates and means are the mean over benchmarks (`n_benchmarks` per figure
+where fewer benchmarks have it); the pooled figures moved to `overall.pooled`. `judge`: the judge
+versions of the records.
 
 4: `grader_timeout` samples are scored as wrong (the answer's, not infrastructure) and counted in
 `grader_timeouts` (clean samples, per benchmark and overall); `excluded` counts `infra_error`,
@@ -43,15 +55,11 @@ benchmark and overall.
 accuracy; pass@k / maj@k entries carry `n_problems_short` (and maj@k `n_unresolved`); Recovery@k
 carries stderr, ratio on problems with clean accuracy > 0, `saw_k` and `fewer_than_k`."""
 
-EXCLUDED_STATUSES = (INFRA_STATUS, HARNESS_STATUS, "grader_error")
-"""Statuses without a verdict on the answer: out of every accuracy, counted in `excluded`."""
+NO_VOTE_STATUSES = frozenset({INFRA_STATUS})
+"""Statuses whose sample is not drawn for maj@k (no trajectory); a `harness_error` sample is drawn
+without an answer (it counts, like a sample with no box), and grader failures still vote."""
 
-NO_VOTE_STATUSES = frozenset({INFRA_STATUS, HARNESS_STATUS})
-"""Statuses whose sample is not drawn for maj@k (no trajectory, or none the harness could read);
-grader failures still vote."""
-
-TIMEOUT_STATUS = "grader_timeout"
-"""An answer too large or deep to judge in bounded time: wrong, and counted (`grader_timeouts`)."""
+TIMEOUT_STATUS = GRADER_TIMEOUT_STATUS
 
 _PER_BENCHMARK_ONLY = frozenset(
     {
@@ -63,6 +71,7 @@ _PER_BENCHMARK_ONLY = frozenset(
         "excluded",
         "excluded_recovery",
         "grader_timeouts",
+        "harness_errors",
         "missing",
         "n_samples",
     }
@@ -92,7 +101,13 @@ def _correct(grouped: dict[str, list[SampleRecord]]) -> dict[str, list[bool]]:
 
 
 def _scored(records: Iterable[SampleRecord]) -> list[SampleRecord]:
-    return [r for r in records if r.status not in EXCLUDED_STATUSES]
+    """Samples in every rate: all but infrastructure's (`outcomes.EXCLUDED_STATUSES`)."""
+    return [r for r in records if not outcomes.is_excluded(r.status)]
+
+
+def _processed(records: Iterable[SampleRecord]) -> list[SampleRecord]:
+    """Scored samples with a processed trajectory, the ones trajectory measures can read."""
+    return [r for r in _scored(records) if r.status != HARNESS_STATUS]
 
 
 def _at_k(estimate: metrics.Estimate | None, n_short: int, **extra: int) -> dict[str, Any]:
@@ -139,6 +154,7 @@ def _block(
         "n_infra_errors": excluded[INFRA_STATUS],
         "excluded": excluded,
         "grader_timeouts": sum(r.status == TIMEOUT_STATUS for r in records),
+        "harness_errors": sum(r.status == HARNESS_STATUS for r in records),
         "missing": {"count": len(missing), "ids": missing},
     }
     if not scored:
@@ -146,6 +162,9 @@ def _block(
     if n is not None:
         block["n_samples"] = n
         block.update(_accuracy(records, n, same))
+    scored = _processed(records)
+    if not scored:
+        return block
     block["tool_calls"] = metrics.tool_calls([r.n_tool_calls for r in scored])
     measured = [r for r in scored if r.response_tokens is not None]
     if measured:  # version-1 records do not say how long their prompt was
@@ -183,7 +202,7 @@ def _block(
 
 def _recovery(records: Sequence[SampleRecord], clean: Sequence[SampleRecord]) -> dict[str, Any]:
     by_k: dict[int, list[SampleRecord]] = defaultdict(list)
-    for record in _scored(records):
+    for record in _scored(records):  # every faulted sample, whatever it did after its failures
         if record.k > 0:
             by_k[record.k].append(record)
     clean_correct = _correct(_by_problem(_scored(clean)))
@@ -265,6 +284,7 @@ def summarize(
         "n_infra_errors": sum(b["n_infra_errors"] for b in per_benchmark.values()),
         "excluded": _sum_counts(b["excluded"] for b in per_benchmark.values()) or _excluded([]),
         "grader_timeouts": sum(b["grader_timeouts"] for b in per_benchmark.values()),
+        "harness_errors": sum(b["harness_errors"] for b in per_benchmark.values()),
         "excluded_recovery": {
             k: _sum_counts(b["excluded_recovery"].get(k, {}) for b in per_benchmark.values())
             for k in sorted({k for b in per_benchmark.values() for k in b["excluded_recovery"]}, key=int)
@@ -276,12 +296,60 @@ def summarize(
     }
     clean_all = [r for r in records if r.k == 0]
     if clean_all:
-        pooled = _block(clean_all, same, None)
-        overall.update({k: v for k, v in pooled.items() if k not in _PER_BENCHMARK_ONLY})
+        pooled = _plain(_block(clean_all, same, None))
+        pooled_keys = [k for k in pooled if k not in _PER_BENCHMARK_ONLY]
+        blocks = [_plain(b) for b in per_benchmark.values()]
+        overall.update(
+            {key: mean for key in pooled_keys if (mean := benchmark_mean([b.get(key) for b in blocks]))}
+        )
+        overall["pooled"] = {key: pooled[key] for key in pooled_keys}
+    judges = sorted({r.judge or "unrecorded" for r in records if not outcomes.is_excluded(r.status)})
     summary: dict[str, Any] = _plain(
-        {"summary_version": SUMMARY_VERSION, "per_benchmark": per_benchmark, "overall": overall}
+        {
+            "summary_version": SUMMARY_VERSION,
+            "judge": judges,
+            "per_benchmark": per_benchmark,
+            "overall": overall,
+        }
     )
     return summary
+
+
+_MEAN_LEAVES = frozenset({"value", "mean", "median", "p90", "max"})
+"""Leaves of a metric block whose mean over benchmarks is kept: a rate's value and a distribution's
+centre, tail and maximum (a mean of maxima). Counts and histograms have no such mean and are dropped."""
+
+_DROPPED_LEAVES = frozenset({"numerator", "denominator", "n", "histogram"})
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def benchmark_mean(blocks: Sequence[Any]) -> Any:
+    """The mean over benchmarks of one metric's per-benchmark blocks (summary.json values), shaped like
+    them: a bare number averaged; in a block, each rate's `value` and each distribution's `mean`,
+    `median`, `p90` and `max` averaged over the benchmarks that have one, with `n_benchmarks` beside
+    them; counts and histograms dropped; nested blocks likewise. None when no benchmark has the
+    metric. The report reads the result as it reads one benchmark's block."""
+    present = [b for b in blocks if b is not None]
+    if present and all(_number(b) for b in present):
+        return sum(float(b) for b in present) / len(present)
+    dicts = [b for b in present if isinstance(b, dict)]
+    if not dicts:
+        return None
+    out: dict[str, Any] = {}
+    for key in dict.fromkeys(k for b in dicts for k in b):
+        if key in _DROPPED_LEAVES:
+            continue
+        values = [b.get(key) for b in dicts]
+        if key in _MEAN_LEAVES:
+            numbers = [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+            out[key] = sum(numbers) / len(numbers) if numbers else None
+            out["n_benchmarks"] = max(out.get("n_benchmarks", 0), len(numbers))
+        elif (mean := benchmark_mean(values)) is not None:
+            out[key] = mean
+    return out or None
 
 
 def _plain(value: Any) -> Any:

@@ -6,8 +6,12 @@ Contract (docs/DESIGN.md "Grading", "Grounding"): the answer is `final_answer(re
 consumer (eval, maj@k through the recorded answer, the SFT filter, the GRPO reward) gets it from
 `grade`. Equivalence is math-verify's, run in worker processes that are killed on a hard timeout,
 so a pathological answer is `grader_timeout`, never a hang, and not correct: an answer that cannot
-be judged in bounded time is the answer's fault, as math-verify's own timeout says "not equal"; a
-crashed worker is `grader_error`, the infrastructure's, never a wrong answer. Grounding reads only what the code printed (`code_printed`). Golds keep their
+be judged in bounded time is the answer's fault, as math-verify's own timeout says "not equal". A
+check that crashes its worker twice or raises is followed by a control check of the gold alone: if
+that passes, the failure is the answer's (`unparseable_answer`, wrong); if it fails too, it is the
+infrastructure's (`grader_error`, excluded, never a wrong answer; thinc_bench.outcomes). Plain-text
+SymPy / Python forms (`-1 + sqrt(3)`, `2**(1/4)`, `pi/4`) are read as such, in answers and golds.
+`JUDGE_VERSION` names the rules; records carry it (`judge_version()`). Grounding reads only what the code printed (`code_printed`). Golds keep their
 source form ("025", "33,124,147", LaTeX). Exact fast paths (identical text, plain integers,
 integer grounding by token match) skip math-verify; the common number forms skip its ANTLR parse
 (`_direct`: math-verify's own trees, so no verdict changes). Verdicts are cached per (gold, answer) in this
@@ -16,6 +20,7 @@ or retries of model errors; timeouts and kills live in `_pool`.
 """
 
 from thinc_bench.grading._judge import (
+    JUDGE_VERSION,
     Grade,
     Grader,
     GradeRequest,
@@ -27,6 +32,7 @@ from thinc_bench.grading._judge import (
     grade_many,
     grounded,
     is_grounded,
+    judge_version,
 )
 from thinc_bench.grading._printed import code_printed
 from thinc_bench.grading._text import (
@@ -39,6 +45,7 @@ from thinc_bench.grading._text import (
 from thinc_bench.trajectory import Trajectory
 
 __all__ = [
+    "JUDGE_VERSION",
     "Grade",
     "GradeRequest",
     "GradeStatus",
@@ -56,5 +63,6 @@ __all__ = [
     "grade_many",
     "grounded",
     "is_grounded",
+    "judge_version",
     "normalize_answer",
 ]

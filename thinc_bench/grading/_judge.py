@@ -46,6 +46,28 @@ GradeStatus = Literal[
     "grader_error",
 ]
 
+JUDGE_VERSION = 2
+"""Bump whenever a rule that can change a verdict changes, so a record says which judge gave it and
+`python -m thinc_bench.eval.regrade` can bring old runs to the current one.
+
+2: plain-text SymPy / Python forms read in answers and golds; a check that crashes or raises is the
+answer's when a control check of its gold passes (`unparseable_answer`), else `grader_error`.
+1: (unrecorded) every judge before records named theirs."""
+
+
+def judge_version() -> str:
+    """The judge as records name it: the rules' version and the versions of what does the mathematics."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def of(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "absent"
+
+    return f"thinc-judge {JUDGE_VERSION} (math-verify {of('math-verify')}, sympy {of('sympy')})"
+
+
 DEFAULT_TIMEOUT_S = 5.0
 """math-verify's own default per parse/compare; every benchmark gold verifies in < 0.1 s."""
 
@@ -93,6 +115,34 @@ def _done(value: T) -> "Future[T]":
     fut: Future[T] = Future()
     fut.set_result(value)
     return fut
+
+
+def _chain(fut: "Future[T]", fn: "Callable[[T], Future[U]]") -> "Future[U]":
+    """`fn(result)` is itself a future: the returned future follows it (a check that decides on a second)."""
+    out: Future[U] = Future()
+
+    def _relay(src: "Future[T]") -> None:
+        exc = src.exception()
+        if exc is not None:
+            out.set_exception(exc)
+            return
+        try:
+            inner = fn(src.result())
+        except BaseException as err:  # a GraderError of a closed pool: the caller's, as from `_run`
+            out.set_exception(err)
+            return
+
+        def _copy(done: "Future[U]") -> None:
+            error = done.exception()
+            if error is not None:
+                out.set_exception(error)
+            else:
+                out.set_result(done.result())
+
+        inner.add_done_callback(_copy)
+
+    fut.add_done_callback(_relay)
+    return out
 
 
 def _then(fut: "Future[T]", fn: Callable[[T], U]) -> "Future[U]":
@@ -222,7 +272,55 @@ class Grader:
             return _done(Grade("correct" if gi == ai else "incorrect", answer))
         if len(answer) > MAX_ANSWER_CHARS:
             return _done(Grade("unparseable_answer", answer, f"answer longer than {MAX_ANSWER_CHARS} chars"))
-        return _then(self._run([Task("verify", g, a)])[0], lambda r: Grade(r.outcome, answer, r.detail))
+        return _chain(self._run([Task("verify", g, a)])[0], lambda r: self._attribute(g, answer, r))
+
+    def _attribute(self, gold: str, answer: str, result: Result) -> "Future[Grade]":
+        """Who a failed check belongs to (`thinc_bench.outcomes`), with evidence: when the machinery
+        failed on this answer (its worker died on it twice, or the check raised), the gold alone is
+        checked again in a fresh worker, past the cache. If that control passes, the machinery works
+        and the failure is the answer's: `unparseable_answer` (wrong, with the reason), so an answer
+        that crashes the judge cannot take its sample out of the denominator. If the control fails
+        too, it is the infrastructure's: `grader_error` (excluded, graded again on resume)."""
+        if result.outcome != "grader_error":
+            return _done(Grade(result.outcome, answer, result.detail))
+        with self._lock:
+            if self._closed or self._pool is None:
+                return _done(Grade("grader_error", answer, result.detail))
+            control = self._pool.submit([Task("check_gold", gold, "")])[0]
+
+        def decide(c: Result) -> Grade:
+            if c.outcome == "correct":
+                return Grade(
+                    "unparseable_answer",
+                    answer,
+                    f"the judge failed on this answer ({result.detail}) while a control check of the gold "
+                    "passed: the answer's, counted as wrong",
+                )
+            if c.outcome in ("gold_error", "grader_timeout"):
+                return Grade(
+                    "gold_error", answer, f"{result.detail}; the gold alone does not check ({c.outcome})"
+                )
+            return Grade(
+                "grader_error",
+                answer,
+                f"{result.detail}; a control check of the gold failed too ({c.detail})",
+            )
+
+        out: Future[Grade] = Future()
+
+        def settle(done: "Future[Result]") -> None:
+            error = done.exception()
+            if error is None:
+                out.set_result(decide(done.result()))
+            else:  # no worker could even start for the control: the machinery's
+                out.set_result(
+                    Grade(
+                        "grader_error", answer, f"{result.detail}; the control check could not run ({error})"
+                    )
+                )
+
+        control.add_done_callback(settle)
+        return out
 
     def grade(self, *, gold: str, pred: "str | Trajectory") -> Grade:
         """Grade the response `pred` against `gold`.

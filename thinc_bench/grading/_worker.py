@@ -46,6 +46,12 @@ _PY_NAMES = {
     )
 }
 _PY_GLOBALS: dict[str, Any] = {"__builtins__": {}, **_PY_NAMES}
+# What only a SymPy / Python print writes (`-1 + sqrt(3)`, `2**(1/4)`, `pi/4`): LaTeX has no `**`, writes
+# `\sqrt{..}` and `\pi`, so such text without a backslash or a brace is read as the print it is, as other
+# harnesses' scorers read plain expressions; everything else stays LaTeX.
+_PY_FORM = re.compile(
+    r"\*\*|\b(?:sqrt|cbrt|root|exp|log|sin|cos|tan|asin|acos|atan|Abs|factorial|binomial|Rational)\s*\(|\b(?:pi|oo)\b"
+)
 _TRANSFORMS = (*standard_transformations, convert_xor)
 
 
@@ -69,8 +75,26 @@ def _has_math(parsed: tuple[Any, ...]) -> bool:
     return any(not isinstance(p, str) for p in parsed)
 
 
-def _parse_printed(value: str, direct: bool = True) -> Any:
-    """Parse a sympy/Python print (`sqrt(2)/2`, `3*pi/4`, `(1, 2)`) or fall back to LaTeX."""
+def _python_form(text: str) -> Any:
+    """The SymPy expression of a plain-text SymPy / Python form, or None when `text` is not one."""
+    if "\\" in text or "{" in text or not _PY_FORM.search(text):
+        return None
+    expr = _parse_printed(text, direct=False, latex=False)
+    return expr if isinstance(expr, sympy.Basic) else None
+
+
+@lru_cache(maxsize=PARSE_CACHE_SIZE)
+def _parse_math(text: str, direct: bool = True) -> tuple[Any, ...]:
+    """A gold or an answer as math-verify's parse would give it: a plain-text SymPy form read as one
+    (`2**(1/4)`, `-1 + sqrt(3)`), anything else as LaTeX (`_parse_latex`)."""
+    expr = _python_form(text)
+    if expr is not None:
+        return (expr, text)
+    return _parse_latex(text, direct)
+
+
+def _parse_printed(value: str, direct: bool = True, latex: bool = True) -> Any:
+    """Parse a sympy/Python print (`sqrt(2)/2`, `3*pi/4`, `(1, 2)`) or fall back to LaTeX (unless not `latex`)."""
     tokens = _PY_TOKEN.findall(value)
     words_ok = all(not (t[0].isalpha() or t[0] == "_") or t in _PY_NAMES or len(t) == 1 for t in tokens)
     if "".join(tokens) == value and words_ok:
@@ -94,6 +118,8 @@ def _parse_printed(value: str, direct: bool = True) -> Any:
             return sympy.FiniteSet(*expr)
         if isinstance(expr, sympy.Basic):
             return expr
+    if not latex:
+        return None
     parsed = _parse_latex(value, direct)
     return list(parsed) if _has_math(parsed) else None
 
@@ -104,10 +130,10 @@ def run_task(task: Task, *, direct: bool = True) -> Result:
     `direct=False` parses everything with math-verify (tests compare the two: no verdict may change).
     """
     if task.kind == "check_gold":
-        gold = _parse_latex(task.a, direct)
+        gold = _parse_math(task.a, direct)
         ok = _has_math(gold) and math_verify.verify(list(gold), list(gold), timeout_seconds=None)
         return Result("correct" if ok else "gold_error")
-    gold = _parse_latex(task.a, direct)
+    gold = _parse_math(task.a, direct)
     if not _has_math(gold):
         return Result("gold_error")
     if task.kind == "ground":
@@ -115,7 +141,7 @@ def run_task(task: Task, *, direct: bool = True) -> Result:
         if target is None:
             return Result("unparseable_answer")
     else:
-        parsed = _parse_latex(task.b, direct)
+        parsed = _parse_math(task.b, direct)
         if not _has_math(parsed):
             # Only math-verify's raw-string fallback is left: an exact string match still counts.
             same = bool(parsed) and math_verify.verify(list(gold), list(parsed), timeout_seconds=None)

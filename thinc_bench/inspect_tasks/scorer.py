@@ -3,7 +3,7 @@
 Every rule is the project's, called, never restated here: the answer, the verdict and grounding
 (`grading`), the per-trajectory measures (conformance, the three failure modes), what a failed
 trajectory's record is (`eval.run.failure_record`), which statuses are left out of the rates
-(`eval.summary.EXCLUDED_STATUSES`) and every figure (`eval.summary.summarize`: accuracy with its
+(`outcomes.is_excluded`: infrastructure's, with evidence) and every figure (`eval.summary.summarize`: accuracy with its
 standard error across problems, pass@k, maj@k, tool calls, execution errors, grounding, failure
 modes, Recovery@k beside the clean accuracy on the same problems). So a change of those rules in
 thinc_bench reaches Inspect's numbers with nothing to edit here.
@@ -15,9 +15,10 @@ thinc_bench reaches Inspect's numbers with nothing to edit here.
 - `Score.metadata["record"]` is the sample's `SampleRecord` (`samples.jsonl`'s line, less its text:
   the messages hold it); the `thinc_bench` metric reads every epoch's record (`scores="unreduced"`)
   and reports `summarize`'s figures.
-- A sample whose status `summarize` leaves out (an outage, a grader crash, ...) is raised as a sample
-  error, never scored: Inspect counts it apart and `inspect eval-retry` runs it again, as a resumed
-  run retries it in the CLI.
+- A sample whose status every rate leaves out (`outcomes.is_excluded`: an outage, a grader crash) is
+  raised as a sample error, never scored: Inspect counts it apart and `inspect eval-retry` runs it
+  again, as a resumed run retries it in the CLI. Every other status is scored as `summarize` scores it
+  (a harness error or a grader timeout is the model's: wrong).
 """
 
 from __future__ import annotations
@@ -155,11 +156,11 @@ def judge(**task_args: Any) -> Scorer:
     args = TaskArgs.of(**task_args)
 
     async def score(state: TaskState, target: Target) -> Score:
+        from thinc_bench import outcomes
         from thinc_bench.eval.store import SampleRecord
-        from thinc_bench.eval.summary import EXCLUDED_STATUSES
 
         record = await record_of(args, state, target)
-        if record.status in EXCLUDED_STATUSES:
+        if outcomes.is_excluded(record.status):
             raise SampleExcluded(
                 f"{record.benchmark}/{record.problem_id}/{record.sample_idx}/k{record.k}: {record.status} "
                 f"({record.error or 'no verdict'}); left out of every rate, as in thinc_bench's eval, and "

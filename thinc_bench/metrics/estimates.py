@@ -446,20 +446,29 @@ class Faulted(NamedTuple):
 
 @dataclass(frozen=True)
 class Recovery:
-    """Recovery@k: accuracy with the first k executions failed, beside clean accuracy on the same problems.
+    """Recovery@k (docs/DESIGN.md): accuracy with the first k executions failed, over every faulted
+    sample, beside clean accuracy on the same problems.
+
+    Every sample run with k injected failures counts, whatever it did next: one that gives up on code
+    after its first failure and answers in prose is exactly the failure the measure exists for (the
+    source reports interleaved baselines falling to near 0% after consecutive failures), so it is never
+    left out. Which samples met all k failures is a breakdown beside it, not a filter.
 
     Attributes:
         k: injected failures per trajectory.
-        accuracy: avg@n of the samples that saw all k failures (None when none did).
+        accuracy: avg@n of every faulted sample (None without problems shared with the clean run).
         stderr: its standard error across problems (None with fewer than two problems).
         clean_accuracy: avg@n of the clean samples of the same problems.
-        ratio: faulted / clean accuracy over the problems whose clean accuracy is above 0 (a problem
-            the model never solves cannot show recovery); None when there is none.
+        ratio: faulted / clean accuracy over the problems whose clean accuracy is above 0 (a problem the
+            model never solves cannot show recovery): a rate relative to clean accuracy; None when
+            there is none.
         n_problems: problems in `accuracy` and `clean_accuracy`.
         n_problems_ratio: problems in `ratio`.
-        saw_k: samples that saw k injected failures / faulted samples.
+        saw_k: samples that met all k injected failures / faulted samples.
         fewer_than_k: correct / samples among those that ran fewer than k executions (they stopped
-            before all k failures came): shown apart and never counted as recovered.
+            calling code before all k failures came): a breakdown of `accuracy`, never an exclusion.
+        saw_k_correct: correct / samples among those that met all k failures (the other part of the
+            breakdown).
     """
 
     k: int
@@ -471,6 +480,7 @@ class Recovery:
     n_problems_ratio: int
     saw_k: Rate
     fewer_than_k: Rate
+    saw_k_correct: Rate
 
 
 def recovery_at_k(
@@ -478,7 +488,7 @@ def recovery_at_k(
     faulted_by_problem: Mapping[str, Sequence[Faulted]],
     clean_by_problem: Mapping[str, Sequence[bool]],
 ) -> Recovery:
-    """Recovery@k (docs/DESIGN.md): avg@n of samples that saw k injected failures, beside clean avg@n.
+    """Recovery@k (docs/DESIGN.md): avg@n of every sample run with k injected failures, beside clean avg@n.
 
     Args:
         k: injected failures per trajectory.
@@ -487,34 +497,42 @@ def recovery_at_k(
         clean_by_problem: problem id -> correctness of samples run without faults.
 
     Returns:
-        Both accuracies over the problems that have a clean sample and a sample that saw k failures,
-        the ratio on those with clean accuracy > 0, the share that saw k failures, and the samples
-        that saw fewer, apart.
+        Both accuracies over the problems that have a clean sample and a faulted sample, the ratio on
+        those with clean accuracy > 0, the share that met all k failures, and the correct share of
+        those that did and of those that ran fewer executions (breakdowns of the same samples).
 
     Raises:
         ValueError: k < 1.
     """
     if k < 1:
         raise ValueError(f"Recovery@k needs k >= 1; got k={k}")
-    samples = [Faulted(*s) for v in faulted_by_problem.values() for s in v]
+    faulted = {pid: [Faulted(*s) for s in v] for pid, v in faulted_by_problem.items()}
+    samples = [s for v in faulted.values() for s in v]
+    full = [s.correct for s in samples if s.injected >= k]
     fewer = [s.correct for s in samples if s.injected < k]
-    full = {
-        pid: [s.correct for s in map(lambda t: Faulted(*t), v) if s.injected >= k]
-        for pid, v in faulted_by_problem.items()
-    }
-    shared = [pid for pid, v in full.items() if v and clean_by_problem.get(pid)]
-    saw_k, fewer_rate = rate(len(samples) - len(fewer), len(samples)), rate(sum(fewer), len(fewer))
+    saw_k, fewer_rate, full_rate = share([s.injected >= k for s in samples]), share(fewer), share(full)
+    shared = [pid for pid, v in faulted.items() if v and clean_by_problem.get(pid)]
     if not shared:
-        return Recovery(k, None, None, None, None, 0, 0, saw_k, fewer_rate)
-    faulted = avg_at_n({pid: full[pid] for pid in shared})
+        return Recovery(k, None, None, None, None, 0, 0, saw_k, fewer_rate, full_rate)
+    correct = {pid: [s.correct for s in faulted[pid]] for pid in shared}
+    accuracy = avg_at_n(correct)
     clean = avg_at_n({pid: clean_by_problem[pid] for pid in shared})
     solvable = [pid for pid in shared if any(clean_by_problem[pid])]
     ratio = None
     if solvable:
         clean_solvable = avg_at_n({pid: clean_by_problem[pid] for pid in solvable}).value
-        ratio = avg_at_n({pid: full[pid] for pid in solvable}).value / clean_solvable
+        ratio = avg_at_n({pid: correct[pid] for pid in solvable}).value / clean_solvable
     return Recovery(
-        k, faulted.value, faulted.stderr, clean.value, ratio, len(shared), len(solvable), saw_k, fewer_rate
+        k,
+        accuracy.value,
+        accuracy.stderr,
+        clean.value,
+        ratio,
+        len(shared),
+        len(solvable),
+        saw_k,
+        fewer_rate,
+        full_rate,
     )
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
+from thinc_bench.outcomes import EXCLUDED_STATUSES
 from thinc_bench.report.figures import (
     BAD,
     INK,
@@ -49,7 +50,7 @@ def _heat_grid(mine: Sequence[dict[str, Any]]) -> tuple[list[list[int]], list[st
     for s in mine:
         i = index[s["problem_id"]]
         grid[i // per_row][(i % per_row) * n + s["sample_idx"]] = (
-            0 if s["status"] in ("infra_error", "harness_error") else (2 if s["correct"] else 1)
+            0 if s["status"] in EXCLUDED_STATUSES else (2 if s["correct"] else 1)
         )
     return grid, problems, n, per_row
 

@@ -40,13 +40,15 @@ KINDS: dict[str, tuple[str, str]] = {
         "counted as wrong, as a careful grader marks an answer nobody can check",
     ),
     "grader_error": (
-        "Grader error",
-        "the grading worker failed; excluded from accuracy (not a wrong answer) and counted",
+        "Grader errors excluded from accuracy",
+        "the grading machinery failed on the answer and on a control check of the same gold; "
+        "infrastructure: excluded from every rate (not a wrong answer), counted, graded again on resume",
     ),
     "harness_error": (
-        "Harness errors excluded from accuracy",
-        "thinc_bench failed while processing these trajectories (the record's error names the stage and "
-        "the exception); not the model's answer: excluded, counted, and retried by a rerun",
+        "Trajectories the harness could not process (counted as wrong)",
+        "thinc_bench raised while processing these trajectories' output (the record's error names the "
+        "stage and the exception); strange output must never leave the denominator, so they count as "
+        "wrong answers; a rerun or `python -m thinc_bench.eval.regrade` processes them again",
     ),
     "infra_error": (
         "Infrastructure errors excluded from accuracy",
@@ -73,7 +75,7 @@ def gold_in_text(gold: str, model_text: str) -> bool:
 
 def flags(sample: dict[str, Any], segments: Sequence[dict[str, Any]]) -> dict[str, bool]:
     """The viewer's filter flags and the per-sample warnings of one sample record."""
-    infra = sample["status"] in ("infra_error", "harness_error")  # no verdict on the model's text
+    infra = sample["status"] in ("infra_error", "harness_error")  # no trajectory the checks can read
     model_text = "\n".join(s["text"] for s in segments if s["kind"] != "output")
     return {
         "exec_error": sample["n_exec_errors"] > 0,

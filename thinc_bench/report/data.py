@@ -13,6 +13,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from thinc_bench.outcomes import EXCLUDED_STATUSES
 from thinc_bench.report import _warnings
 from thinc_bench.report.reference import load_reference
 from thinc_bench.report.runs import Run, differences, header, utc
@@ -46,7 +47,14 @@ def build_report_data(
     """
     from thinc_bench.report import figures
     from thinc_bench.report._heatmap import heatmap_figures
-    from thinc_bench.report.tables import headline, paired_rows, published, recovery, resolve_pairs
+    from thinc_bench.report.tables import (
+        denominators,
+        headline,
+        paired_rows,
+        published,
+        recovery,
+        resolve_pairs,
+    )
 
     if not runs:
         raise ValueError("a report needs at least one run directory")
@@ -60,6 +68,7 @@ def build_report_data(
         "generated": utc(datetime.datetime.now(tz=datetime.timezone.utc).timestamp()),
         "runs": headers,
         "differences": differences(headers),
+        "denominators": denominators(runs),
         "benchmarks": benchmarks,
         "headline": headline(runs, benchmarks),
         "recovery": recovery(runs, benchmarks),
@@ -108,7 +117,7 @@ def _problem_rows(samples: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             },
         )
         row["verdicts"].append(
-            "infra" if s["status"] in ("infra_error", "harness_error") else ("ok" if s["correct"] else "bad")
+            "infra" if s["status"] in EXCLUDED_STATUSES else ("ok" if s["correct"] else "bad")
         )
     out = list(rows.values())
     for row in out:

@@ -250,7 +250,10 @@ def recovery_figure(runs: Sequence[Run], ks: Sequence[int]) -> Markup | None:
 
 
 def _clean_scored(run: Run) -> list[dict[str, Any]]:
-    return [s for s in run.samples if s["k"] == 0 and s["status"] not in ("infra_error", "harness_error")]
+    """Clean samples with a processed trajectory: the ones summary.json's trajectory measures read."""
+    from thinc_bench.outcomes import EXCLUDED_STATUSES, HARNESS_STATUS
+
+    return [s for s in run.samples if s["k"] == 0 and s["status"] not in (*EXCLUDED_STATUSES, HARNESS_STATUS)]
 
 
 def tool_call_figure(runs: Sequence[Run]) -> Markup:

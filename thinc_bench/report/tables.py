@@ -261,7 +261,7 @@ def _average_cells(run: Run, shown: int) -> list[dict[str, Any]]:
         if metric.key == "accuracy":
             why = "no benchmark has a scored sample"
             cells.append(_cell(metric, None, overall.get("mean_accuracy"), why))
-            cells[-1] |= _error_trajectories(overall)
+            cells[-1] |= _error_trajectories(overall.get("pooled") or overall)  # counts: pooled
         elif metric.key in ("pass_at_k", "maj_at_k"):
             values = [v for v in (metric.get(b) for b in blocks) if v is not None]
             whole = bool(values) and len(values) == len(blocks)
@@ -291,8 +291,9 @@ def _mark_best(groups: list[list[dict[str, Any]]], skip: frozenset[str] = frozen
 
 
 def excluded(block: dict[str, Any]) -> int:
-    """Clean samples kept out of accuracy (infrastructure, harness and grader errors; grader timeouts
-    too before summary version 4); version-1 summaries counted infrastructure errors only."""
+    """Clean samples kept out of accuracy (infrastructure and grader machinery since summary version 5;
+    harness errors too before it, grader timeouts before version 4); version-1 summaries counted
+    infrastructure errors only."""
     counts = block.get("excluded")
     return int(sum(counts.values())) if counts else int(block.get("n_infra_errors", 0))
 
@@ -305,19 +306,45 @@ def _excluded_cell(block: dict[str, Any]) -> dict[str, Any]:
     detail = ", ".join(f"k={k}: {n}" for k, n in by_k.items() if n)
     counts = ", ".join(f"{s}: {n}" for s, n in (block.get("excluded") or {}).items() if n)
     timeouts = int(block.get("grader_timeouts") or 0)
+    harness = int(block.get("harness_errors") or 0)
     return {
         "value": excluded(block),
         "faulted": faulted,
         "timeouts": timeouts,
-        "title": "clean samples without a verdict (out of accuracy)"
+        "harness": harness,
+        "title": "clean samples infrastructure kept from a verdict (out of accuracy)"
         + (f": {counts}" if counts else "")
         + (f"; injected-failure runs: {detail} (out of Recovery@k)" if faulted else "")
         + (
             f"; {timeouts} unverifiable answers (grader timeouts) are in accuracy as wrong"
             if timeouts
             else ""
+        )
+        + (
+            f"; {harness} trajectories the harness could not process are in accuracy as wrong"
+            if harness
+            else ""
         ),
     }
+
+
+def denominators(runs: Sequence[Run]) -> list[dict[str, Any]]:
+    """Per run whose denominators lost or bent anything, the counts the page states at its top: samples
+    left out of every rate (infrastructure, with evidence), and the model's failures counted as wrong
+    (output the harness could not process, answers too deep to judge), clean and faulted runs together."""
+    out = []
+    for r, run in enumerate(runs):
+        overall = run.summary.get("overall", {})
+        faulted = {k: int(sum(c.values())) for k, c in (overall.get("excluded_recovery") or {}).items()}
+        counts = {
+            "excluded": excluded(overall),
+            "excluded_faulted": sum(faulted.values()),
+            "harness_errors": int(overall.get("harness_errors") or 0),
+            "grader_timeouts": int(overall.get("grader_timeouts") or 0),
+        }
+        if any(counts.values()):
+            out.append({"run": r, "label": run.label, **counts})
+    return out
 
 
 def headline(runs: Sequence[Run], benchmarks: Sequence[str]) -> dict[str, Any]:
@@ -407,10 +434,35 @@ def measured(run: Run, metric: str) -> float | None:
 
 
 MEASURED_AS = {
-    "recovery_rate_k3": "our ratio Recovery@3 / clean accuracy (problems with clean accuracy > 0), mean over "
-    "benchmarks, x 100: what we can measure; the published rate is not defined in its source",
+    "avg_accuracy": ("accuracy", "avg@n, mean over benchmarks"),
+    "tool_calls": ("mean", "code executions per trajectory, mean over benchmarks"),
+    "grounding": ("rate", "grounded answers / answers, mean over benchmarks"),
+    "recovery_accuracy_k5": (
+        "accuracy",
+        "Recovery@5: accuracy of every sample run with its first 5 executions failed, mean over benchmarks "
+        "(an accuracy, compared with a published accuracy)",
+    ),
+    "recovery_rate_k3": (
+        "ratio to clean",
+        "a ratio: Recovery@3 accuracy / clean accuracy on the same problems (those with clean accuracy > 0), mean over "
+        "benchmarks, x 100: a rate relative to clean accuracy. The source calls its figure a recovery rate "
+        "without defining it, so our Recovery@3 accuracy is shown beside it too",
+    ),
+    "posthoc": ("rate", "trajectories, mean over benchmarks"),
+    "nl_literals": ("rate", "trajectories, mean over benchmarks"),
+    "nl_ratio": ("share", "model tokens, mean over benchmarks"),
 }
-"""What the run's own number is, where it is not the published metric itself."""
+"""What the run's own number is (a short tag shown beside it, and the whole sentence on hover): an
+accuracy, a rate relative to clean accuracy, or a mean, so no published figure is read against a
+quantity of another kind without saying so."""
+
+
+def measured_beside(run: Run, metric: str) -> str | None:
+    """A second own number shown beside a published figure whose kind the source leaves open."""
+    if metric.startswith("recovery_rate_k"):
+        rec = mean_recovery(run, int(metric.removeprefix("recovery_rate_k")))
+        return None if rec is None else f"accuracy {100 * rec['accuracy']:.1f}"
+    return None
 
 
 def published(
@@ -429,8 +481,16 @@ def published(
                 "metric": metric,
                 "label": reference.get("metrics", {}).get(metric, metric),
                 "entries": [],
-                "measured": [{"label": run.label, "value": measured(run, metric)} for run in runs],
-                "measured_as": MEASURED_AS.get(metric),
+                "measured": [
+                    {
+                        "label": run.label,
+                        "value": measured(run, metric),
+                        "beside": measured_beside(run, metric),
+                    }
+                    for run in runs
+                ],
+                "measured_as": MEASURED_AS.get(metric, (None, None))[1],
+                "measured_tag": MEASURED_AS.get(metric, (None, None))[0],
                 "applies": applies(entry, benchmarks, reference),
             },
         )
@@ -450,24 +510,19 @@ def paired_rows(
     """B minus A per benchmark, paired by problem, for each (b, a) pair of run indices.
 
     The one table computed here from samples rather than read from summary.json: a difference
-    between two runs belongs to neither run's summary. Clean (k = 0) samples with a verdict, as
-    accuracy counts them; then, for each k > 0 both runs ran, Recovery@k the way eval counts it
-    (samples that met all k injected failures; `k` on the row). Each run keeps its own samples per
+    between two runs belongs to neither run's summary. Clean (k = 0) samples as accuracy counts them
+    (all but infrastructure's: `thinc_bench.outcomes`); then, for each k > 0 both runs ran,
+    Recovery@k the way eval counts it (every faulted sample; `k` on the row). Each run keeps its own samples per
     problem (avg@4 against avg@1 pairs). A benchmark the two runs share no problem of is left out.
     """
     from thinc_bench import metrics
-    from thinc_bench.eval.summary import EXCLUDED_STATUSES
+    from thinc_bench.outcomes import EXCLUDED_STATUSES
 
     def by_problem(run: Run, benchmark: str, k: int) -> dict[str, list[bool]]:
         out: dict[str, list[bool]] = {}
         for s in run.samples:
             if s["benchmark"] != benchmark or s["k"] != k or s["status"] in EXCLUDED_STATUSES:
                 continue
-            met = s.get("n_injected")
-            if met is None:  # records before n_injected: as eval.summary counts them
-                met = min(k, int(s.get("n_tool_calls") or 0))
-            if k and met < k:
-                continue  # stopped before its k-th failure: not a Recovery@k sample (metrics.recovery_at_k)
             out.setdefault(s["problem_id"], []).append(bool(s["correct"]))
         return out
 

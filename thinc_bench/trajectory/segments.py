@@ -236,13 +236,17 @@ MAX_JSON_INT_DIGITS = 4_000
 only the call's `name` and `code` are used."""
 
 
-def _json(text: str) -> object:
+def loads_model_json(text: str) -> object:
     """`json.loads` for model-written JSON: a huge integer does not raise ValueError, and nesting past
-    the recursion limit (`[[[[...`) is a JSONDecodeError like any other malformed JSON."""
+    the recursion limit (`[[[[...`) is a JSONDecodeError like any other malformed JSON, so the one
+    exception a caller handles is the one malformed JSON raises."""
     try:
         return json.loads(text, parse_int=lambda s: int(s) if len(s) <= MAX_JSON_INT_DIGITS else float(s))
     except RecursionError:
         raise json.JSONDecodeError("nested too deeply", text, 0) from None
+
+
+_json = loads_model_json
 
 
 def parse_call(body: str) -> ToolCall:
