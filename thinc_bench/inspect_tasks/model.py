@@ -11,7 +11,8 @@ hermes` does), and thinc_bench's rollout solver reaches its generator for token-
 in-process vLLM engine; with `-M base_url` the served model through the openai backend's token-id
 completions), `hf/NAME` (the hf backend: Inspect's provider has loaded the weights too, so
 `thinc_bench/hf/NAME` loads them once), and no model at all (the bundled SmolLM2 demo, as
-`python -m thinc_bench.eval` without `--model`). Generators are shared per process and backend.
+`python -m thinc_bench.eval` without `--model`). A generator is loaded once per eval and shared by its
+samples.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from thinc_bench.errors import ConfigError, ContextExceeded
 from thinc_bench.eval.config import EvalConfig
 from thinc_bench.eval.rollout import turn_seed
 from thinc_bench.inspect_tasks.settings import ModelSpec
+from thinc_bench.prompts.chat import parse_template_kwargs
 
 BACKENDS = ("hf", "vllm", "openai", "scripted")
 PROVIDER = "thinc_bench"
@@ -125,7 +127,14 @@ class ThincModelAPI(ModelAPI):
         super().__init__(model_name, base_url, api_key, [], config)
         options = dict(model_args) | ({"base_url": base_url} if base_url else {})
         self.spec = parse_name(model_name, options)
-        self._config = EvalConfig(model=self.spec.model, backend=self.spec.backend, **options)
+        try:
+            self._config = EvalConfig(model=self.spec.model, backend=self.spec.backend, **options)
+        except TypeError as exc:  # an -M option no thinc_bench setting takes
+            raise ConfigError(
+                f"--model {PROVIDER}/{model_name}: {exc}; -M takes the backend's options "
+                "(e.g. tokenizer, base_url, context_length, dtype)"
+            ) from exc
+        self._template_kwargs = parse_template_kwargs(self._config.chat_template_kwargs)
 
     @property
     def generator(self) -> Generator:
@@ -144,7 +153,7 @@ class ThincModelAPI(ModelAPI):
         tokenizer = generator.tokenizer
         schemas = [_schema(t) for t in tools] or None
         messages = [_message(m, lambda text: neutralise_markup(tokenizer, text)) for m in input]
-        prompt_ids = render_prompt_ids(tokenizer, messages, None, schemas)
+        prompt_ids = render_prompt_ids(tokenizer, messages, self._template_kwargs, schemas)
         params = _sampling(self._config, config)
         request_id, seed = _sample_request(config.seed or 0)
         if seed is not None:  # each sample and turn its own stream, as on the token path

@@ -94,7 +94,8 @@ def stored_rollout(text: str, stored: Mapping[str, Any]) -> StoredRollout:
 
 def turn_messages(result: RolloutResult, tokenizer: Any, tool_name: str) -> list[ChatMessage]:
     """The completion as messages: the model's stretches as assistant messages (a harness-written
-    prefill joins the first), the harness's output blocks as tool messages, texts joined = the text."""
+    prefill joins the first, and its metadata says which text it was), the harness's output blocks as
+    tool messages; their texts joined are the trajectory's text."""
     from thinc_bench.backends.base import decode
 
     runs: list[tuple[int, list[int]]] = []
@@ -109,8 +110,10 @@ def turn_messages(result: RolloutResult, tokenizer: Any, tool_name: str) -> list
     messages: list[ChatMessage] = []
     for author, text in pieces:
         if author == 1 or not messages:
-            if messages and isinstance(messages[-1], ChatMessageAssistant):
-                messages[-1] = _assistant(messages[-1].text + text, "model")  # a prefill, then the model
+            if messages and isinstance(messages[-1], ChatMessageAssistant):  # a prefill, then the model
+                prefill = messages[-1].text
+                messages[-1] = _assistant(prefill + text, "model")
+                messages[-1].metadata = {AUTHOR_KEY: "model", "prefill": prefill}
             else:
                 messages.append(_assistant(text, "model" if author == 1 else "harness"))
         else:

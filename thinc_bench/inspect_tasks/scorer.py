@@ -27,9 +27,9 @@ import atexit
 import dataclasses
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from inspect_ai.model import ChatMessageAssistant, get_model
+from inspect_ai.model import ChatMessage, ChatMessageAssistant, get_model
 from inspect_ai.scorer import (
     Metric,
     SampleScore,
@@ -56,6 +56,11 @@ from thinc_bench.inspect_tasks.records import (
 )
 from thinc_bench.inspect_tasks.sandbox import recorded
 from thinc_bench.inspect_tasks.settings import TaskArgs, tokenizer_name
+
+if TYPE_CHECKING:
+    from thinc_bench.eval.config import EvalConfig
+    from thinc_bench.eval.rollout import RolloutResult
+    from thinc_bench.eval.store import SampleRecord
 
 RECORD_KEY = "record"
 """Score metadata: the sample's `SampleRecord` as a dict, without its text."""
@@ -157,7 +162,6 @@ def judge(**task_args: Any) -> Scorer:
 
     async def score(state: TaskState, target: Target) -> Score:
         from thinc_bench import outcomes
-        from thinc_bench.eval.store import SampleRecord
 
         record = await record_of(args, state, target)
         if outcomes.is_excluded(record.status):
@@ -168,7 +172,6 @@ def judge(**task_args: Any) -> Scorer:
             )
         correct = float(record.correct)
         metadata = {RECORD_KEY: {**dataclasses.asdict(record), "text": ""}}
-        assert isinstance(record, SampleRecord)
         return Score(
             value={"correct": correct if record.k == 0 else math.nan, "thinc_bench": correct},
             answer=record.answer,
@@ -180,7 +183,7 @@ def judge(**task_args: Any) -> Scorer:
     return score
 
 
-async def record_of(args: TaskArgs, state: TaskState, target: Target) -> Any:
+async def record_of(args: TaskArgs, state: TaskState, target: Target) -> SampleRecord:
     """The sample's `SampleRecord`: the trajectory in the log, judged by `eval.run.grade_rollout`
     (a failure while judging is its failed record, as in eval)."""
     from thinc_bench.backends import load_tokenizer
@@ -208,7 +211,7 @@ async def record_of(args: TaskArgs, state: TaskState, target: Target) -> Any:
     prompt, completion = state.messages[:first], state.messages[first:] if first is not None else []
     stage = Stage()
     stage.name = "parse"
-    result = None
+    result: RolloutResult | None = None
     try:
         if isinstance(stored, Mapping):  # the token path
             config, _ = resolve(args, get_model(), native=False)
@@ -234,7 +237,9 @@ async def record_of(args: TaskArgs, state: TaskState, target: Target) -> Any:
         return failure_record(problem, sample_idx, k, exc, stage.name, result)
 
 
-def _native(config: Any, prompt: list[Any], completion: list[Any], tokenizer: Any) -> Any:
+def _native(
+    config: EvalConfig, prompt: list[ChatMessage], completion: list[ChatMessage], tokenizer: Any
+) -> RolloutResult:
     from thinc_bench.inspect_tasks.solvers import inspect_prompt
     from thinc_bench.prompts import parse_template_kwargs, python_tool, render_prompt_ids, tool_spec
 

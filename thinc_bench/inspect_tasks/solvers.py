@@ -39,6 +39,7 @@ from inspect_ai.solver import Generate, Solver, TaskState, solver
 from inspect_ai.util import store
 
 from thinc_bench.errors import BackendUnavailable, ConfigError, DatasetError, SandboxUnavailable
+from thinc_bench.eval._failures import Stage
 from thinc_bench.eval.config import EvalConfig
 from thinc_bench.inspect_tasks.dataset import problem_of
 from thinc_bench.inspect_tasks.model import ThincModelAPI, generator_for, spec_of
@@ -234,9 +235,8 @@ def rollout(**task_args: Any) -> Solver:
     return solve
 
 
-def _rollout_stage() -> Any:
-    from thinc_bench.eval._failures import Stage
-
+def _rollout_stage() -> Stage:
+    """eval's stage tracker inside the rollout (a failure then names generate, execute or parse)."""
     stage = Stage()
     stage.name = "rollout"
     return stage
@@ -252,12 +252,11 @@ def tool_loop(**task_args: Any) -> Solver:
     args = TaskArgs.of(**task_args)
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
+        from thinc_bench.backends import load_tokenizer
         from thinc_bench.prompts import parse_template_kwargs, python_tool, render_prompt_ids, tool_spec
 
         model = get_model()
         config, spec = resolve(args, model, native=True)
-        from thinc_bench.backends import load_tokenizer
-
         tokenizer_id = record_tokenizer(args, config, spec)
         record_settings(config, "native", tokenizer_id)
         tokenizer = load_tokenizer(tokenizer_id)
