@@ -7,7 +7,8 @@ arguments resolved by eval's `EvalConfig`), `dataset` (problems as samples, one 
 `sandbox` (one thinc_bench session per sample: `sandbox="thinc_bench"`), `tool` (the preset's Python
 tool over it), `records` (trajectories as messages and back), `solvers` (the token path,
 thinc_bench's rollout; the native path, Inspect's tool loop), `scorer` (eval's judge and summary),
-`tasks`. Inspect finds it through the `inspect_ai` entry point (`_registry`). The package is named
+`tasks`. Inspect finds it through the `inspect_ai` entry point (`_registry`), every object named
+`thinc_bench/<name>` however the package is installed (`names`). The package is named
 for what it holds rather than `inspect` or `inspect_ai`, which would read as the standard library's
 `inspect` module or as Inspect itself wherever this folder lands on `sys.path`.
 """

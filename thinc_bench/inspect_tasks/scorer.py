@@ -47,6 +47,7 @@ from inspect_ai.util import store
 from thinc_bench.errors import ConfigError, DatasetError, ThincError
 from thinc_bench.grading import Grader
 from thinc_bench.inspect_tasks.dataset import problem_of
+from thinc_bench.inspect_tasks.names import registered
 from thinc_bench.inspect_tasks.records import (
     ROLLOUT_KEY,
     STOP_KEY,
@@ -81,7 +82,7 @@ def grader() -> Grader:
     return _GRADER
 
 
-@metric(scores="unreduced")
+@metric(name=registered("thinc_bench_metrics"), scores="unreduced")
 def thinc_bench_metrics() -> Metric:
     """thinc_bench's figures of the task (`eval.summary.summarize` over every epoch's record)."""
 
@@ -150,7 +151,7 @@ def _get(block: Mapping[str, Any], *path: str) -> Any:
     return value
 
 
-@scorer(metrics=[{"correct": [accuracy(), stderr()]}, thinc_bench_metrics()])
+@scorer(metrics=[{"correct": [accuracy(), stderr()]}, thinc_bench_metrics()], name=registered("judge"))
 def judge(**task_args: Any) -> Scorer:
     """thinc_bench's judge and metrics (see the module docstring).
 

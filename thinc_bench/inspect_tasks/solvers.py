@@ -43,6 +43,7 @@ from thinc_bench.eval._failures import Stage
 from thinc_bench.eval.config import EvalConfig
 from thinc_bench.inspect_tasks.dataset import problem_of
 from thinc_bench.inspect_tasks.model import ThincModelAPI, generator_for, spec_of
+from thinc_bench.inspect_tasks.names import registered
 from thinc_bench.inspect_tasks.records import ROLLOUT_KEY, STOP_KEY, native_rollout, to_store, turn_messages
 from thinc_bench.inspect_tasks.sandbox import recorded, session
 from thinc_bench.inspect_tasks.settings import ModelSpec, TaskArgs, tokenizer_name
@@ -155,7 +156,7 @@ def record_tokenizer(args: TaskArgs, config: EvalConfig, spec: ModelSpec | None)
     return tokenizer_name(config)
 
 
-@solver
+@solver(name=registered("rollout"))
 def rollout(**task_args: Any) -> Solver:
     """thinc_bench's own rollout (the token path): see the module docstring.
 
@@ -242,7 +243,7 @@ def _rollout_stage() -> Stage:
     return stage
 
 
-@solver
+@solver(name=registered("tool_loop"))
 def tool_loop(**task_args: Any) -> Solver:
     """Native tool calls through Inspect's tool loop (the native path): see the module docstring.
 

@@ -27,6 +27,7 @@ from inspect_ai import Epochs, Task, task
 from inspect_ai.model import GenerateConfig
 
 from thinc_bench.inspect_tasks.dataset import dataset
+from thinc_bench.inspect_tasks.names import registered
 from thinc_bench.inspect_tasks.sandbox import NAME as SANDBOX
 from thinc_bench.inspect_tasks.sandbox import ThincSandboxConfig
 from thinc_bench.inspect_tasks.scorer import judge
@@ -93,55 +94,55 @@ def benchmark_task(
     )
 
 
-@task
+@task(name=registered("aime2024"))
 def aime2024(preset: str | None = None, dialect: str | None = None, k: Any = 0, samples: int = 1, budget: int | None = None, data_dir: str | None = None, **settings: Any) -> Task:  # fmt: skip
     """AIME 2024 (30 problems), as thinc_bench evaluates it (see `tasks` for the arguments)."""
     return benchmark_task("aime2024", preset=preset, dialect=dialect, k=k, samples=samples, budget=budget, data_dir=data_dir, **settings)  # fmt: skip
 
 
-@task
+@task(name=registered("aime2025"))
 def aime2025(preset: str | None = None, dialect: str | None = None, k: Any = 0, samples: int = 1, budget: int | None = None, data_dir: str | None = None, **settings: Any) -> Task:  # fmt: skip
     """AIME 2025 (30 problems), as thinc_bench evaluates it (see `tasks` for the arguments)."""
     return benchmark_task("aime2025", preset=preset, dialect=dialect, k=k, samples=samples, budget=budget, data_dir=data_dir, **settings)  # fmt: skip
 
 
-@task
+@task(name=registered("aime2026"))
 def aime2026(preset: str | None = None, dialect: str | None = None, k: Any = 0, samples: int = 1, budget: int | None = None, data_dir: str | None = None, **settings: Any) -> Task:  # fmt: skip
     """AIME 2026 (30 problems), as thinc_bench evaluates it (see `tasks` for the arguments)."""
     return benchmark_task("aime2026", preset=preset, dialect=dialect, k=k, samples=samples, budget=budget, data_dir=data_dir, **settings)  # fmt: skip
 
 
-@task
+@task(name=registered("hmmt_feb2025"))
 def hmmt_feb2025(preset: str | None = None, dialect: str | None = None, k: Any = 0, samples: int = 1, budget: int | None = None, data_dir: str | None = None, **settings: Any) -> Task:  # fmt: skip
     """HMMT February 2025 (30 problems), as thinc_bench evaluates it (see `tasks` for the arguments)."""
     return benchmark_task("hmmt_feb2025", preset=preset, dialect=dialect, k=k, samples=samples, budget=budget, data_dir=data_dir, **settings)  # fmt: skip
 
 
-@task
+@task(name=registered("beyondaime"))
 def beyondaime(preset: str | None = None, dialect: str | None = None, k: Any = 0, samples: int = 1, budget: int | None = None, data_dir: str | None = None, **settings: Any) -> Task:  # fmt: skip
     """BeyondAIME (100 problems), as thinc_bench evaluates it (see `tasks` for the arguments)."""
     return benchmark_task("beyondaime", preset=preset, dialect=dialect, k=k, samples=samples, budget=budget, data_dir=data_dir, **settings)  # fmt: skip
 
 
-@task
+@task(name=registered("math500"))
 def math500(preset: str | None = None, dialect: str | None = None, k: Any = 0, samples: int = 1, budget: int | None = None, data_dir: str | None = None, **settings: Any) -> Task:  # fmt: skip
     """MATH-500, as thinc_bench evaluates it (see `tasks` for the arguments)."""
     return benchmark_task("math500", preset=preset, dialect=dialect, k=k, samples=samples, budget=budget, data_dir=data_dir, **settings)  # fmt: skip
 
 
-@task
+@task(name=registered("gpqa_diamond"))
 def gpqa_diamond(preset: str | None = None, dialect: str | None = None, k: Any = 0, samples: int = 1, budget: int | None = None, data_dir: str | None = None, **settings: Any) -> Task:  # fmt: skip
     """GPQA-Diamond (198 questions, options shuffled per question as the CLI does; out of domain)."""
     return benchmark_task("gpqa_diamond", preset=preset, dialect=dialect, k=k, samples=samples, budget=budget, data_dir=data_dir, **settings)  # fmt: skip
 
 
-@task
+@task(name=registered("nano"))
 def nano(preset: str | None = None, dialect: str | None = None, k: Any = 0, samples: int = 1, budget: int | None = None, data_dir: str | None = None, **settings: Any) -> Task:  # fmt: skip
     """ThinC-nano's test split (100 generated problems; no data needed), as `make nano` evaluates it."""
     return benchmark_task("nano", preset=preset, dialect=dialect, k=k, samples=samples, budget=budget, data_dir=data_dir, **settings)  # fmt: skip
 
 
-@task
+@task(name=registered("benchmark"))
 def benchmark(name: str, preset: str | None = None, dialect: str | None = None, k: Any = 0, samples: int = 1, budget: int | None = None, data_dir: str | None = None, **settings: Any) -> Task:  # fmt: skip
     """Any benchmark thinc_bench reads, by `-T name=`: a registered or generated one (`nano_unseen`,
     `nano_ranges`, ...) or a local `.jsonl` / `.parquet` file (`problem`, `answer` and `id` columns)."""

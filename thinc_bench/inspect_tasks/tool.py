@@ -18,11 +18,12 @@ from typing import Any
 from inspect_ai.tool import Tool, ToolDef, ToolParams, tool
 
 from thinc_bench.eval.rollout import Execution
+from thinc_bench.inspect_tasks.names import registered
 from thinc_bench.inspect_tasks.sandbox import record, session
 from thinc_bench.prompts.tools import DEFAULT_TOOL_NAME, tool_spec
 
 
-@tool(name="python")
+@tool(name=registered("python"))
 def python(name: str = DEFAULT_TOOL_NAME) -> Tool:
     """The Python tool named `name`, run in the sample's thinc_bench session.
 
