@@ -3,7 +3,7 @@ PY := $(shell [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3)
 FAST := not slow and not gpu and not network
 SLOW := slow and not gpu and not network
 
-.PHONY: test test-fast test-slow check format perf nano reports
+.PHONY: test test-fast test-slow check format perf nano reports settings
 
 test: test-fast test-slow
 
@@ -42,3 +42,7 @@ reports:
 	$(if $(findstring /,$(PY)),PATH="$(abspath $(dir $(PY))):$$PATH" )bash reports/tir-baselines/run.sh
 	$(PY) -m thinc_bench.eval --recovery-k 0,1,2,3 --out runs/smollm2-recovery
 	$(PY) -m thinc_bench.report runs/smollm2-recovery --out reports/smollm2-recovery.html --no-problem-text
+
+# docs/settings.md from the code's defaults and their sources (tests/test_settings_page.py checks it)
+settings:
+	$(PY) tests/settings_page.py

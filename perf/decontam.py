@@ -8,7 +8,7 @@ prints:
 - decontamination: problems flagged per benchmark by the word pass alone (before), by the three
   n-gram passes, and by all four (the answer-agnostic near-duplicate pass, issue 40), every flagged
   pair, the near-duplicate pairs listed for review, and the best pairs just under each threshold;
-  against the five paper benchmarks and MATH-500 (~720 problems);
+  against the five evaluation benchmarks and MATH-500 (~720 problems);
 - recall on renumbered copies of every benchmark problem (every integer shifted by +1 and by +7)
   and on prose-replaced copies (every word of two or more letters replaced by a CJK character, `$`
   dropped, `\\frac` written `\\dfrac`: a stand-in for a translation, which keeps the maths), and
@@ -74,7 +74,7 @@ def _prose_replaced(text: str) -> str:
 
 
 BENCHMARKS = (*benchmarks.PAPER_BENCHMARKS, "math500")
-"""The five paper benchmarks (GRPO's and build_sft's default) and MATH-500."""
+"""The five evaluation benchmarks (GRPO's and build_sft's default) and MATH-500."""
 
 
 def main() -> None:

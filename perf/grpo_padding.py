@@ -2,7 +2,7 @@
 
 TRL pads a generation batch to its longest completion and keeps that width in every micro-batch;
 `thinc_bench.train.micro_batch` cuts each micro-batch after its last real token. This times the
-part that changes, one row per device as the paper configs run: the forward and backward pass of a
+part that changes, one row per device as the full-size configs run: the forward and backward pass of a
 policy over prompt + completion with `logits_to_keep` = the completion width, once at the row's own
 length and once padded to the batch's longest, interleaved in rounds, for completion lengths drawn
 as a GRPO batch has them (uniform between `--shortest` and `--longest`, the longest near the budget).

@@ -13,8 +13,9 @@ harnesses do (a fresh interpreter per block that imports sympy), and throughput 
 concurrent sessions. Goals on the 2-core dev machine: trivial p50 < 5 ms, session start < 30 ms,
 >= 30x faster than a fresh interpreter, and within 1.2x of the baseline's run and start latency
 (issue 27: the sweep, the seccomp filter and the shared /dev/shm must not cost more; issue 38: the
-run-end check of the session's pids group, the loop's fd check, the larger filter). Session
-close (the sweep of its groups) is timed too.
+run-end check of the session's pids group, the loop's fd check, the larger filter; issues 49/52/53:
+the allowlisted jail's mounts, each session's reaper process, the load-aware clock's read at each
+run). Session close (the sweep of its groups) and a cold session start are timed too.
 """
 
 from __future__ import annotations
@@ -35,7 +36,14 @@ REPO = Path(__file__).resolve().parents[1]
 TRIVIAL = "x = 1 + 1\nx"
 SYMPY = "import sympy\nn = sympy.Symbol('n')\nsympy.factor(n**4 - 1)"
 # Both sides run this file with `--json`; it uses only the public Sandbox API, old and new alike.
-COMPARED = ("server start", "session start (+1st run)", "session close", "trivial run", "sympy run")
+COMPARED = (
+    "server start",
+    "session start (+1st run)",
+    "cold session start (+1st run)",
+    "session close",
+    "trivial run",
+    "sympy run",
+)
 
 
 def pct(samples: list[float], q: float) -> float:
@@ -125,9 +133,13 @@ def throughput(sb: Any, code: str, workers: int, per_worker: int) -> float:
 
 
 def measure(runs: int) -> dict[str, float]:
-    """p50 latencies in ms of one sandbox built from whatever `thinc_bench` this process imports."""
-    from thinc_bench.sandbox import Sandbox
+    """p50 latencies in ms of one sandbox built from whatever `thinc_bench` this process imports;
+    the cold start is a session's with no process started ahead of need (`warm_sessions=0`), what a
+    trajectory pays once the pool is drained (every fork of a session's processes included)."""
+    from thinc_bench.sandbox import Sandbox, SandboxConfig
 
+    with Sandbox(SandboxConfig(warm_sessions=0)) as cold:
+        cold_starts, _ = time_session_starts(cold, max(10, runs // 6))
     t = time.perf_counter()
     with Sandbox() as sb:
         start = (time.perf_counter() - t) * 1000
@@ -135,6 +147,7 @@ def measure(runs: int) -> dict[str, float]:
         return {
             "server start": start,
             "session start (+1st run)": pct(starts, 0.5),
+            "cold session start (+1st run)": pct(cold_starts, 0.5),
             "session close": pct(closes, 0.5),
             "trivial run": pct(time_runs(sb, TRIVIAL, runs), 0.5),
             "sympy run": pct(time_runs(sb, SYMPY, max(10, runs // 3)), 0.5),

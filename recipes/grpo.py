@@ -13,7 +13,7 @@ advantages and, `env_mask` 0 on all its tokens, of the loss; counted as `unscore
 The YAML's `curriculum:` runs in one trainer (one optimizer state, one learning-rate schedule): a
 callback switches the rollout's completion budget and tool-call limit at each stage boundary and
 saves a full checkpoint there as `OUTPUT_DIR/<stage>`. A stage's `max_steps` counts generation
-batches (the paper's steps): TRL's `generation_batch_size` completions (prompts x `num_generations`)
+batches (curriculum steps): TRL's `generation_batch_size` completions (prompts x `num_generations`)
 sampled from one policy, on which the trainer takes `updates_per_generation` optimizer steps, each
 on a slice of it (so the importance ratio moves off 1 and the 0.20 / 0.28 clip acts; logged as
 `clip_ratio/*` and `importance_ratio/*`). The problems are shuffled (seeded, `epochs` passes, each
@@ -45,7 +45,7 @@ step; no paths needed):
 
     python recipes/grpo.py --config recipes/configs/grpo_smoke.yaml
 
-Paper settings on 8 GPUs, vLLM colocated with training:
+Full-size settings on 8 GPUs, vLLM colocated with training (sources: docs/settings.md):
 
     accelerate launch --config_file recipes/configs/accelerate_zero3.yaml recipes/grpo.py \
         --config recipes/configs/grpo_qwen3_4b_thinking.yaml
@@ -177,7 +177,7 @@ class ScriptArgs:
             "help": "Recovery training: share of GRPO groups (every copy of a prompt at a step) whose first k "
             "code executions fail as in eval's Recovery@k (not run; a realistic traceback from training's own "
             "seed stream); rewarded only after the failures were met in code and a block ran clean. A "
-            "curriculum stage may set its own. 0: none (the paper)."
+            "curriculum stage may set its own. 0: none (clean rollouts)."
         },
     )
     inject_failures_k: str = field(

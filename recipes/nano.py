@@ -1,6 +1,6 @@
 """ThinC-nano end to end on a CPU: `make nano` (or `python recipes/nano.py`).
 
-The paper's claim in miniature, with the project's real commands: build ThinC-SFT-nano, its
+ThinC's claim in miniature, with the project's real commands: build ThinC-SFT-nano, its
 natural-language-only twin and a set of failed-then-fixed trajectories (template teacher, real
 sandbox, build_sft's filters); evaluate the bundled SmolLM2-135M the fair way for an untrained model;
 fine-tune it on each dataset (recipes/sft.py; the recovery data continues from the ThinC checkpoint);

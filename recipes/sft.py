@@ -7,7 +7,7 @@ The loss covers plan, code and final-answer tokens only: TRL builds the labels f
 `assistant_masks` column (-100 on the prompt and on every interpreter-output token). No example is
 trained truncated: TRL would keep the start of a sequence over `max_length` and train it without its
 `\boxed{}` answer and end-of-turn token, so such rows are dropped before training, counted in the
-log and in the checkpoint's model card (README.md). The paper configs set `max_length` to the
+log and in the checkpoint's model card (README.md). The full-size configs set `max_length` to the
 build's completion budget plus room for the longest prompt, so none is dropped there.
 
 Without `--config` it runs ThinC-nano on CPU (recipes/configs/sft_nano.yaml), any flag given on top:
@@ -21,7 +21,7 @@ Smallest CPU run (the bundled SmolLM2 on 4 nano trajectories, 3 steps; no paths 
 
     python recipes/sft.py --config recipes/configs/sft_smoke.yaml
 
-Paper settings on 8 GPUs (DeepSpeed ZeRO-3 through accelerate):
+Full-size settings on 8 GPUs (DeepSpeed ZeRO-3 through accelerate; sources: docs/settings.md):
 
     accelerate launch --config_file recipes/configs/accelerate_zero3.yaml recipes/sft.py \
         --config recipes/configs/sft_qwen3_4b_thinking.yaml

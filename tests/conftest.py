@@ -1,5 +1,5 @@
 """Shared fixtures: the read-only benchmark data, a tiny two-problem benchmark, the real SmolLM2, vLLM,
-and the paper's students offline: the real Qwen3 tokenizer with the hybrid (Qwen3-1.7B) and the
+and ThinC's students (as the explainers name them) offline: the real Qwen3 tokenizer with the hybrid (Qwen3-1.7B) and the
 Thinking-2507 chat templates, and a tiny random-weight Qwen3 model for each, built at test time.
 
 vLLM runs from its own interpreter (`THINC_VLLM_PYTHON`, default `/work/vllm-venv/bin/python`):
@@ -189,6 +189,25 @@ THINKING_2507_GENERATION_PROMPT = (
     "{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n<think>\\n' }}\n{%- endif %}"
 )
 """Qwen3-4B-Thinking-2507's generation prompt: the template itself opens the plan (PROVENANCE.md)."""
+QWEN35_GENERATION_PROMPT = (
+    "{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n' }}\n"
+    "    {%- if enable_thinking is defined and enable_thinking is false %}\n"
+    "        {{- '<think>\\n\\n</think>\\n\\n' }}\n    {%- else %}\n        {{- '<think>\\n' }}\n"
+    "    {%- endif %}\n{%- endif %}"
+)
+"""Qwen3.5's generation prompt (the teacher Qwen3.5-27B's), as copies of its template quote it (the Hub
+is out of reach here; docs/settings.md names what was read): thinking opened by default, an empty
+thinking block with `enable_thinking=false`. The rest of its template (Qwen3-Coder-style tool calls,
+vision) does not change a text-only prompt's ending."""
+
+
+def qwen35_template(hybrid: str) -> str:
+    """A Qwen3.5-style template: the shared Qwen3 template with Qwen3.5's generation prompt."""
+    if hybrid.count(HYBRID_GENERATION_PROMPT) != 1:
+        raise AssertionError(
+            "the shared Qwen3 template's add_generation_prompt block is not the expected one"
+        )
+    return hybrid.replace(HYBRID_GENERATION_PROMPT, QWEN35_GENERATION_PROMPT)
 
 
 def thinking_2507_template(hybrid: str) -> str:
@@ -264,6 +283,15 @@ def qwen3_tokenizer_folders(
     _qwen3_tokenizer_folder(root / "hybrid", None)
     _qwen3_tokenizer_folder(root / "thinking", thinking_2507_template(_hybrid_template()))
     return {"hybrid": str(root / "hybrid"), "thinking": str(root / "thinking")}
+
+
+@pytest.fixture(scope="session")
+def qwen35_tokenizer_folder(qwen3_tokenizer_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A tokenizer folder with Qwen3.5's generation prompt (`QWEN35_GENERATION_PROMPT`): the teacher's
+    template as far as a text prompt's ending goes."""
+    folder = tmp_path_factory.mktemp("qwen35-tokenizer") / "qwen35"
+    _qwen3_tokenizer_folder(folder, qwen35_template(_hybrid_template()))
+    return str(folder)
 
 
 @pytest.fixture(scope="session")

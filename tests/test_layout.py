@@ -155,6 +155,7 @@ def test_the_top_level_holds_only_the_shared_vocabulary_and_the_folders() -> Non
         "outcomes.py",  # who a sample's failure belongs to: the one rule of eval, build_sft and GRPO
         "precision.py",  # which float format the hardware computes natively (eval's and the recipes' "auto")
         "prompts",
+        "provenance.py",  # the one table of source classes: where a published number or setting comes from
         "report",
         "sandbox",
         "train",

@@ -373,7 +373,7 @@ def test_thinc_trajectory_passes_every_check() -> None:
     conformance = check_conformance(parse(THINC_MD))
     assert [c.name for c in conformance.checks] == [
         "has_plan", "no_text_between_code", "n_code_blocks", "plan_share", "answer_after_last_output",
-        "code_followed_by_output", "short_prose_outside_plan", "no_code_in_plan",
+        "code_followed_by_output", "short_prose_outside_plan", "no_code_in_plan", "no_computation_in_plan",
     ]  # fmt: skip
     assert conformance.passed, conformance
 
@@ -405,19 +405,25 @@ def test_long_plan_fails_plan_share_in_characters_by_default() -> None:
     assert conformance.failed == ["plan_share"] and conformance.plan_share_unit == "chars"
 
 
-def test_plan_share_excludes_interpreter_outputs() -> None:
+def test_plan_share_counts_all_tokens_by_default_and_model_tokens_as_an_option() -> None:
+    # the sources: "planning below 50% of total tokens"; interpreter output is in the total
     text = "<think>\nplan\n</think>\n```python\nprint(1)\n```\n```output\n" + "1" * 1000 + "\n```\n\\boxed{1}"
     traj = parse(text)
-    plan, model = len(traj.segments[0].raw), len(text) - len(traj.segments[2].raw)
-    assert check_conformance(traj).plan_share == pytest.approx(plan / model)
+    plan, output = len(traj.segments[0].raw), len(traj.segments[2].raw)
+    assert check_conformance(traj).plan_share == pytest.approx(plan / len(text))
+    assert check_conformance(traj, share_of="model").plan_share == pytest.approx(plan / (len(text) - output))
 
 
 def test_plan_share_uses_count_tokens_when_given() -> None:
-    # words: plan "<think> a b c </think>" 5, code "```python x y ```" 4, answer "\\boxed{1}" 1; the output is not counted
+    # words: plan "<think> a b c </think>" 5, code "```python x y ```" 4, output "```output 1 2 3 4 ```" 6,
+    # answer "\\boxed{1}" 1: 5 of 16 in all, 5 of 10 written by the model
     text = "<think>\na b c\n</think>\n```python\nx y\n```\n```output\n1 2 3 4\n```\n\\boxed{1}"
     conformance = check_conformance(parse(text), count_tokens=lambda s: len(s.split()))
-    assert (conformance.plan_share_unit, conformance.plan_share) == ("count_tokens", 0.5)
-    assert conformance.failed == ["plan_share"]  # the share must be strictly below the maximum
+    assert (conformance.plan_share_unit, conformance.plan_share) == ("count_tokens", 5 / 16)
+    assert conformance.passed
+    by_model = check_conformance(parse(text), count_tokens=lambda s: len(s.split()), share_of="model")
+    assert by_model.plan_share == 0.5
+    assert by_model.failed == ["plan_share"]  # the share must be strictly below the maximum
 
 
 def test_plan_share_uses_token_spans_when_known() -> None:

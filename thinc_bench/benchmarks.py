@@ -265,7 +265,8 @@ REGISTRY: dict[str, BenchmarkSpec] = {
 }
 
 PAPER_BENCHMARKS: tuple[str, ...] = ("aime2024", "aime2025", "aime2026", "hmmt_feb2025", "beyondaime")
-"""The five benchmarks of the ThinC paper's headline table, in its order."""
+"""The five benchmarks the sources name (AIME 2024-2026, HMMT 2025, BeyondAIME: the explainers, in their
+order; docs/settings.md); hmmt_feb2025 for HMMT 2025 is our reading."""
 
 GENERATED: dict[str, tuple[str, str]] = {
     "nano": ("seen", "ThinC-nano test split (100): integer problems for Python, generated from a seed"),

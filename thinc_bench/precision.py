@@ -1,6 +1,6 @@
 """Which float format this machine computes fast: bfloat16 where the hardware has it, float32 elsewhere.
 
-bf16 halves memory traffic and is the paper's training format, but on a CPU without native bf16
+bf16 halves memory traffic and is the usual GPU training format, but on a CPU without native bf16
 instructions every bf16 matmul is emulated: a Linear(576, 1536) forward+backward took 2,120 ms under
 bf16 autocast against 135-167 ms in float32 on an AVX2 EPYC, and 4x float32's time on an AVX512 Xeon
 without AVX512-BF16 (docs/LOG.md). So "auto" means bf16 only on CUDA devices that support it and on

@@ -1,4 +1,4 @@
-"""The paper's student architecture on the real engines: the tiny random Qwen3 (QK-norm, real
+"""The students' architecture (Qwen3, as the explainers name them) on the real engines: the tiny random Qwen3 (QK-norm, real
 vocabulary, both chat templates) through the hf backend's rollout and vLLM's CPU engine.
 
 Each engine's sampling logprobs are checked against a plain transformers forward pass over the same

@@ -28,19 +28,23 @@ STOP = "```output"
 EXPECTED_REMOVED = {
     "infra_error": 0,
     "ungraded": 0,
+    "processed": 0,
     "finished": 0,
+    "judgeable": 0,
     "correct": 2,  # sft-wrong-answer, both samples
     "exec_ok": 2,  # sft-exec-error
     "min_code_blocks": 2,  # sft-two-blocks
-    "plan_share": 2,  # sft-long-plan
+    "plan_share": 2,  # sft-long-plan: over half of all its tokens, interpreter output included
+    "plan_computation": 2,  # sft-plan-computes: 2^{10} = 1024 worked out in the plan
+    "grounded": 2,  # sft-ungrounded: the right answer, which no output printed
     # sft-prose (prose between blocks); sft-final-prose (a paragraph around the box); sft-unexecuted
     # (three blocks before one output block: all three run, but none shows its own output)
     "conformance": 6,
     "decontamination": 2,  # sft-contaminated (an AIME 2025 problem, copied at test time)
     "dedup": 1,  # sft-pass's second, identical sample
 }
-ALSO_FAILED: dict[str, list[str]] = {}
-"""Trajectories that rightly fail a second filter (none in this set)."""
+ALSO_FAILED: dict[str, list[str]] = {"sft-wrong-answer": ["correct", "grounded"]}
+"""Trajectories that rightly fail a second filter: sft-wrong-answer boxes 25, which no output printed."""
 
 
 @pytest.fixture
@@ -86,7 +90,7 @@ def test_each_hand_written_trajectory_breaks_exactly_its_filter(source, tmp_path
     assert build_sft.main(_args(source, out, teacher, "--samples-per-problem", "2")) == 0
     stats = json.loads((out / "stats.json").read_text())
     assert _removed(out) == EXPECTED_REMOVED
-    assert stats["counts"] == {"problems": 9, "trajectories": 18, "kept": 1, "kept_problems": 1}
+    assert stats["counts"] == {"problems": 11, "trajectories": 22, "kept": 1, "kept_problems": 1}
     for name, examples in stats["rejected_examples"].items():
         assert all(e["all_failed"] == ALSO_FAILED.get(e["problem_id"], [name]) for e in examples), name
     unexecuted = [e for e in stats["rejected_examples"]["conformance"] if e["problem_id"] == "sft-unexecuted"]
@@ -96,7 +100,7 @@ def test_each_hand_written_trajectory_breaks_exactly_its_filter(source, tmp_path
     # stats.json keeps the first three conformance rejects (sft-prose, sft-unexecuted), not this one
     assert trajectory.check_conformance(trajectory.parse(final_prose)).failed == ["short_prose_outside_plan"]
     source = stats["source_dedup"]
-    assert (source["rows"], source["distinct"], source["repeats_dropped"]) == (12, 9, 1)  # sft-pass-copy
+    assert (source["rows"], source["distinct"], source["repeats_dropped"]) == (14, 11, 1)  # sft-pass-copy
     assert source["conflicting"] == [
         [{"id": "sft-conflict-a", "answer": "64"}, {"id": "sft-conflict-b", "answer": "6"}]
     ]
@@ -344,7 +348,7 @@ def test_a_model_teachers_recovered_trajectories_are_kept_up_to_the_share(tmp_pa
     assert "not recovered: the last execution ended in error" in reasons["late-failure"]
     assert "of which 2 recovered from a failed block (--recovery-share 0.5)" in format_funnel(stats)
     # a model teacher's share only filters: --refilter may change it. 0.3 of the kept set fits no
-    # recovered one beside two clean (1 of 3 is over 0.3); 0 is the paper's clean-only rule
+    # recovered one beside two clean (1 of 3 is over 0.3); 0 is the sources' clean-only rule
     assert build_sft.main(["--refilter", "--out", str(out), "--recovery-share", "0.3"]) == 0
     assert kept() == ["clean-1", "clean-2"]
     stats = json.loads((out / "stats.json").read_text())
@@ -376,11 +380,18 @@ def test_grader_errors_are_reported_apart_and_graded_again_on_resume(source, tmp
         BuildSFTConfig(**json.loads((out / "rollouts" / "config.json").read_text())["build_sft"]), out
     )
     removed = {s["name"]: s["removed"] for s in stats["funnel"]}
-    # the crash is unknown, not wrong; the timeout is the teacher's answer nobody can check: wrong
-    assert (removed["ungraded"], removed["correct"], stats["counts"]["kept"]) == (1, 1, 0)
+    # the crash is the infrastructure's: unknown, counted apart; the timeout is the teacher's answer
+    # nobody can judge: rejected as such (issue 49's rule)
+    assert (removed["ungraded"], removed["judgeable"], removed["correct"], stats["counts"]["kept"]) == (
+        1,
+        1,
+        0,
+        0,
+    )
+    assert stats["excluded"] == {"infrastructure": 1, "by_stage": {"infra_error": 0, "ungraded": 1}}
     assert build_sft.main(args) == 0  # the resume generates nothing and grades the crashed one again
     assert len(samples.read_text().splitlines()) == len(records) + 1
-    assert _removed(out)["ungraded"] == 0 and _removed(out)["correct"] == 1  # sft-wrong-answer
+    assert _removed(out)["ungraded"] == 0 and _removed(out)["judgeable"] == 1  # sft-wrong-answer
     import datasets
 
     assert datasets.load_from_disk(str(out / "dataset"))["id"] == ["sft-pass"]
@@ -423,13 +434,13 @@ def test_resume_after_kill_gives_the_same_dataset_as_an_uninterrupted_build(sour
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert 3 <= len(samples.read_text().splitlines()) < 18, "the kill must land mid-run"
+    assert 3 <= len(samples.read_text().splitlines()) < 22, "the kill must land mid-run"
     assert not (killed / "stats.json").exists()
     assert subprocess.run(cmd, capture_output=True, timeout=180).returncode == 0
     keys = Counter(
         (r["problem_id"], r["sample_idx"]) for r in map(json.loads, samples.read_text().splitlines())
     )
-    assert len(keys) == 18 and set(keys.values()) == {1}
+    assert len(keys) == 22 and set(keys.values()) == {1}
     assert (
         build_sft.main([*_args(source, clean, slow, "--concurrency", "1"), "--samples-per-problem", "2"]) == 0
     )
@@ -578,7 +589,7 @@ def test_a_tool_call_teacher_builds_examples_with_every_tool_turn_masked(
     )
 
 
-def test_a_stored_rollout_the_filter_stage_cannot_read_is_counted_apart_not_the_end_of_the_build(
+def test_a_stored_rollout_the_filter_stage_cannot_read_is_the_teachers_failure_not_the_end_of_the_build(
     source, tmp_path, monkeypatch
 ) -> None:
     out = tmp_path / "build"
@@ -597,5 +608,7 @@ def test_a_stored_rollout_the_filter_stage_cannot_read_is_counted_apart_not_the_
     monkeypatch.setattr(masks, "tokenize_example", tokenize_example)
     assert build_sft.main(["--refilter", "--out", str(out)]) == 0
     removed = _removed(out)
-    assert removed["infra_error"] == 1  # not produced: counted apart, never the teacher's
+    # its text made processing raise: the teacher's failure, rejected and counted as such (issue 49),
+    # never excluded as an outage
+    assert (removed["processed"], removed["infra_error"]) == (1, 0)
     assert json.loads((out / "stats.json").read_text())["counts"]["kept"] == kept - 1

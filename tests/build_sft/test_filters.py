@@ -17,6 +17,8 @@ GOOD = Candidate(
     n_code_blocks=3,
     plan_tokens=20,
     model_tokens=100,
+    total_tokens=100,
+    grounded=True,
 )
 
 
@@ -38,10 +40,14 @@ def one(**changes) -> Candidate:
         ("conformance", {"conformance_failures": ("no_text_between_code",)}),
         ("decontamination", {"contamination": "aime2025 2025-I-1 (1.00)"}),
         ("infra_error", {"grade_status": "infra_error"}),
-        ("infra_error", {"grade_status": "harness_error"}),
+        # processing the teacher's text raised: the teacher's failure (issue 49), never an outage
+        ("processed", {"grade_status": "harness_error"}),
         ("ungraded", {"grade_status": "grader_error"}),
-        # too large or deep to judge in bounded time: the teacher's answer, wrong (docs/grading.md)
-        ("correct", {"grade_status": "grader_timeout"}),
+        # too large or deep to judge in bounded time: the teacher's answer (docs/grading.md)
+        ("judgeable", {"grade_status": "grader_timeout"}),
+        ("plan_computation", {"plan_computation": ("arithmetic: 500 * 0.12 = 60",)}),
+        ("grounded", {"grounded": False}),
+        ("grounded", {"grounded": None}),
         # cut by the budget after `\\boxed{6}. Let me double-check ... wh`: correct, but never ended
         ("finished", {"stop_reason": "max_tokens"}),
         ("finished", {"stop_reason": "max_tool_calls"}),
@@ -92,6 +98,34 @@ def test_plan_share_threshold_is_strict() -> None:
     (at,) = apply_filters([one(plan_tokens=50)], FilterConfig(max_plan_share=0.5))
     (below,) = apply_filters([one(plan_tokens=49)], FilterConfig(max_plan_share=0.5))
     assert at.failed == ("plan_share",) and below.kept
+
+
+def test_plan_share_counts_total_tokens_by_default_and_model_tokens_as_an_option() -> None:
+    # 45 plan tokens of 80 written by the model, 120 in all (40 interpreter tokens): the sources count
+    # the total (0.375, kept); the stricter model share (0.5625) rejects it
+    long_plan = one(plan_tokens=45, model_tokens=80, total_tokens=120)
+    (total,) = apply_filters([long_plan], FilterConfig())
+    (model,) = apply_filters([long_plan], FilterConfig(plan_share_of="model"))
+    assert total.kept and model.failed == ("plan_share",)
+    assert model.reasons == ("plan 45 of 80 model tokens = 0.56 >= 0.5",)
+    with pytest.raises(ValueError, match="plan_share_of"):
+        apply_filters([GOOD], FilterConfig(plan_share_of="prompt"))  # type: ignore[arg-type]
+
+
+def test_the_nl_contrast_can_turn_off_the_plan_computation_and_grounding_filters() -> None:
+    nl = one(plan_computation=("arithmetic: 17 * 23 = 391",), grounded=False)
+    (on,) = apply_filters([nl], FilterConfig())
+    (off,) = apply_filters([nl], FilterConfig(plan_computation=False, grounded=False))
+    assert on.failed == ("plan_computation", "grounded") and off.kept
+
+
+def test_only_the_infrastructures_failures_are_counted_apart() -> None:
+    from thinc_bench.build_sft.filters import INFRASTRUCTURE
+
+    assert {"infra_error", "ungraded"} == INFRASTRUCTURE
+    statuses = ["infra_error", "grader_error", "harness_error", "grader_timeout", "correct"]
+    decisions = apply_filters([one(problem_id=s, grade_status=s) for s in statuses], FilterConfig())
+    assert [d.dropped_by for d in decisions] == ["infra_error", "ungraded", "processed", "judgeable", None]
 
 
 def test_funnel_counts_removed_remaining_and_failing_in_filter_order() -> None:
@@ -251,9 +285,12 @@ def test_fewshot_example_is_real_and_passes_every_sft_filter(example, benchmark_
         n_code_blocks=parsed.n_code_blocks,
         plan_tokens=tokenized.plan_tokens,
         model_tokens=tokenized.model_tokens,
+        total_tokens=tokenized.total_tokens,
+        plan_computation=tuple(f.text for f in trajectory.plan_computation(trajectory.plan_words(parsed))),
+        grounded=grading.is_grounded(tokenized.trajectory),
         conformance_failures=conformance_failures(trajectory.check_conformance(tokenized.trajectory)),
         contamination=None if index.check(example.problem) is None else "contaminated",
     )
     (decision,) = apply_filters([candidate], FilterConfig())
     assert decision.kept, decision.reasons
-    assert grading.is_grounded(parsed)
+    assert grading.is_grounded(parsed) and not candidate.plan_computation

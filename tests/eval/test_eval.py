@@ -178,7 +178,7 @@ def test_demo_preset_applies_only_without_a_model() -> None:
     assert (demo.recovery_ks, paper.recovery_ks) == (
         [0],
         [0, 1, 2, 3, 4, 5],
-    )  # the paper's Recovery@k up to 5
+    )  # Recovery@k up to 5 (our default, docs/settings.md)
     assert EvalConfig(model="turns.jsonl", backend="scripted").recovery_ks == [0]
     assert EvalConfig(model="m", recovery_k="0,2").recovery_ks == [0, 2]
 

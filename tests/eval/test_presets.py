@@ -25,7 +25,7 @@ def hermes(name: str, **arguments: str) -> str:
 
 
 RSTAR2_SCRIPT = {
-    # the paper's tool name, with stdin
+    # the rStar2-Agent paper's tool name, with stdin
     "stdin": [
         "<reason>Read the two numbers from standard input and multiply them.</reason>\n"
         + hermes(
@@ -447,10 +447,10 @@ def test_every_setting_of_a_baseline_preset_names_its_source_and_flags_still_win
 
     preset = PRESETS[name]
     described = {"dialect", "tool_name", "system_prompt"}  # the one-line `source` states these
-    assert set(preset.settings) - described <= set(preset.sources), "a setting without its source"
+    assert set(preset.flags()) - described <= set(preset.sources), "a setting without its source"
     assert preset.unknown and "answer_format" in preset.sources and "result_format" in preset.sources
     config = EvalConfig(model="m", backend="openai", preset=name)
-    assert {k: getattr(config, k) for k in preset.settings} == preset.settings
+    assert {k: getattr(config, k) for k in preset.flags()} == preset.flags()
     if config.dialect == "tool_call":
         assert tool_spec(config.tool_name).result_format != "plain"  # its own result format
     flags = EvalConfig(

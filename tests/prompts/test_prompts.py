@@ -182,5 +182,5 @@ def test_user_templates_put_the_problem_in_their_slot_and_refuse_a_template_with
     mine.write_text("no slot here")
     with pytest.raises(ConfigError, match="has no \\{problem\\}"):
         load_user_template(str(mine))
-    with pytest.raises(ConfigError, match="neither one of rstar2-agent, aster, retool, none"):
+    with pytest.raises(ConfigError, match="neither one of rstar2-agent, aster, retool, qwen-math, none"):
         load_user_template("rstar2")

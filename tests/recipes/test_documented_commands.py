@@ -17,7 +17,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 DAPO_PROBLEMS = 16_674
 """Problems of the local DAPO copy after deduplication (16,690) and the four decontamination passes
-against the paper benchmarks (16 dropped; README)."""
+against the five evaluation benchmarks (16 dropped; README)."""
 
 
 def _grpo():

@@ -1,5 +1,5 @@
 """What a recipe records for eval fits what it trained: the printed `eval --model OUT` command of a
-smoke config is a smoke eval, and a nano config's is the nano test split (never the paper's 5 x 16 x 6)."""
+smoke config is a smoke eval, and a nano config's is the nano test split (never the full 5 x 16 x 6)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import psutil
 import pytest
@@ -48,3 +50,34 @@ def host_processes() -> Callable[[str], list[psutil.Process]]:
 def sleeper(token: str) -> str:
     """Argv (as Python source) of a long sleep that carries `token` in its command line."""
     return f"['python3', '-c', 'import time; time.sleep(1000)', '{token}']"
+
+
+FakeDistribution = Callable[[Path, dict[str, str]], str]
+
+
+@pytest.fixture
+def fake_distribution(monkeypatch: pytest.MonkeyPatch) -> FakeDistribution:
+    """Installs a distribution of a fresh name into a folder put on the import path: a package of
+    the given files with a dist-info folder (METADATA, RECORD), as pip leaves one; returns its name
+    (the sandbox finds it the way it finds any allowed distribution, through its RECORD)."""
+
+    def make(site: Path, files: dict[str, str]) -> str:
+        name = f"thincfake{uuid.uuid4().hex[:10]}"
+        package = site / name
+        package.mkdir(parents=True, mode=0o755)
+        package.chmod(0o755)
+        site.chmod(0o755)
+        records = []
+        for rel, text in {"__init__.py": "", **files}.items():
+            (package / rel).write_text(text)
+            records.append(f"{name}/{rel},,")
+        info = site / f"{name}-1.0.dist-info"
+        info.mkdir(mode=0o755)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+        records += [f"{info.name}/METADATA,,", f"{info.name}/RECORD,,"]
+        (info / "RECORD").write_text("\n".join(records) + "\n")
+        monkeypatch.syspath_prepend(str(site))
+        importlib.invalidate_caches()
+        return name
+
+    return make

@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from thinc_bench.sandbox import Session, _wire
+from thinc_bench.sandbox import Session
+from thinc_bench.sandbox.runtime import _wire
 
 
 def _roundtrip(obj: dict[str, object]) -> dict[str, object]:

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from thinc_bench.errors import SandboxUnavailable
-from thinc_bench.sandbox import Sandbox, SandboxConfig, Session, _cgroups, _jail
+from thinc_bench.sandbox import Sandbox, SandboxConfig, Session, _jail
+from thinc_bench.sandbox.runtime import _cgroups
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

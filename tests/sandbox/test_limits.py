@@ -13,17 +13,20 @@ from thinc_bench.sandbox import Sandbox, SandboxConfig, Session
 
 # A killed run returns at the timeout plus the kill; 1.5 s of slack absorbs a loaded 2-core CI box.
 KILL_SLACK_S = 1.5
+# A spinning run is charged its time less the host's load (`_clock`): on a busy box its wall-clock
+# time may reach the backstop (6x the limit by default), never more.
+BACKSTOP_FACTOR = 6.0
 
 
 def test_infinite_loop_is_killed_within_the_bound(session: Session) -> None:
     r = session.run("while True:\n    pass", timeout=1.0)
-    assert r.status == "timeout" and r.elapsed_s < 1.0 + KILL_SLACK_S
+    assert r.status == "timeout" and 1.0 <= r.elapsed_s < BACKSTOP_FACTOR * 1.0 + KILL_SLACK_S
 
 
 def test_sigterm_ignoring_loop_is_still_killed(session: Session) -> None:
     code = "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nwhile True:\n    pass"
     r = session.run(code, timeout=1.0)
-    assert r.status == "timeout" and r.elapsed_s < 1.0 + KILL_SLACK_S
+    assert r.status == "timeout" and 1.0 <= r.elapsed_s < BACKSTOP_FACTOR * 1.0 + KILL_SLACK_S
 
 
 def test_sleeping_code_is_killed_by_wall_clock(session: Session) -> None:
@@ -177,7 +180,7 @@ def _wait_for(condition: object, seconds: float = 5.0) -> bool:
 
 def test_sessions_together_cannot_pass_the_sandbox_memory_cap() -> None:
     """Each session stays under its own limits; together they pass the total cap of all sessions."""
-    from thinc_bench.sandbox import _cgroups
+    from thinc_bench.sandbox.runtime import _cgroups
 
     config = SandboxConfig(total_memory_mb=400)
     with Sandbox(config) as sandbox:
@@ -206,7 +209,7 @@ def test_a_session_cpu_quota_above_the_enclosing_groups_quota_still_runs(
 ) -> None:
     """In a container allowed half a core, a one-core session quota is refused by the kernel; the
     container's quota then binds instead, and sessions still start."""
-    from thinc_bench.sandbox import _cgroups
+    from thinc_bench.sandbox.runtime import _cgroups
 
     real = _cgroups._configure
 

@@ -12,7 +12,8 @@ import psutil
 import pytest
 
 from thinc_bench.errors import SandboxUnavailable
-from thinc_bench.sandbox import Sandbox, SandboxConfig, _cgroups, _jail
+from thinc_bench.sandbox import Sandbox, SandboxConfig, _jail
+from thinc_bench.sandbox.runtime import _cgroups
 
 
 def _kill_server_and_wait(sb: Sandbox) -> None:

@@ -205,24 +205,19 @@ def test_a_session_cannot_take_the_harness_users_inotify_quota(session: Session)
 
 @needs_root
 def test_root_only_files_in_bound_paths_are_unreadable(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fake_distribution: Callable[[Path, dict[str, str]], str]
 ) -> None:
     if _jail.bwrap_problem() is not None:
         pytest.skip(f"bubblewrap unavailable here: {_jail.bwrap_problem()}")
-    bound = tmp_path / "site-packages"  # the jail binds every site-packages folder on sys.path
-    bound.mkdir(mode=0o755)
-    bound.chmod(0o755)
-    (bound / "public.txt").write_text("public")
-    secret = bound / "secret.txt"
-    secret.write_text("root only")
-    secret.chmod(0o600)
-    monkeypatch.syspath_prepend(str(bound))
-    inside = _jail.jail_path(str(bound))
+    name = fake_distribution(tmp_path, {"public.txt": "public", "secret.txt": "root only"})
+    (tmp_path / name / "secret.txt").chmod(0o600)
     code = (
-        f"print(open({inside + '/public.txt'!r}).read())\n"
-        f"try:\n    print(open({inside + '/secret.txt'!r}).read())\nexcept OSError as e:\n    print(type(e).__name__)"
+        f"import os, {name}\nhere = os.path.dirname({name}.__file__)\n"
+        "print(open(os.path.join(here, 'public.txt')).read())\n"
+        "try:\n    print(open(os.path.join(here, 'secret.txt')).read())\nexcept OSError as e:\n"
+        "    print(type(e).__name__)"
     )
-    with Sandbox() as sb, sb.session() as s:
+    with Sandbox(SandboxConfig(packages=(name,))) as sb, sb.session() as s:
         r = s.run(code)
     assert r.output == "public\nPermissionError\n"
 

@@ -25,7 +25,8 @@ import psutil
 import pytest
 
 from thinc_bench.eval import __main__ as thinc_eval
-from thinc_bench.sandbox import Sandbox, SandboxConfig, Session, _cgroups, _jail, _seccomp
+from thinc_bench.sandbox import Sandbox, SandboxConfig, Session, _jail
+from thinc_bench.sandbox.runtime import _cgroups, _seccomp
 
 CLEAR_PDEATHSIG = "import ctypes\nctypes.CDLL(None).prctl(1, 0, 0, 0, 0)\n"
 
@@ -61,11 +62,14 @@ def _spinner(tag: str) -> str:
     )
 
 
-@pytest.fixture(params=["namespaces", "no-namespaces"])
+@pytest.fixture(params=["namespaces", "no-namespaces", "no-cgroups", "no-cgroups-no-namespaces"])
 def any_sandbox(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sandbox]:
-    """A sandbox with per-session namespaces, and one without (the degraded path keeps the rule)."""
-    if request.param == "no-namespaces":
+    """A sandbox with per-session namespaces, and one without (the degraded path keeps the rule);
+    each also without cgroups, as an unprivileged harness runs."""
+    if "no-namespaces" in request.param:
         monkeypatch.setenv(_jail.NO_NAMESPACES_ENV, "1")
+    if "no-cgroups" in request.param:
+        monkeypatch.setenv(_jail.NO_CGROUPS_ENV, "1")
     with Sandbox(SandboxConfig(timeout_s=5.0)) as sb:
         yield sb
 
@@ -177,8 +181,8 @@ def test_printing_out_of_memory_then_exiting_is_not_a_memory_status(session: Ses
 @pytest.mark.parametrize(
     "patch",
     [
-        "import sys\nsys.modules['thinc_bench.sandbox._repl'].run_cell = lambda *a, **k: 'ok'",
-        "import sys\nw = sys.modules['thinc_bench.sandbox._wire']\n"
+        "import sys\nsys.modules['thinc_sandbox_runtime._repl'].run_cell = lambda *a, **k: 'ok'",
+        "import sys\nw = sys.modules['thinc_sandbox_runtime._wire']\n"
         "w.send_frame = lambda sock, obj, fds=None: sock.sendall(w.encode({**obj, 'status': 'ok'}))",
         "import builtins\nreal = builtins.exec\n"
         "def quiet(*a, **k):\n    try:\n        real(*a, **k)\n    except BaseException:\n        pass\n"

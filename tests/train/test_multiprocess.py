@@ -190,7 +190,7 @@ ZERO3 += [
     "1",
 ]
 
-"""The DeepSpeed settings of recipes/configs/accelerate_zero3.yaml, as launch flags (what the paper runs
+"""The DeepSpeed settings of recipes/configs/accelerate_zero3.yaml, as launch flags (what the full-size configs run
 use; the process count and precision are the CPU run's own)."""
 
 

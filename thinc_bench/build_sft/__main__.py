@@ -5,10 +5,12 @@ almost nothing passes the filters, and stats.json / report.html say why):
 
     python -m thinc_bench.build_sft
 
-The paper's setting (a large teacher on GPUs, 4 samples per DAPO-Math-17k problem, Qwen3 student):
+The sources' teacher, source and student (Qwen3.5-27B on DAPO-Math-17k, Qwen3-1.7B's tokenizer; 4 samples
+per problem and the teacher's thinking off are our defaults, docs/settings.md):
 
     python -m thinc_bench.build_sft --teacher Qwen/Qwen3.5-27B --backend vllm --source dapo_math_17k \
-        --samples-per-problem 4 --student-tokenizer Qwen/Qwen3-1.7B --out runs/thinc-sft
+        --samples-per-problem 4 --teacher-chat-template-kwargs '{"enable_thinking": false}' \
+        --student-tokenizer Qwen/Qwen3-1.7B --out runs/thinc-sft
 
 Generation reuses eval's engine (same backends, rollout, sandbox and grader); every trajectory is
 appended to `OUT/rollouts/samples.jsonl` as it finishes, so a rerun resumes, and grades that timed
@@ -144,10 +146,12 @@ def generate(config: BuildSFTConfig, out: Path) -> None:
 
 def preflight(config: BuildSFTConfig) -> None:
     """Check what the dataset step reads from outside before hours of generation: the student
-    tokenizer, and the Hub when decontamination has no local benchmark copies.
+    tokenizer, the Hub when decontamination has no local benchmark copies, and that the teacher's
+    prompt does not open its own thinking (`teacher_thinking_opens`).
 
     Raises:
-        ConfigError: the student tokenizer cannot be loaded (an unreachable Hub fails in seconds).
+        ConfigError: the student tokenizer cannot be loaded (an unreachable Hub fails in seconds), or
+            the teacher's template opens a thinking block its reasoning would fill as the plan.
         DatasetError: the Hub is out of reach and --decontam-data-dir is not given.
     """
     from thinc_bench import hub
@@ -164,6 +168,35 @@ def preflight(config: BuildSFTConfig) -> None:
             f"reached ({reason}); pass --decontam-data-dir with local copies, e.g. ../shared/data/benchmarks"
         )
     load_tokenizer(config.student_tokenizer_path())
+    if teacher_thinking_opens(config) and not config.teacher_thinks:
+        raise ConfigError(
+            f"--teacher {config.teacher}: its chat template opens its own thinking (the prompt ends in <think>) "
+            f"with --teacher-chat-template-kwargs {config.teacher_chat_template_kwargs or '{}'}, so its reasoning "
+            """would become the ThinC plan; pass '{"enable_thinking": false}' (Qwen3 and Qwen3.5 templates), """
+            "or --teacher-thinks to train on what follows its </think>"
+        )
+
+
+def teacher_thinking_opens(config: BuildSFTConfig) -> bool:
+    """Whether the teacher's rendered prompt (its own tokenizer and chat template, the build's system
+    prompt and template variables) ends in an open `<think>`: a template that thinks by default
+    (Qwen3.5 without `enable_thinking=false`, Qwen3-Thinking-2507 always). False for the bundled demo
+    and the template teachers, which have no thinking mode."""
+    if config.teacher is None or config.teacher in TEMPLATE_TEACHERS:
+        return False
+    from thinc_bench.backends._sources import load_tokenizer, smollm2_gguf
+    from thinc_bench.prompts import build_messages, load_system_prompt, python_tool
+    from thinc_bench.prompts.chat import opened_plan, parse_template_kwargs, render_prompt_ids
+
+    eval_config = config.eval_config()
+    default = (
+        str(smollm2_gguf()) if config.backend == "scripted" else str(eval_config.model)
+    )  # as the backend
+    tokenizer = load_tokenizer(config.tokenizer or default, config.revision)
+    messages = build_messages("What is 1 + 1?", load_system_prompt(str(eval_config.system_prompt)))
+    tools = [python_tool(config.tool_name)] if config.dialect == "tool_call" else None
+    kwargs = parse_template_kwargs(config.teacher_chat_template_kwargs)
+    return opened_plan(tokenizer, render_prompt_ids(tokenizer, messages, kwargs, tools))
 
 
 def regrade(out: Path) -> int:

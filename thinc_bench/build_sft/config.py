@@ -1,7 +1,8 @@
-"""What defines a ThinC-SFT build: `BuildSFTConfig`, its two presets, and how it maps onto eval's engine.
+"""What defines a ThinC-SFT build: `BuildSFTConfig`, its presets, and how it maps onto eval's engine.
 
 `BuildSFTConfig` is the dataclass behind `python -m thinc_bench.build_sft` (parsed by HfArgumentParser).
-Fields left as None take the paper's defaults, or the offline demo's when no teacher is given.
+Fields left as None take the defaults with a teacher (`WITH_TEACHER`; docs/settings.md gives each one's
+source), the nano template teacher's, or the offline demo's when no teacher is given.
 Generation is eval's engine, so `eval_config()` restates the generation settings as an `EvalConfig`;
 `generation_settings()` is what the rollout directory hashes. Filter thresholds, the student tokenizer
 and runtime fields stay out of that hash, so `--refilter` and resumes may change them. Nothing here
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from thinc_bench.eval.config import EvalConfig
 
 DEFAULT_STUDENT_TOKENIZER = "Qwen/Qwen3-1.7B"
-"""The paper's smaller student; the plan-share filter counts its tokens."""
+"""The smaller student the explainers name; the plan-share filter counts its tokens."""
 TEACHER_PROMPT = "teacher"
 """Name of the bundled teacher system prompt (`prompts/teacher.txt`)."""
 DEMO = {
@@ -40,7 +41,14 @@ DEMO = {
     "concurrency": 3,
 }
 """Settings without --teacher: the bundled 135M model needs one example and a prefilled code block."""
-PAPER = {
+TEACHER_TEMPLATE_KWARGS = '{"enable_thinking": false}'
+"""The teacher's chat-template variables by default: thinking off. The documented teacher, Qwen3.5-27B,
+thinks by default (its template's generation prompt ends in `<think>\\n`; `enable_thinking=false`
+puts an empty `<think>\\n\\n</think>\\n\\n` there instead: docs/settings.md gives where this was read),
+and its own reasoning would become the ThinC plan, which must be brief and compute nothing. Templates
+without the variable ignore it; one that opens a plan anyway is refused at start unless
+--teacher-thinks drops its thinking (`build_sft.__main__.preflight`)."""
+WITH_TEACHER = {
     "limit": None,
     "samples_per_problem": 4,
     "max_tokens": 32768,
@@ -49,8 +57,10 @@ PAPER = {
     "exec_on": "output_open",
     "response_prefix": "",
     "concurrency": 64,
+    "teacher_chat_template_kwargs": TEACHER_TEMPLATE_KWARGS,
 }
-"""Defaults with a --teacher: 32K budget as in the paper, every bundled example (few_shot None = all)."""
+"""Defaults with a --teacher (docs/settings.md gives each one's source class: none of these is stated
+by the sources): every bundled example (few_shot None = all), the teacher's thinking off."""
 TEMPLATE_TEACHERS: dict[str, str] = {
     "template": "the nano template teacher (thinc_bench.nano: plan, compute, check, print), replayed "
     "through the scripted backend; every block ran in the sandbox",
@@ -89,6 +99,8 @@ NANO_CLI: dict[str, dict[str, object]] = {
         "decontam_benchmarks": "",
         "min_code_blocks": 0,
         "max_plan_share": 1.0,
+        "reject_plan_computation": False,
+        "require_grounded": False,
         "out": "runs/nano/sft-data-nl",
     },
 }
@@ -96,13 +108,17 @@ NANO_CLI: dict[str, dict[str, object]] = {
 teacher and student, the bundled student, no n-gram decontamination (nano's splits are disjoint by
 construction, by a hash of family and numbers, while every problem of a family shares its wording
 with the test split, which n-gram overlap would call contamination), and for the
-NL-only contrast no code-block or plan-share filter (the other filters, correctness first, still run)."""
+NL-only contrast no code-block, plan-share, plan-computation or grounding filter (its plan is the whole
+solution and no code prints its answer; the other filters, correctness first, still run)."""
 DATA_DIR_CANDIDATES = ("shared/data", "../shared/data")
 """Where the demo looks for local copies (train/ and benchmarks/) beside the checkout."""
 REFILTER_FIELDS = frozenset(
     {
         "min_code_blocks",
         "max_plan_share",
+        "plan_share_of",
+        "reject_plan_computation",
+        "require_grounded",
         "max_per_problem",
         "max_prose_chars",
         "recovery_share",
@@ -209,8 +225,9 @@ class BuildSFTConfig:
     teacher_chat_template_kwargs: str | None = field(
         default=None,
         metadata={
-            "help": "JSON object of the teacher's chat-template variables, e.g. '{\"enable_thinking\": false}' "
-            "so a natively thinking teacher (Qwen3.5) writes the ThinC plan instead of its own thinking."
+            "help": "JSON object of the teacher's chat-template variables; default with --teacher "
+            f"{TEACHER_TEMPLATE_KWARGS} (Qwen3.5 thinks by default: its reasoning would become the plan); "
+            "'{}' sends none."
         },
     )
     teacher_thinks: bool = field(
@@ -243,11 +260,28 @@ class BuildSFTConfig:
     )
     min_code_blocks: int = field(
         default=3,
-        metadata={"help": "Executed code blocks (tool calls) required (paper: 3 code blocks)."},
+        metadata={"help": "Executed code blocks (tool calls) required (explainers: at least three)."},
     )
     max_plan_share: float = field(
         default=0.5,
-        metadata={"help": "Plan tokens must be below this share of model tokens (paper: 0.5)."},
+        metadata={
+            "help": "Plan tokens must be below this share of --plan-share-of tokens (explainers: 50%)."
+        },
+    )
+    plan_share_of: str = field(
+        default="total",
+        metadata={
+            "help": "total (every trajectory token, interpreter output included: the explainers' 'total "
+            "tokens') | model (model-written tokens only, stricter)."
+        },
+    )
+    reject_plan_computation: bool = field(
+        default=True,
+        metadata={"help": "Reject plans that compute (arithmetic with results, equations solved in prose)."},
+    )
+    require_grounded: bool = field(
+        default=True,
+        metadata={"help": "Reject answers no interpreter output printed (the grader's grounding rule)."},
     )
     max_prose_chars: int = field(
         default=DEFAULT_MAX_PROSE_CHARS,
@@ -265,7 +299,7 @@ class BuildSFTConfig:
             "help": "Share of recovered trajectories (a code block fails, a later one runs clean, the answer "
             "is printed by a clean one): --teacher template writes them for this share of problems; with a "
             "model teacher exec_ok keeps them, up to this share of the kept set (clean ones first). "
-            "0: every execution clean, as in the paper."
+            "0: every execution clean (the explainers' executions that succeed)."
         },
     )
     decontam_benchmarks: str = field(
@@ -350,7 +384,7 @@ class BuildSFTConfig:
         if self.teacher == "template" and self.recovery_share and self.max_tool_calls is None:
             self.max_tool_calls = NANO_RECOVERY_MAX_TOOL_CALLS
         demo = self.teacher is None
-        preset = DEMO if demo else NANO if self.teacher in TEMPLATE_TEACHERS else PAPER
+        preset = DEMO if demo else NANO if self.teacher in TEMPLATE_TEACHERS else WITH_TEACHER
         for name, value in preset.items():
             if getattr(self, name) is None:
                 setattr(self, name, value)
@@ -368,6 +402,14 @@ class BuildSFTConfig:
                 raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)}: use a positive integer")
         if self.min_code_blocks < 0 or self.max_per_problem < 1 or self.max_prose_chars < 0:
             raise ConfigError("--min-code-blocks and --max-prose-chars must be >= 0, --max-per-problem >= 1")
+        from thinc_bench.prompts.chat import parse_template_kwargs
+
+        try:
+            parse_template_kwargs(self.teacher_chat_template_kwargs)
+        except ConfigError as exc:  # eval's message, named by this CLI's flag
+            raise ConfigError(str(exc).replace("--chat-template", "--teacher-chat-template", 1)) from None
+        if self.plan_share_of not in ("total", "model"):
+            raise ConfigError(f"--plan-share-of {self.plan_share_of!r}: use total or model")
         for name in ("max_plan_share", "decontam_threshold", "decontam_maths_threshold"):
             if not 0 < getattr(self, name) <= 1:
                 raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)}: use a value in (0, 1]")
@@ -453,7 +495,7 @@ class BuildSFTConfig:
             tool_name=self.tool_name,
             concurrency=self.concurrency,
             exec_timeout_s=self.exec_timeout_s,
-            recovery_k="0",  # teacher rollouts are clean; the paper preset's Recovery@k is for eval
+            recovery_k="0",  # teacher rollouts are clean; Recovery@k is for eval
             **{n: getattr(self, n) for n in _BACKEND_FIELDS},
         )
 

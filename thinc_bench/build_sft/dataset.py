@@ -124,17 +124,25 @@ def finish(config: BuildSFTConfig, out: Path) -> dict[str, Any]:
         example = tokenize_example(tokenizer, messages, trajectory.parse(text, config.dialect), tools=tools)
         example = without_failed_blocks(example, record.exec_statuses)  # the slip is context, not trained
         conformance = trajectory.check_conformance(
-            example.trajectory, min_code_blocks=config.min_code_blocks, max_prose_chars=config.max_prose_chars
+            example.trajectory,
+            min_code_blocks=config.min_code_blocks,
+            max_prose_chars=config.max_prose_chars,
+            share_of=config.plan_share_of,  # type: ignore[arg-type]  # checked in BuildSFTConfig
         )
+        computed = trajectory.plan_computation(trajectory.plan_words(example.trajectory))
+        status, grounded = _grounded(record.status, example.trajectory)
         match = matches.get(record.problem_id)
         candidate = Candidate(
             problem_id=record.problem_id,
             sample_idx=record.sample_idx,
-            grade_status=record.status,
+            grade_status=status,
             exec_statuses=tuple(record.exec_statuses),
             n_code_blocks=example.trajectory.n_code_blocks,
             plan_tokens=example.plan_tokens,
             model_tokens=example.model_tokens,
+            total_tokens=example.total_tokens,
+            plan_computation=tuple(f"{f.kind}: {f.text}" for f in computed),
+            grounded=grounded,
             conformance_failures=conformance_failures(conformance),
             contamination=None
             if match is None
@@ -154,6 +162,7 @@ def finish(config: BuildSFTConfig, out: Path) -> dict[str, Any]:
             "n_code_blocks": example.trajectory.n_code_blocks,
             "plan_tokens": example.plan_tokens,
             "model_tokens": example.model_tokens,
+            "total_tokens": example.total_tokens,
             "plan_share": example.plan_share,
             "teacher_tokens": record.gen_tokens,
             "n_tool_calls": record.n_tool_calls,
@@ -176,6 +185,9 @@ def finish(config: BuildSFTConfig, out: Path) -> dict[str, Any]:
         config.min_code_blocks,
         config.max_plan_share,
         config.max_per_problem,
+        plan_share_of=config.plan_share_of,  # type: ignore[arg-type]  # checked in BuildSFTConfig
+        plan_computation=config.reject_plan_computation,
+        grounded=config.require_grounded,
         recovery_share=config.recovery_share,
         cap_recovered=config.teacher not in TEMPLATE_TEACHERS,  # the template writes its share itself
     )
@@ -219,6 +231,7 @@ def _unreadable(record: SampleRecord, problem: Any) -> tuple[dict[str, Any], Any
         "n_code_blocks": 0,
         "plan_tokens": 0,
         "model_tokens": 0,
+        "total_tokens": 0,
         "plan_share": 0.0,
         "teacher_tokens": record.gen_tokens,
         "n_tool_calls": record.n_tool_calls,
@@ -226,6 +239,19 @@ def _unreadable(record: SampleRecord, problem: Any) -> tuple[dict[str, Any], Any
         "assistant_masks": [],
     }
     return row, candidate
+
+
+def _grounded(status: str, traj: Trajectory) -> tuple[str, bool | None]:
+    """The grade status and whether the answer is grounded in an interpreter output (`grading`'s rule,
+    on the trajectory the dataset holds). A grader that cannot run the check makes the sample
+    `grader_error`: ungraded, the infrastructure's, checked again on the next run."""
+    from thinc_bench.errors import GraderError
+    from thinc_bench.grading import is_grounded
+
+    try:
+        return status, is_grounded(traj)
+    except GraderError:
+        return "grader_error", None
 
 
 def _grounded_clean(record: SampleRecord, traj: Trajectory) -> bool | None:
@@ -261,6 +287,7 @@ def _features() -> Any:
             "n_code_blocks": Value("int64"),
             "plan_tokens": Value("int64"),
             "model_tokens": Value("int64"),
+            "total_tokens": Value("int64"),
             "plan_share": Value("float64"),
             "teacher_tokens": Value("int64"),
             "n_tool_calls": Value("int64"),
@@ -316,11 +343,12 @@ def _histogram(values: Sequence[float], *, integer: bool) -> dict[str, Any]:
 
 
 def _distributions(decisions: Sequence[Decision]) -> dict[str, Any]:
-    cands = [d.candidate for d in decisions if d.dropped_by != "infra_error"]
+    cands = [d.candidate for d in decisions if d.dropped_by not in ("infra_error", "processed")]
     return {
         "n_code_blocks": _histogram([c.n_code_blocks for c in cands], integer=True),
         "n_executed": _histogram([c.n_executed for c in cands], integer=True),
         "plan_share": _histogram([c.plan_share for c in cands], integer=False),
+        "plan_share_of_model": _histogram([c.share_of("model") for c in cands], integer=False),
         "prose_chars": _histogram([c.prose_chars for c in cands], integer=True),
         "model_tokens": _histogram([c.model_tokens for c in cands], integer=True),
     }
@@ -335,7 +363,13 @@ def build_stats(
     benchmark_names: list[str],
 ) -> dict[str, Any]:
     """stats.json: the funnel, decontamination per benchmark, distributions and rejected examples."""
-    from thinc_bench.build_sft.filters import FILTER_HELP, FILTERS, RECOVERED_EXEC_OK_HELP, funnel
+    from thinc_bench.build_sft.filters import (
+        FILTER_HELP,
+        FILTERS,
+        INFRASTRUCTURE,
+        RECOVERED_EXEC_OK_HELP,
+        funnel,
+    )
     from thinc_bench.build_sft.masks import NATIVE_THINKING_RULE
 
     share = config.recovery_share
@@ -390,7 +424,16 @@ def build_stats(
             "kept": len(kept),
             "kept_problems": len({d.candidate.problem_id for d in kept}),
         },
-        "funnel": [asdict(step) | {"help": help_text[step.name]} for step in funnel(decisions)],
+        "funnel": [
+            asdict(step) | {"help": help_text[step.name], "infrastructure": step.name in INFRASTRUCTURE}
+            for step in funnel(decisions)
+        ],
+        "excluded": {
+            "infrastructure": sum(d.dropped_by in INFRASTRUCTURE for d in decisions),
+            "by_stage": {
+                name: sum(d.dropped_by == name for d in decisions) for name in sorted(INFRASTRUCTURE)
+            },
+        },
         "recovery": _recovery_stats(config, decisions),
         "decontamination": {
             "benchmarks": benchmark_names,

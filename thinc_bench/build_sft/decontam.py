@@ -41,7 +41,7 @@ DEFAULT_NGRAM = 8
 match, short enough that a reworded copy still shares most of its n-grams."""
 DEFAULT_THRESHOLD = 0.5
 """Overlap that marks contamination in the two word passes. On the local DAPO-Math-17k copy against the
-five paper benchmarks (docs/LOG.md, 2026-12-02; `perf/decontam.py`) the copies score 1.0 and 0.73 and
+five benchmarks the sources name (docs/LOG.md, 2026-12-02; `perf/decontam.py`) the copies score 1.0 and 0.73 and
 a renumbered copy 0.51 (0.69 with numbers masked). Words alone have no clean gap under them: the best
 pairs below 0.5 are shared boilerplate (0.375) and a Chinese translation (0.35), which the maths pass
 catches instead. With numbers masked nothing more reaches 0.5 (best below: the same 0.375, then 0.356),

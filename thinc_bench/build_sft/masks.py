@@ -49,6 +49,8 @@ class Tokenized:
         model_tokens: trajectory tokens with mask 1, EOS and the `<think>` opener excluded: what the
             model writes (so the plan share is the same under both kinds of template).
         trajectory: the parsed trajectory with token spans relative to the trajectory's first token.
+        total_tokens: every trajectory token, model and interpreter alike, EOS and the `<think>`
+            opener excluded: the sources' "total tokens" the plan share is counted over.
     """
 
     input_ids: list[int]
@@ -57,11 +59,12 @@ class Tokenized:
     plan_tokens: int
     model_tokens: int
     trajectory: Trajectory
+    total_tokens: int = 0
 
     @property
     def plan_share(self) -> float:
-        """Plan tokens / model tokens (0 when the model wrote nothing)."""
-        return self.plan_tokens / self.model_tokens if self.model_tokens else 0.0
+        """Plan tokens / all trajectory tokens (the sources' rule; 0 when there are none)."""
+        return self.plan_tokens / self.total_tokens if self.total_tokens else 0.0
 
 
 def completion_mask(trajectory: Trajectory, offsets: list[tuple[int, int]]) -> list[int]:
@@ -179,6 +182,7 @@ def tokenize_example(
         plan_tokens=plan,
         model_tokens=sum(mask) - opener_tokens,
         trajectory=spanned,
+        total_tokens=len(ids) - opener_tokens,
     )
 
 
@@ -189,8 +193,8 @@ def without_failed_blocks(example: Tokenized, exec_statuses: Sequence[str]) -> T
     slip, a timeout), its output, then the recovery. Trained as written, the student would learn to
     write the slip too. So from the failed block's code (its opening fence, or the tool call) to the
     end of its output block, the model's own opener and the template's markup included, the mask is
-    0; the recovery after it stays trained. `model_tokens` drops by the tokens cleared (the plan share
-    counts what is trained). Executions pair with output blocks in order; a trajectory whose
+    0; the recovery after it stays trained. `model_tokens` drops by the tokens cleared; `total_tokens`
+    keeps them (they are still in the trajectory). Executions pair with output blocks in order; a trajectory whose
     outputs and executions do not pair up is returned as is (the recovery filter rejects it: its
     answer cannot be vouched for), as is one whose executions all ran clean.
 
@@ -299,6 +303,7 @@ def _tool_call_example(
         plan_tokens=plan,
         model_tokens=sum(mask) - opener_tokens,
         trajectory=spanned,
+        total_tokens=len(ids) - opener_tokens,
     )
 
 

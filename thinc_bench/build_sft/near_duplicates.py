@@ -23,7 +23,7 @@ vocabulary in another order ("Find the number of ordered pairs" around other mat
 Decision (`decide`): a pair is `confirmed` (the training problem is dropped) by one of three rules,
 else `review` (listed in decontamination.json, kept) when a stream reaches `REVIEW_SHARE` over
 `REVIEW_ALIGNED` tokens. The thresholds come from reading, side by side, every confirmed pair and the
-best candidates under each rule of the local DAPO copy against the five paper benchmarks and MATH-500
+best candidates under each rule of the local DAPO copy against the five evaluation benchmarks and MATH-500
 (docs/LOG.md, 2026-12-05). Pure: no IO.
 """
 

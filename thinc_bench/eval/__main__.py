@@ -4,7 +4,8 @@ Quick start (offline, the bundled SmolLM2-135M on CPU, 2 problems x 2 samples, a
 
     python -m thinc_bench.eval
 
-The paper's setting (avg@16 at 32K tokens on the five benchmarks) on a GPU machine:
+The defaults with a --model on the five benchmarks the sources name (avg@16 at 32K tokens: our choices,
+docs/settings.md) on a GPU machine:
 
     python -m thinc_bench.eval --model Qwen/Qwen3-4B-Thinking-2507 --backend vllm \
         --samples 16 --max-tokens 32768 --recovery-k 0,1,2,3 --out runs/qwen3-4b

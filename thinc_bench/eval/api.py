@@ -5,7 +5,7 @@ what it already holds) and `plan_line` says the plan in one line: benchmarks x p
 k values = N trajectories, the budget and the backend. `execute` runs what is left (stoppable, for
 Ctrl-C), writes the summary, the Parquet table and the report, and pushes them with --push-to-hub.
 `evaluate` is the synchronous
-Python face: the CLI's defaults (the checkpoint's record, the paper's or the demo's presets), its run
+Python face: the CLI's defaults (the checkpoint's record, the defaults with a --model or the demo's), its run
 directory and its resume, returning the run as tables (`results.Run`). No printing here.
 """
 

@@ -1,7 +1,8 @@
 """What defines an evaluation run: `EvalConfig`, its two presets, and the parsing of its flags.
 
 `EvalConfig` is the dataclass behind `python -m thinc_bench.eval` (parsed by HfArgumentParser). Fields
-left as None take the paper's defaults, or the embedded demo's when no model is given, so that one
+left as None take the defaults with a --model (`WITH_MODEL`; docs/settings.md gives each one's source
+class: the sources state none of them), or the embedded demo's when no model is given, so that one
 command runs the bundled tiny model and the same flags run a real one. `settings()` is what the run
 directory hashes: runtime-only fields (output folder, concurrency, log level) stay out, so a resume may
 change them. Nothing here loads a model, data or the sandbox.
@@ -16,6 +17,7 @@ from typing import Any
 from thinc_bench.backends import SamplingParams
 from thinc_bench.benchmarks import GENERATED, PAPER_BENCHMARKS, REGISTRY
 from thinc_bench.errors import ConfigError
+from thinc_bench.eval.presets import PRESETS, SETTINGS
 from thinc_bench.prompts.chat import parse_template_kwargs
 
 DEMO_BENCHMARKS = "aime2025"
@@ -32,7 +34,7 @@ DEMO = {
     "recovery_k": "0",
 }
 """Settings of the embedded default (no --model): the bundled tiny model on CPU in a few minutes."""
-PAPER = {
+WITH_MODEL = {
     "samples": 16,
     "limit": None,
     "max_tokens": 32768,
@@ -43,9 +45,10 @@ PAPER = {
     "response_prefix": "",
     "recovery_k": "0,1,2,3,4,5",
 }
-"""Defaults with a --model: the ThinC paper's avg@16 at 32K tokens, and Recovery@k for k up to 5
-(its "33% after 5 consecutive failures"). The scripted backend replays fixed turns, so it keeps k = 0
-unless --recovery-k asks for more."""
+"""Defaults with a --model, and the budget of `--setting shared`: avg@16 at 32K completion tokens, 32
+tool calls, Recovery@k for k up to 5. No source states ThinC's evaluation samples, budget or k (docs/settings.md:
+32K is the explainers' last RL context, k up to 5 an unverified write-up's Recovery@5); they are our
+choices. The scripted backend replays fixed turns, so it keeps k = 0 unless --recovery-k asks for more."""
 DATA_DIR_CANDIDATES = ("shared/data/benchmarks", "../shared/data/benchmarks")
 """Where the embedded default looks for local benchmark copies (a checkout with shared data beside it)."""
 RUNTIME_FIELDS = frozenset(
@@ -93,15 +96,18 @@ class EvalConfig:
     preset: str | None = field(
         default=None,
         metadata={
-            "help": "thinc | rstar2-agent | aster | retool: a baseline's published setup for every flag "
-            "left at its default (sources: docs/tool_calls.md)."
+            "help": f"{' | '.join(PRESETS)}: a baseline's setup for the flags not given (docs/tool_calls.md)."
         },
+    )
+    setting: str = field(
+        default="published",
+        metadata={"help": "published (a preset's own budget and sampling) | shared (the defaults')."},
     )
     benchmarks: str | None = field(
         default=None,
         metadata={
             "help": f"Comma list of {', '.join([*REGISTRY, *GENERATED])}, .jsonl or .parquet; "
-            f"default the paper's five (demo: {DEMO_BENCHMARKS})."
+            f"default the sources' five (demo: {DEMO_BENCHMARKS})."
         },
     )
     data_dir: str | None = field(
@@ -117,19 +123,16 @@ class EvalConfig:
     max_tokens: int | None = field(
         default=None,
         metadata={
-            "help": "Token budget per trajectory after the prompt, model and interpreter tokens (the paper's "
-            "32K); output crossing it is cut (max_tokens), as is one crossing the model's context. "
-            "Default 32768, demo 1024."
+            "help": "Token budget per trajectory after the prompt, model and interpreter tokens; output "
+            "crossing it is cut (max_tokens), as is one crossing the model's context. Default 32768, demo 1024."
         },
     )
     max_tool_calls: int | None = field(
         default=None,
-        metadata={"help": "Code executions per trajectory; default 32 (ThinC averages ~6), demo 4."},
+        metadata={"help": "Code executions per trajectory (0: no tool); default 32, demo 4."},
     )
-    temperature: float = field(
-        default=0.6, metadata={"help": "Sampling temperature (Qwen3 thinking's advice)."}
-    )
-    top_p: float = field(default=0.95, metadata={"help": "Nucleus sampling mass (Qwen3 thinking's advice)."})
+    temperature: float = field(default=0.6, metadata={"help": "Sampling temperature (Qwen3's card)."})
+    top_p: float = field(default=0.95, metadata={"help": "Nucleus sampling mass (Qwen3's card)."})
     top_k: int | None = field(default=None, metadata={"help": "Top-k; omitted keeps every token."})
     min_p: float = field(
         default=0.0,
@@ -211,8 +214,8 @@ class EvalConfig:
     user_template: str = field(
         default="none",
         metadata={
-            "help": "User turn around the problem: none | rstar2-agent | aster | retool | a file with "
-            "{problem}."
+            "help": "User turn around the problem: none | rstar2-agent | aster | retool | qwen-math | a "
+            "file with {problem}."
         },
     )
     chat_template_kwargs: str | None = field(
@@ -346,7 +349,7 @@ class EvalConfig:
         if isinstance(self.base_url, list):  # --base-url given once or more on the command line
             self.base_url = ",".join(self.base_url)
         self._apply_preset()
-        preset = DEMO if self.model is None else PAPER
+        preset = DEMO if self.model is None else WITH_MODEL
         if self.system_prompt is None:
             self.system_prompt = "tool_call" if self.dialect == "tool_call" else "thinc"
         if self.backend == "scripted" and self.recovery_k is None:
@@ -367,9 +370,14 @@ class EvalConfig:
             raise ConfigError(f"--backend {self.backend!r}; choose one of {', '.join(_BACKEND_OPTIONS)}")
         if self.backend == "scripted" and self.model is None:
             raise ConfigError("--backend scripted needs --model pointing at the turns .jsonl file")
-        for name in ("samples", "max_tokens", "max_tool_calls", "concurrency", "recovery_samples"):
+        for name in ("samples", "max_tokens", "concurrency", "recovery_samples"):
             if getattr(self, name) is not None and int(getattr(self, name)) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)}: use a positive integer")
+        if int(self.max_tool_calls or 0) < 0 or (self.max_tool_calls == 0 and self.dialect == "tool_call"):
+            raise ConfigError(
+                f"--max-tool-calls {self.max_tool_calls} with --dialect {self.dialect}: use a positive number, or "
+                "0 (no tool) with a dialect that declares none (markdown, xml)"
+            )
         if self.limit is not None and int(self.limit) < 1:
             raise ConfigError(
                 f"--limit {self.limit}: use a positive number of problems per benchmark (omit it for all of them)"
@@ -424,14 +432,14 @@ class EvalConfig:
             )
 
     def _apply_preset(self) -> None:
-        from thinc_bench.eval.presets import PRESETS
-
+        if self.setting not in SETTINGS:
+            raise ConfigError(f"--setting {self.setting!r}: choose one of {', '.join(SETTINGS)}")
         if self.preset is None:
             return
         if self.preset not in PRESETS:
             raise ConfigError(f"--preset {self.preset!r}: choose one of {', '.join(PRESETS)}")
         defaults = {f.name: f.default for f in fields(self)}
-        for name, value in PRESETS[self.preset].settings.items():
+        for name, value in PRESETS[self.preset].flags(self.setting).items():
             if getattr(self, name) == defaults[name]:
                 setattr(self, name, value)
 
@@ -504,6 +512,8 @@ class EvalConfig:
             del settings["api_extensions"]  # the default: the hash of earlier runs stays the same
         if self.preset is None:
             del settings["preset"]  # the settings it made are recorded one by one
+        if self.preset is None or self.setting == "published":
+            del settings["setting"]  # the default: the hash of earlier runs stays the same
         if self.recovery_samples is None:
             del settings["recovery_samples"]  # every k takes --samples, as before the flag existed
         for name in ("benchmark_limits", "recovery_benchmarks"):

@@ -63,11 +63,12 @@ class RolloutLimits:
     """Budgets of one trajectory; each hit is a recorded stop reason, not an error."""
 
     max_tokens: int = 32768
-    """Completion tokens after the prompt, model and interpreter alike: the paper's 32K of generated
+    """Completion tokens after the prompt, model and interpreter alike: 32K of generated
     context. The prompt is not counted; the model's context (prompt included) may end a trajectory
     sooner, which it records as `context_exceeded`."""
     max_tool_calls: int = 32
-    """Code executions per trajectory; the model asking for one more ends the trajectory."""
+    """Code executions per trajectory; the model asking for one more ends the trajectory. 0 is no tool
+    (an NL-only baseline): generation never stops for code and nothing runs, whatever the text holds."""
 
 
 @dataclass(frozen=True)
@@ -212,7 +213,8 @@ async def rollout(
     context = generator.context_length
     result = RolloutResult(list(prompt_ids), [], [], "", "eos", logprobs=[] if params.logprobs else None)
     calling = spec.name == "tool_call"
-    stops = () if calling else exec_stops(spec, exec_on)
+    no_tool = limits.max_tool_calls == 0 and not calling
+    stops = () if calling or no_tool else exec_stops(spec, exec_on)
     plan_open = opened_plan(tokenizer, prompt_ids)  # R1 distills, Qwen3 2507 thinking
     triggers = TurnTrigger(spec, plan_open=plan_open)  # scans each turn's text, not the whole again
     text = ""
@@ -267,6 +269,8 @@ async def rollout(
                 else await _off_loop(triggers, triggers.calls, text, turn_start)
             )
             trigger = Trigger(bool(calls), tuple(c.code or "" for c in calls), False)
+        elif no_tool:
+            trigger = Trigger(False, (), False)
         else:
             trigger = await _off_loop(triggers, triggers, text, generation.stop)
         if generation.stop is None and (generation.finish_reason == "length" or not trigger.run):

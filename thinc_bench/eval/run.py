@@ -148,7 +148,8 @@ async def _produce(
     params = config.sampling_params(
         seed=sample_seed(config.seed, problem.benchmark, problem.id, sample_idx, k)
     )
-    limits = rollout.RolloutLimits(int(config.max_tokens or 1), int(config.max_tool_calls or 1))
+    calls = 1 if config.max_tool_calls is None else int(config.max_tool_calls)  # 0: no tool (the nl preset)
+    limits = rollout.RolloutLimits(int(config.max_tokens or 1), calls)
     from thinc_bench.prompts import parse_template_kwargs
 
     template_kwargs = parse_template_kwargs(config.chat_template_kwargs)

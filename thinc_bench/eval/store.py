@@ -72,10 +72,10 @@ class SampleRecord:
     `infra_error` and `grader_error` are kept out of every rate and counted; `harness_error` and
     `grader_timeout` are the model's, scored wrong and counted apart. `judge` names the judge
     that gave the verdict (`grading.JUDGE_VERSION`; None before schema 3). Token counts: `response_tokens` is the completion, model and
-    interpreter tokens (the response length the paper means), `gen_tokens` its model-written part,
+    interpreter tokens (the response length), `gen_tokens` its model-written part,
     `prompt_tokens` the chat prompt, `total_tokens` prompt plus completion. Per-trajectory measures
     (None or empty when not measured, e.g. infrastructure errors and version-1 records): `checks`,
-    the ThinC conformance checks by name; `plan_share`; `posthoc`, `nl_literals` and `nl_ratio`,
+    the ThinC conformance checks by name; `plan_share` (of all completion tokens); `posthoc`, `nl_literals` and `nl_ratio`,
     the three TIR failure modes of `metrics.failure_modes`. `meta` carries what the problem's
     loader recorded (the GPQA option order and its seed).
     """

@@ -1,10 +1,10 @@
-"""From sample records to summary.json: every metric per benchmark and the paper-style average.
+"""From sample records to summary.json: every metric per benchmark and the mean over benchmarks.
 
 `summarize(records, same=...)` is pure: it groups records by benchmark and by injected-failure count
 k and calls the metric functions of `metrics`. Accuracy (avg@n, pass@k, maj@k) uses the clean
 (k = 0) samples; Recovery@k compares every sample of each k > 0 with the clean samples of the same
-problems. Every overall figure is the mean over benchmarks of the per-benchmark figure, as the ThinC
-paper's "Avg." column is for accuracy (so BeyondAIME's 100 problems weigh what AIME's 30 weigh); the
+problems. Every overall figure is the mean over benchmarks of the per-benchmark figure, as a results
+table's "Avg." column is for accuracy (so BeyondAIME's 100 problems weigh what AIME's 30 weigh); the
 figures pooled over every trajectory sit apart under `overall.pooled`. No IO.
 
 Denominators never move silently, and never in the model's favour (`thinc_bench.outcomes`). Samples

@@ -2,7 +2,7 @@
 
 `estimates`: avg@n, pass@k, maj@k with standard errors across problems, paired differences between runs, distributions (tool calls,
 lengths), rates (grounding, errors, no answer, truncation) and Recovery@k. `failure_modes`: the
-three failure modes of interleaved tool-integrated reasoning the ThinC paper names (post-hoc
+three failure modes of interleaved tool-integrated reasoning the sources name (post-hoc
 verification, prose numbers typed into code, prose restating code), per trajectory and summarised.
 Nothing here reads records, grades answers or calls math-verify: answer equivalence is injected.
 Which samples enter a metric (the denominators) is eval's summary's choice, stated there.

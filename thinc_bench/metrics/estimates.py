@@ -338,7 +338,7 @@ class Lengths:
     """Lengths in tokens per trajectory.
 
     Attributes:
-        response_tokens: the completion, model and interpreter tokens alike (the paper's response
+        response_tokens: the completion, model and interpreter tokens alike (the response
             length, the quantity `--max-tokens` bounds).
         model_tokens: model-generated tokens of the completion only.
         prompt_tokens: the chat prompt, apart (None when the records do not carry it).

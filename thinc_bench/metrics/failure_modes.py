@@ -1,6 +1,6 @@
 """The three failure modes of interleaved tool-integrated reasoning, measured per trajectory.
 
-The ThinC paper argues (its Figure 1) that interleaving prose and code invites three failures:
+ThinC's sources (the AI-generated explainers of the paper) describe three failures interleaving prose and code invites:
 (A) post-hoc verification, the answer reached in prose and code run only to confirm it; (B) a number
 computed in prose typed as a literal into the next code block, so a prose error stays silent;
 (C) role overlap, prose restating what code does. `posthoc`, `nl_literals` and `nl_ratio` measure
@@ -231,7 +231,8 @@ class FailureModes:
         nl_literals: trajectories with at least one NL literal / trajectories measured.
         nl_literals_mean: NL literals per measured trajectory.
         nl_ratio: mean prose-outside-plan share of model tokens (None when none measured).
-        plan_share: mean plan share of model tokens, beside it (None when none measured).
+        plan_share: mean plan share of all completion tokens (`trajectory.check_conformance`'s, the
+            sources' denominator), beside it (None when none measured).
     """
 
     posthoc: Rate

@@ -1,4 +1,4 @@
-"""ThinC-nano: the paper's claim in miniature, on a CPU.
+"""ThinC-nano: ThinC's claim in miniature, on a CPU.
 
 A generated integer task and a template teacher (`thinc_turns`, `nl_turns`, `write_script`;
 `recovery_plan` says which scripts fail before they fix, for `build_sft --recovery-share`) whose

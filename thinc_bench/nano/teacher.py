@@ -8,7 +8,7 @@ output block, and the harness runs the code for real and writes the output (`bac
 so no output here is made up and the final `\\boxed{}` copies what the interpreter printed (the
 answer is computed by the same code the problem generator used; the filters keep only what the
 sandbox confirms). The NL-only solution says the same plan and states the result in words: a
-model taught on it must do the arithmetic in its head, which is the paper's point.
+model taught on it must do the arithmetic in its head, which is ThinC's point (plan in words, compute in code).
 
 With a recovery share (`build_sft --recovery-share`), a drawn share of the ThinC scripts first write a
 compute block with a real slip (a misspelt or missing name, a syntax slip, a wrong call, a wrong

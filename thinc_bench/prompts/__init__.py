@@ -71,9 +71,11 @@ USER_TEMPLATES: dict[str, str] = {
     "rstar2-agent": "user_rstar2_agent.txt",
     "aster": "user_aster.txt",
     "retool": "user_retool.txt",
+    "qwen-math": "user_qwen_math.txt",
 }
 """Named user turns of the baselines, word for word, with `{problem}` where the problem goes
-(docs/tool_calls.md cites each); `none` is the problem alone."""
+(docs/tool_calls.md cites each; `qwen-math` is the Qwen thinking models' card's instruction for math,
+the NL-only preset's); `none` is the problem alone."""
 PROBLEM_SLOT = "{problem}"
 
 

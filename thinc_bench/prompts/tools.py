@@ -57,7 +57,7 @@ class ToolSpec:
         name: the function name the prompt declares.
         description: the function's description, word for word.
         parameters: the JSON schema of its arguments (`code` is always the program).
-        aliases: other names a call may use and still run (a paper that writes the name one way and
+        aliases: other names a call may use and still run (a baseline's paper that writes the name one way and
             the repository that evaluates it another).
         stdin_argument: the argument given to the program as its standard input, or None.
         result_format: how results are written back (`ResultFormat`).

@@ -110,10 +110,23 @@ def _training_log(path: str | Path) -> tuple[str, list[dict[str, Any]]]:
 
 
 def render(data: dict[str, Any]) -> str:
-    """The report page for a data dict from `build_data`, stamped with the renderer's id."""
+    """The report page for a data dict from `build_data`, stamped with the renderer's id.
+
+    The page's one script, the viewer, is allowed by its hash in the Content-Security-Policy (no
+    'unsafe-inline'): a script that an escaping slip let into any field would not run."""
+    import base64
+    import hashlib
+
+    import markupsafe
+
     from thinc_bench.report._stamp import renderer_id
 
-    return environment().get_template("report.html.jinja").render(**data, renderer=renderer_id())
+    env = environment()
+    viewer_js = env.get_template("_viewer.js.jinja").render()
+    script_hash = base64.b64encode(hashlib.sha256(viewer_js.encode()).digest()).decode()
+    return env.get_template("report.html.jinja").render(
+        **data, renderer=renderer_id(), viewer_js=markupsafe.Markup(viewer_js), script_hash=script_hash
+    )
 
 
 def write_report(run_dir: str | Path) -> Path:

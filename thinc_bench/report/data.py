@@ -16,7 +16,7 @@ from typing import Any
 from thinc_bench.outcomes import EXCLUDED_STATUSES
 from thinc_bench.report import _warnings
 from thinc_bench.report.reference import load_reference
-from thinc_bench.report.runs import Run, differences, header, utc
+from thinc_bench.report.runs import Run, differences, header, setting_note, utc
 from thinc_bench.report.viewer import pack, problem_texts, viewer_samples
 
 logger = logging.getLogger(__name__)
@@ -68,6 +68,7 @@ def build_report_data(
         "generated": utc(datetime.datetime.now(tz=datetime.timezone.utc).timestamp()),
         "runs": headers,
         "differences": differences(headers),
+        "setting_note": setting_note(headers),
         "denominators": denominators(runs),
         "benchmarks": benchmarks,
         "headline": headline(runs, benchmarks),

@@ -175,7 +175,7 @@ def published_markers(
     reference: dict[str, Any], metric: str, benchmarks: Sequence[str]
 ) -> list[dict[str, Any]]:
     """The published numbers of `metric` that may be drawn on a report of `benchmarks` (see
-    `reference.applies`): the paper's AIME averages never stand on a nano axis."""
+    `reference.applies`): the published five-benchmark averages never stand on a nano axis."""
     from thinc_bench.report.reference import applies
 
     return [
@@ -186,10 +186,9 @@ def published_markers(
 
 
 def _marker_label(entry: dict[str, Any], reference: dict[str, Any]) -> str:
-    from thinc_bench.report.reference import provenance
+    from thinc_bench.report.reference import source_of
 
-    kind = provenance(entry, reference).split(":")[0]
-    return f"{entry['model']} {entry['value']} (published; {kind})"
+    return f"{entry['model']} {entry['value']} (published; {source_of(entry).short})"
 
 
 def accuracy_figure(runs: Sequence[Run], benchmarks: Sequence[str], reference: dict[str, Any]) -> Markup:
@@ -334,7 +333,7 @@ def _dig(block: dict[str, Any], path: Sequence[str]) -> float | None:
 def failure_mode_figure(runs: Sequence[Run], reference: dict[str, Any], benchmarks: Sequence[str]) -> Markup:
     """Grounding and the three TIR failure modes, runs side by side (pooled clean samples).
 
-    Published numbers are drawn as markers where the paper gives one (grounding); groups it does
+    Published numbers are drawn as markers where a source gives one (grounding); groups it does
     not report are labelled so on the axis.
     """
     with _style():
@@ -347,7 +346,7 @@ def failure_mode_figure(runs: Sequence[Run], reference: dict[str, Any], benchmar
         }
         drawn = {metric: published_markers(reference, metric, benchmarks) for metric in published}
         names = [
-            label if published[metric] else f"{label}\n(paper: not reported)"
+            label if published[metric] else f"{label}\n(not reported)"
             for label, _, metric in FAILURE_MODE_GROUPS
         ]
         values = [
@@ -378,8 +377,8 @@ def all_figures(
     """The report's run-level figures in page order: dicts with key, title, caption and svg (None when
     no data); the per-benchmark heat maps follow them (`_heatmap.heatmap_figures`)."""
     ks = sorted({int(s["k"]) for run in runs for s in run.samples})
-    paper = ", ".join(reference.get("source", {}).get("benchmarks", []))
-    none_here = f"no published markers: they were measured on {paper}, not on this report's benchmarks"
+    where = ", ".join(reference.get("source", {}).get("benchmarks", []))
+    none_here = f"no published markers: they were measured on {where}, not on this report's benchmarks"
     averages = (
         "markers: published 5-benchmark averages (not measured here; the legend gives each one's source class)"
         if published_markers(reference, "avg_accuracy", benchmarks)
@@ -410,7 +409,7 @@ def all_figures(
             "caption": "grounded answers, then (A) post-hoc verification, (B) trajectories typing prose numbers "
             "into code (% of trajectories), (C) prose outside the plan (% of model tokens); lower is better "
             "for A-C. "
-            f"{grounding}; the paper reports no number for A-C{NA_NOTE}",
+            f"{grounding}; no source gives a number for A-C{NA_NOTE}",
             "svg": failure_mode_figure(runs, reference, benchmarks),
         },
         {

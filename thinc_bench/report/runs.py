@@ -205,6 +205,7 @@ def _public(value: Any, run_dir: Path) -> Any:
 
 
 DIFFERENCE_GROUPS = {
+    "setting": ("setting",),
     "prompt": ("system_prompt", "few_shot", "response_prefix", "chat_template_kwargs"),
     "trigger": ("exec_on",),
     "dialect": ("dialect",),
@@ -249,6 +250,28 @@ def differences(facts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return {"rows": rows, "banner": banner}
 
 
+def setting_note(facts: Sequence[dict[str, Any]]) -> str | None:
+    """The banner saying at which setting baseline presets ran (`eval --setting`), None without one.
+
+    Published: each preset at its own published budget and sampling, so they differ from run to run;
+    shared: every preset at one budget and sampling, the comparison a table of models needs. Runs
+    that differ in it are named by `differences`' banner instead."""
+    settings = {f["prompt"]["setting"] for f in facts if "setting" in f["prompt"]}
+    if len(settings) != 1:
+        return None
+    (setting,) = settings
+    if setting == "shared":
+        return (
+            "Setting: shared. Every baseline preset ran at one shared budget and sampling (the defaults "
+            "with a --model), in its own format (tool, prompt, execution model): the numbers compare models."
+        )
+    return (
+        "Setting: published. Each baseline preset ran at its own published budget and sampling "
+        "(docs/tool_calls.md), which differ between baselines: the numbers compare each as published, "
+        "not at one setting (eval --setting shared runs them at one)."
+    )
+
+
 def header(run: Run) -> dict[str, Any]:
     """Who, what and how of one run: the facts a reader checks before trusting its numbers; no
     absolute path of the machine that ran it (see `public_path`)."""
@@ -290,6 +313,7 @@ def _header(run: Run) -> dict[str, Any]:
             k: settings.get(k)
             for k in (
                 "preset",
+                "setting",
                 "dialect",
                 "tool_name",
                 "system_prompt",
@@ -299,8 +323,9 @@ def _header(run: Run) -> dict[str, Any]:
                 "chat_template_kwargs",
             )
             if (k != "tool_name" or settings.get("dialect") == "tool_call")
-            and (k not in ("preset", "user_template") or k in settings)
-        },
+            and (k not in ("preset", "user_template", "setting") or k in settings)
+        }
+        | ({"setting": settings.get("setting", "published")} if "preset" in settings else {}),
         "versions": {**env.get("versions", {}), "python": env.get("python")},
         "platform": env.get("platform"),
         "git": env.get("git"),

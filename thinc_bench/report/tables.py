@@ -2,7 +2,7 @@
 
 Every headline number is read from a run's summary (summary.json, or the merged shards' recomputed
 summary); nothing here recomputes a metric that summary.json holds. The "average" row takes the
-paper-style mean accuracy from `overall`, the pooled rates from `overall`, and pass@k / maj@k as the
+mean accuracy over benchmarks ("Avg.") from `overall`, the pooled rates from `overall`, and pass@k / maj@k as the
 mean of the per-benchmark values (summary.json keeps those per benchmark only). Each cell carries its
 raw value (tests compare it with summary.json) and whether it is the best across runs.
 """
@@ -141,7 +141,7 @@ FAILURE_MODE_METRICS = ("posthoc", "nl_literals", "nl_ratio")
 
 
 def fmt(value: float | None, kind: Format) -> str:
-    """A number as the report prints it: percentages with one decimal, like the ThinC paper."""
+    """A number as the report prints it: percentages with one decimal, like the published numbers."""
     if value is None:
         return "–"
     if kind == "pct":

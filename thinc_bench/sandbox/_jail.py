@@ -1,37 +1,53 @@
-"""How the harness launches the fork-server: bubblewrap jail or plain process, env, cgroups.
+"""How the harness launches the fork-server: bubblewrap jail or plain process, what it shows, env.
 
-Contract: `plan_launch(config)` returns the argv/env to start `thinc_bench.sandbox.server` and
-whether it is jailed; with `isolation="bwrap"` it raises `SandboxUnavailable` (with the apt command)
-when bubblewrap is missing or cannot create namespaces. `describe_protections` turns the launch plan
-and the server's probe into the protection summary (each line active, or missing with its reason)
-that `Sandbox` logs once. The jail shows only read-only system paths, the Python installation and
-this package; never the working tree, $HOME or the harness's environment. It does not start or
-talk to the server.
+Contract: `plan_launch(config)` returns the argv/env to start the sandbox's runtime
+(`thinc_sandbox_runtime.server`) and whether it is jailed; with `isolation="bwrap"` it raises
+`SandboxUnavailable` (with the apt command) when bubblewrap is missing or cannot create namespaces.
+It does not start or talk to the server.
+
+What a session can see (docs/sandbox.md, the trust boundary) is built here from an allowlist, never
+by hiding things from a full view: the jail's root is an empty tmpfs holding the read-only system
+folders (/usr, /bin, /lib...), a few /etc files, the base interpreter's installation (stdlib,
+lib-dynload) with every site-packages and dist-packages folder in them covered by an empty
+read-only mount, the runtime package alone (`JAIL_RUNTIME`, never the thinc_bench package around
+it) and the allowed distributions' entries (`_packages.resolve`) in `JAIL_SITE`. The venv, the
+working tree, $HOME, the Hub cache, run directories and data are never bound; a path of the harness
+(thinc_bench itself, the Hub cache, the working directory, $HOME) that lies inside a bound folder
+gets an empty mount over it all the same. Unjailed (`isolation="none"`, or no bubblewrap), the
+import path is the same shape, built of symlinks in a private folder (`_Farm`); files the session's
+uid can read stay readable, and with per-session namespaces the harness's own paths are covered in
+each session (`hidden` below).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import glob
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from thinc_bench.errors import SandboxUnavailable
-from thinc_bench.sandbox import _cgroups
+from thinc_bench.sandbox import _packages
 from thinc_bench.sandbox.config import SandboxConfig
+from thinc_bench.sandbox.runtime import PACKAGE_NAME, _cgroups
 
 APT_FIX = "apt-get install -y bubblewrap"
 # bwrap's own start-up check runs `true`; a second is plenty even on a loaded 2-core machine.
 BWRAP_PROBE_TIMEOUT_S = 10.0
-# Where this package appears inside the jail (read-only); PYTHONPATH points at its parent.
-JAIL_PKG_PARENT = "/opt/thinc_sandbox"
-# Sessions cover /tmp with their private scratch, so a Python prefix (venv) that lives under /tmp -- a CI
-# checkout, say -- is bound here instead, where no scratch mount hides it.
+# Where the runtime package and the allowed packages appear inside the jail (read-only); both
+# folders are on PYTHONPATH, and nothing else of the harness is.
+JAIL_ROOT = "/opt/thinc_sandbox"
+JAIL_RUNTIME = f"{JAIL_ROOT}/{PACKAGE_NAME}"
+JAIL_SITE = f"{JAIL_ROOT}/site"
+# Sessions cover /tmp with their private scratch, so a Python prefix that lives under /tmp -- a CI
+# checkout's interpreter, say -- is bound here instead, where no scratch mount hides it.
 JAIL_TMP_PREFIXES = "/opt/thinc_tmp_prefixes"
 # Where the sandbox's cgroups (the parents of the session groups) appear inside the jail.
 JAIL_CGROUPS = "/run/thinc_cgroups"
@@ -53,19 +69,38 @@ ETC_FILES = (
     "/etc/hosts",
 )
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64")
-# Test/debug switch: "1" makes sessions skip their namespaces, to exercise the degraded path.
+# Where installers put packages under a Python prefix (Debian's dist-packages included): each such
+# folder found under a bound path is covered, so only the allowlist's entries are importable.
+SITE_PATTERNS = (
+    "lib/python3*/site-packages",
+    "lib/python3*/dist-packages",
+    "lib/python3/dist-packages",
+    "lib64/python3*/site-packages",
+    "local/lib/python3*/dist-packages",
+    "local/lib/python3*/site-packages",
+)
+# Test/debug switches: "1" makes sessions skip their namespaces, or the Sandbox its cgroups, to
+# exercise the degraded paths (the second is what an unprivileged harness has) as root.
 NO_NAMESPACES_ENV = "THINC_SANDBOX_NO_NAMESPACES"
+NO_CGROUPS_ENV = "THINC_SANDBOX_NO_CGROUPS"
+# Unjailed, the private folder of symlinks (the runtime, the allowed packages) lives here, not in
+# /tmp, which sessions with namespaces cover with their scratch.
+FARM_PARENTS = ("/var/tmp",)
+FARM_PREFIX = "thinc-sandbox-"
 
 
 @dataclass(frozen=True)
 class Launch:
-    """What to exec for the server, and what the harness must clean up afterwards."""
+    """What to exec for the server, what model code can see, and what to clean up afterwards."""
 
     argv: list[str]
     env: dict[str, str]
     jailed: bool
     bwrap_problem: str | None
     groups: _cgroups.SandboxGroups = field(default_factory=_cgroups.SandboxGroups)
+    visible: _packages.Visible = field(default_factory=_packages.Visible)
+    # Unjailed: the private folder of symlinks on the server's import path (removed at close).
+    farm: str | None = None
 
     @property
     def command(self) -> list[str]:
@@ -80,6 +115,11 @@ class Launch:
         procs = os.path.join(group, "cgroup.procs")
         return ["/bin/sh", "-c", 'echo $$ > "$1" && shift && exec "$@"', "thinc-sandbox", procs, *self.argv]
 
+    def cleanup(self) -> None:
+        """Remove what the launch made on the host (the unjailed symlink folder)."""
+        if self.farm is not None:
+            _remove_farm(self.farm)
+
 
 def server_env(pythonpath: str) -> dict[str, str]:
     """The whole environment of the server and its sessions: nothing inherited from the harness."""
@@ -89,6 +129,7 @@ def server_env(pythonpath: str) -> dict[str, str]:
         "LANG": "C.UTF-8",
         "PYTHONPATH": pythonpath,
         "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
         "PYTHONHASHSEED": "0",
         # One BLAS/OpenMP thread: forking a multi-threaded process is unsafe, and cores are shared.
         "OPENBLAS_NUM_THREADS": "1",
@@ -122,6 +163,22 @@ def bwrap_problem() -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=1)
+def bwrap_sizes_tmpfs() -> bool:
+    """Whether this bubblewrap bounds a tmpfs it mounts (`--size`, bubblewrap 0.7 and later)."""
+    try:
+        proc = subprocess.run(
+            ["bwrap", "--help"], capture_output=True, text=True, timeout=BWRAP_PROBE_TIMEOUT_S
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--size" in proc.stdout + proc.stderr
+
+
+def _size(nbytes: int) -> list[str]:
+    return ["--size", str(nbytes)] if bwrap_sizes_tmpfs() else []
+
+
 def has_capability(cap: int) -> bool:
     """Whether this process holds capability number `cap` (bwrap cannot grant one it lacks)."""
     try:
@@ -135,10 +192,57 @@ def has_capability(cap: int) -> bool:
 
 
 def jail_path(path: str) -> str:
-    """Where a host path of the Python installation appears inside the jail (moved off /tmp)."""
+    """Where a host path of the base Python installation appears inside the jail (moved off /tmp)."""
     if path == "/tmp" or path.startswith("/tmp/"):
         return JAIL_TMP_PREFIXES + path[len("/tmp") :]
     return path
+
+
+def interpreter() -> str:
+    """The base interpreter (a venv's `python` is a link to it, and the venv is never shown)."""
+    return os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
+
+
+def python_prefixes() -> list[str]:
+    """The base installation's folders (stdlib, lib-dynload, libpython), resolved."""
+    exe = interpreter()
+    found = {os.path.realpath(p) for p in (sys.base_prefix, sys.base_exec_prefix)}
+    found.add(os.path.dirname(os.path.dirname(exe)))
+    return sorted(found)
+
+
+def runtime_dir() -> str:
+    """The runtime package's folder on the host."""
+    return str(Path(__file__).resolve().parent / "runtime")
+
+
+def _within(path: str, folder: str) -> bool:
+    return path.startswith(folder.rstrip("/") + "/")
+
+
+def _site_folders(roots: list[str]) -> list[str]:
+    """Every package folder of a Python installation under `roots` (and /usr, /usr/local)."""
+    found: set[str] = set()
+    for root in {*roots, "/usr", "/usr/local"}:
+        for pattern in SITE_PATTERNS:
+            found.update(
+                os.path.realpath(p) for p in glob.glob(os.path.join(root, pattern)) if os.path.isdir(p)
+            )
+    return sorted(found)
+
+
+def harness_paths() -> list[str]:
+    """Folders of the harness a session must never read, resolved: every copy of thinc_bench on
+    the import path, the Hugging Face caches (models, datasets, the Hub), $HOME and the working
+    directory (run directories and data live there by default)."""
+    home = os.path.expanduser("~")
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
+    hf_home = os.environ.get("HF_HOME") or os.path.join(cache, "huggingface")
+    paths = [*_packages.harness_dirs(), hf_home, home, os.getcwd()]
+    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_DATASETS_CACHE", "TRANSFORMERS_CACHE"):
+        if os.environ.get(var):
+            paths.append(os.environ[var])
+    return sorted({os.path.realpath(p) for p in paths if p and os.path.realpath(p) != "/"})
 
 
 def _parent_dirs(dest: str, made: set[str]) -> list[str]:
@@ -156,30 +260,90 @@ def _parent_dirs(dest: str, made: set[str]) -> list[str]:
     return args
 
 
-def _jail_binds(pkg_dir: Path, groups: _cgroups.SandboxGroups) -> list[str]:
+def _mask(path: str) -> list[str]:
+    """bwrap arguments covering `path` with an empty read-only tmpfs (no file can be created in it)."""
+    return ["--perms", "0555", *_size(4096), "--tmpfs", path, "--remount-ro", path]
+
+
+def jail_binds(
+    visible: _packages.Visible, groups: _cgroups.SandboxGroups, tmp_bytes: int
+) -> tuple[list[str], list[str]]:
+    """The bwrap arguments that build the jail's filesystem, and the host paths it covers with an
+    empty mount (a package folder, or a harness path inside a bound folder)."""
     args: list[str] = []
+    sources: list[str] = []
     for d in SYSTEM_DIRS:
         if os.path.islink(d):
             args += ["--symlink", os.readlink(d), d]
         elif os.path.isdir(d):
             args += ["--ro-bind", d, d]
+            sources.append(os.path.realpath(d))
     for f in ETC_FILES:
         args += ["--ro-bind-try", f, f]
-    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
-    prefixes |= {os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))}
-    prefixes |= {
-        p for p in sys.path if p and Path(p).name in ("site-packages", "dist-packages") and Path(p).is_dir()
-    }
     made: set[str] = set()
-    for p in sorted(prefixes):
-        if not any(p == d or p.startswith(d + "/") for d in SYSTEM_DIRS):
+    prefixes = python_prefixes()
+    for p in prefixes:
+        if not any(p == d or _within(p, d) for d in SYSTEM_DIRS):
             args += _parent_dirs(jail_path(p), made) + ["--ro-bind", p, jail_path(p)]
-    pkg_dest = f"{JAIL_PKG_PARENT}/{pkg_dir.name}"
-    args += _parent_dirs(pkg_dest, made) + ["--ro-bind", str(pkg_dir), pkg_dest]
-    args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+            sources.append(p)
+    covered = [
+        p
+        for p in sorted({*_site_folders(prefixes), *harness_paths()})
+        if os.path.isdir(p) and any(_within(p, s) for s in sources)
+    ]
+    for path in covered:
+        args += _mask(jail_path(path))
+    args += _parent_dirs(JAIL_RUNTIME, made) + ["--ro-bind", runtime_dir(), JAIL_RUNTIME]
+    args += ["--perms", "0755", "--dir", JAIL_SITE]
+    for entry in visible.entries:
+        args += ["--ro-bind", entry.source, f"{JAIL_SITE}/{entry.name}"]
+    args += ["--dev", "/dev", "--proc", "/proc", *_size(tmp_bytes), "--tmpfs", "/tmp"]
     for controller, path in groups.session_parents.items():
         args += ["--bind", path, f"{JAIL_CGROUPS}/{controller}"]
-    return args
+    # The jail's root (bwrap's tmpfs holding the folders made above) read-only: without namespaces
+    # a session runs as the server's uid, which owns it, and could otherwise add to it.
+    args += ["--remount-ro", "/"]
+    return args, covered
+
+
+class _Farm:
+    """Unjailed, the session's import path: a private folder holding symlinks to the runtime package
+    and to the allowed entries, and nothing else (so `import thinc_bench` finds nothing)."""
+
+    @staticmethod
+    def make(visible: _packages.Visible) -> str:
+        parent = next((p for p in FARM_PARENTS if os.access(p, os.W_OK | os.X_OK)), tempfile.gettempdir())
+        _reap_stale_farms(parent)
+        farm = tempfile.mkdtemp(prefix=f"{FARM_PREFIX}{os.getpid()}-", dir=parent)
+        try:
+            os.symlink(runtime_dir(), os.path.join(farm, PACKAGE_NAME))
+            site = os.path.join(farm, "site")
+            os.mkdir(site)
+            for entry in visible.entries:
+                os.symlink(entry.source, os.path.join(site, entry.name))
+            for path in (site, farm):
+                os.chmod(path, 0o555)  # sessions of other uids walk it; nobody adds to it
+        except OSError:
+            _remove_farm(farm)
+            raise
+        return farm
+
+
+def _reap_stale_farms(parent: str) -> None:
+    """Remove the symlink folders of harnesses that died without closing their Sandbox."""
+    for path in glob.glob(os.path.join(parent, f"{FARM_PREFIX}*-*")):
+        pid = os.path.basename(path)[len(FARM_PREFIX) :].split("-")[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not os.path.exists(f"/proc/{pid}"):
+            _remove_farm(path)
+
+
+def _remove_farm(farm: str) -> None:
+    """Remove a symlink folder, made read-only for sessions: writable again first (an unprivileged
+    owner cannot unlink in a 0555 folder)."""
+    for folder in (farm, os.path.join(farm, "site")):
+        with contextlib.suppress(OSError):
+            os.chmod(folder, 0o755)
+    shutil.rmtree(farm, ignore_errors=True)
 
 
 def plan_launch(config: SandboxConfig, ctrl_fd: int) -> Launch:
@@ -188,17 +352,20 @@ def plan_launch(config: SandboxConfig, ctrl_fd: int) -> Launch:
     Raises:
         SandboxUnavailable: `isolation="bwrap"` was demanded and bubblewrap cannot jail us.
     """
-    pkg_dir = Path(__file__).resolve().parents[1]  # .../thinc_bench
     problem = None if config.isolation == "none" else bwrap_problem()
     if config.isolation == "bwrap" and problem is not None:
         raise SandboxUnavailable(f"SandboxConfig(isolation='bwrap') but {problem}")
     jailed = config.isolation != "none" and problem is None
-    groups = _cgroups.make_sandbox_groups(config.resolved_total_memory_mb())
+    visible = _packages.resolve(tuple(config.packages), tuple(config.preload))
+    if os.environ.get(NO_CGROUPS_ENV) == "1":
+        groups = _cgroups.SandboxGroups({}, {c: f"{NO_CGROUPS_ENV}=1" for c in _cgroups.CONTROLLERS})
+    else:
+        groups = _cgroups.make_sandbox_groups(config.resolved_total_memory_mb())
     oom_protected = has_capability(CAP_SYS_RESOURCE)
     cgroups = {c: f"{JAIL_CGROUPS}/{c}" if jailed else p for c, p in groups.session_parents.items()}
     server_args = [
         "-m",
-        "thinc_bench.sandbox.server",
+        f"{PACKAGE_NAME}.server",
         "--ctrl-fd",
         str(ctrl_fd),
         "--limits",
@@ -211,16 +378,32 @@ def plan_launch(config: SandboxConfig, ctrl_fd: int) -> Launch:
     if os.environ.get(NO_NAMESPACES_ENV) == "1":
         server_args.append("--no-namespaces")
     if jailed:
-        env = server_env(JAIL_PKG_PARENT)
+        env = server_env(f"{JAIL_ROOT}:{JAIL_SITE}")
         argv = ["bwrap", *_bwrap_namespaces_and_caps(oom_protected), "--clearenv"]
         for key, value in env.items():
             argv += ["--setenv", key, value]
-        argv += _jail_binds(pkg_dir, groups) + ["--chdir", "/tmp", "--", jail_path(sys.executable)]
-        argv += server_args
-    else:
-        env = server_env(str(pkg_dir.parent))
-        argv = [sys.executable, *server_args]
-    return Launch(argv, env, jailed, problem, groups)
+        # The jail's /tmp holds the scratch folders of sessions without namespaces: bound in bytes.
+        binds, _covered = jail_binds(visible, groups, config.scratch_mb * 2**20 * config.max_sessions)
+        argv += binds + ["--chdir", "/tmp", "--", jail_path(interpreter()), *server_args]
+        return Launch(argv, env, jailed, problem, groups, visible)
+    try:
+        farm = _Farm.make(visible)
+    except OSError:
+        _cgroups.remove_sandbox_groups(groups)
+        raise
+    env = server_env(f"{farm}:{farm}/site")
+    argv = [interpreter(), *server_args, "--hide", json.dumps(unjailed_hidden(visible, farm))]
+    return Launch(argv, env, jailed, problem, groups, visible, farm)
+
+
+def unjailed_hidden(visible: _packages.Visible, farm: str) -> list[str]:
+    """Unjailed, the harness paths each session (with namespaces) covers with an empty mount: all
+    of `harness_paths()` but a folder holding something the session needs (the interpreter's
+    installation, an allowed entry, the symlink folder); thinc_bench itself always (its runtime is
+    imported by the server before any session forks)."""
+    needed = [*python_prefixes(), farm, *(os.path.realpath(e.source) for e in visible.entries)]
+    harness = _packages.harness_dirs()
+    return [p for p in harness_paths() if p in harness or not any(n == p or _within(n, p) for n in needed)]
 
 
 def _bwrap_namespaces_and_caps(oom_protected: bool) -> list[str]:
@@ -234,91 +417,3 @@ def _bwrap_namespaces_and_caps(oom_protected: bool) -> list[str]:
     caps = [*JAIL_CAPS, "CAP_SYS_RESOURCE"] if oom_protected else list(JAIL_CAPS)
     unshare = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
     return [*unshare, *common, *(arg for cap in caps for arg in ("--cap-add", cap))]
-
-
-@dataclass(frozen=True)
-class Protection:
-    """One line of the protection summary: what it is, whether it is active, and why not.
-
-    `minor`: its absence leaves every session contained and the user has nothing to do about it
-    (a host that withholds a capability), so it is logged at INFO, not as a warning; config.json
-    records it like every other line."""
-
-    name: str
-    active: bool
-    why: str = ""
-    minor: bool = False
-
-
-def describe_protections(launch: Launch, hello: dict[str, Any]) -> list[Protection]:
-    """The protections in force and the missing ones with their reason, from the launch plan and
-    the server's probe."""
-    probe = str(hello.get("probe_error") or "the server's probe failed")
-    ns = bool(hello.get("namespaces"))
-    groups = launch.groups.problems
-    root = os.geteuid() == 0
-
-    def line(name: str, ok: bool, why: str) -> Protection:
-        return Protection(name, ok, "" if ok else why)
-
-    return [
-        line(
-            "bubblewrap jail (only read-only system paths visible; harness files hidden)",
-            launch.jailed,
-            launch.bwrap_problem or "isolation='none'",
-        ),
-        Protection("clean environment (no harness variables)", True),
-        Protection("rlimits: cpu, address space, file size, open files", True),
-        Protection("untrusted control channel: no descriptors accepted, bounded frames, per-run nonce", True),
-        line("per-session PID namespace (all session processes die with it)", ns, probe),
-        line(
-            "nothing outlives its session: every process of it is killed before its slot is reused "
-            "(swept through its pids cgroup, else its PID namespace's PID 1 is killed)",
-            "pids" in launch.groups.paths or ns,
-            groups.get("pids", probe),
-        ),
-        line("no network, loopback included (per-session net namespace)", ns, probe),
-        line(
-            "seccomp filter: only AF_UNIX/AF_INET/AF_INET6 sockets (no AF_VSOCK, AF_NETLINK); keyrings, "
-            "ptrace, process_vm_*, bpf, perf_event_open, userfaultfd, io_uring, nested user namespaces refused; "
-            "own session keyring",
-            bool(hello.get("seccomp")),
-            str(hello.get("seccomp_error") or probe),
-        ),
-        line("private size-limited scratch tmpfs; /proc hidden", ns, probe),
-        line("read-only filesystem outside scratch", bool(hello.get("ro_root")), probe),
-        line("private /dev/pts per session (max_ptys)", bool(hello.get("devpts")), probe),
-        line(
-            "sessions run as their own unprivileged host uid (host quotas and file modes apply)",
-            bool(hello.get("uid_drop")),
-            str(hello.get("uid_error") or "the harness is not root"),
-        ),
-        line(
-            "process-count limit (pids cgroup, else RLIMIT_NPROC of the session's own uid)",
-            "pids" in launch.groups.paths or bool(hello.get("uid_drop")) or not root,
-            groups.get("pids", ""),
-        ),
-        line(
-            "per-session memory cgroup (session_memory_mb): OOM kills stay inside the session",
-            "memory" in launch.groups.paths,
-            groups.get("memory", ""),
-        ),
-        line(
-            "total memory cap of all sessions (total_memory_mb), the fork-server outside it",
-            "memory" in launch.groups.paths,
-            groups.get("memory", ""),
-        ),
-        Protection(
-            "fork-server exempt from the host's OOM killer (oom_score_adj -1000)",
-            bool(hello.get("oom_protected")),
-            ""
-            if hello.get("oom_protected")
-            else "needs CAP_SYS_RESOURCE, which this host does not grant (sessions still get +500)",
-            minor=True,
-        ),
-        line(
-            "per-session CPU share and quota (cpu cgroup, cpus_per_session)",
-            "cpu" in launch.groups.paths,
-            groups.get("cpu", ""),
-        ),
-    ]

@@ -15,8 +15,8 @@ import signal
 import time
 from typing import Any
 
-from thinc_bench.sandbox import _wire
 from thinc_bench.sandbox.config import SandboxConfig, Status
+from thinc_bench.sandbox.runtime import _wire
 
 READ_CHUNK_BYTES = 65536
 # One drain reads at most this many chunks (4 MiB) whatever the writer does: a writer that never

@@ -9,17 +9,24 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
 from thinc_bench.errors import ConfigError
 
+# thinc_bench under any spelling a distribution or module name may take (thinc-bench, Thinc_Bench...).
+_HARNESS = re.compile(r"thinc[-_.]+bench", re.IGNORECASE)
 Status = Literal["ok", "error", "timeout", "memory", "killed", "infra_error"]
 Isolation = Literal["auto", "bwrap", "none"]
 StateMode = Literal["persistent", "fresh"]
 
 # Modules the fork-server imports once so that no session pays for them (ThinC blocks use these).
 DEFAULT_PRELOAD = ("math", "itertools", "fractions", "functools", "collections", "numpy", "sympy")
+# Distributions model code may import besides the standard library (with what they require): the
+# math stack other TIR sandboxes offer (rStar2-Agent's, Qwen's TIR evaluation). Those not installed
+# are left out; `Sandbox.protection_summary()["packages"]` records what was visible, with versions.
+DEFAULT_PACKAGES = ("numpy", "sympy", "mpmath", "scipy", "networkx", "gmpy2")
 # The fixed fault text of rounds one to three, kept for callers that ask for one text on purpose
 # (`fault_output=DEFAULT_FAULT_OUTPUT`); by default each fault is rendered by `faults.render_fault`.
 DEFAULT_FAULT_OUTPUT = (
@@ -52,7 +59,15 @@ class SandboxConfig:
     timeout_s: float = field(
         default=10.0,
         metadata={
-            "help": "Wall-clock seconds per run; the session is killed past it. ThinC blocks take <1 s."
+            "help": "Seconds per run; the session is killed past it. ThinC blocks take <1 s. Charged as "
+            "wall-clock time less the time the host's load kept the session waiting for a CPU."
+        },
+    )
+    timeout_backstop_s: float | None = field(
+        default=None,
+        metadata={
+            "help": "Wall-clock seconds after which a run the host's load kept from its timeout_s is "
+            "stopped as infra_error (not a timeout: the code did not use its time). None: 6x the limit."
         },
     )
     cpu_time_s: int = field(
@@ -98,6 +113,13 @@ class SandboxConfig:
         default=256,
         metadata={"help": "Size of the private scratch tmpfs (the session's /tmp and cwd), MiB."},
     )
+    scratch_inodes: int = field(
+        default=4096,
+        metadata={
+            "help": "Files and folders the scratch tmpfs may hold: each costs ~1 KiB of kernel memory that "
+            "no limit charges without a memory cgroup (an unprivileged harness)."
+        },
+    )
     open_files: int = field(
         default=256,
         metadata={"help": "Open file descriptors per process (RLIMIT_NOFILE)."},
@@ -137,6 +159,14 @@ class SandboxConfig:
         default=DEFAULT_PRELOAD,
         metadata={"help": "Modules imported once by the fork-server before any session forks."},
     )
+    packages: tuple[str, ...] = field(
+        default=DEFAULT_PACKAGES,
+        metadata={
+            "help": "Distributions model code may import besides the standard library, with their "
+            "requirements (and those of the preloaded modules); the rest of site-packages, thinc_bench "
+            "included, is not visible. Names not installed are left out."
+        },
+    )
     fault_output: str = field(
         default="",
         metadata={
@@ -163,11 +193,19 @@ class SandboxConfig:
             raise ConfigError(
                 f"SandboxConfig.timeout_s={self.timeout_s!r} must be a positive number of seconds"
             )
+        if self.timeout_backstop_s is not None and not (
+            math.isfinite(self.timeout_backstop_s) and self.timeout_backstop_s > 0
+        ):
+            raise ConfigError(
+                f"SandboxConfig.timeout_backstop_s={self.timeout_backstop_s!r} must be a positive number "
+                "of seconds or None (6x the limit)"
+            )
         for name in (
             "cpu_time_s",
             "memory_mb",
             "file_size_mb",
             "scratch_mb",
+            "scratch_inodes",
             "open_files",
             "max_processes",
             "max_ptys",
@@ -191,10 +229,25 @@ class SandboxConfig:
                 f"SandboxConfig.cpus_per_session={self.cpus_per_session!r} must be a positive number of cores"
             )
         self.preload = tuple(self.preload)
+        self.packages = tuple(self.packages)
+        harness = [p for p in (*self.packages, *self.preload) if _HARNESS.fullmatch(p.partition(".")[0])]
+        if harness:
+            raise ConfigError(
+                f"SandboxConfig lists {harness[0]!r}: model code must never reach thinc_bench (its "
+                "benchmark registry and generators hold the golds); remove it from packages/preload"
+            )
 
     def session_limits(self) -> dict[str, float]:
         """What the fork-server enforces on each session, resolved (it crosses into the jail as JSON)."""
-        names = ("cpu_time_s", "memory_mb", "file_size_mb", "scratch_mb", "open_files", "max_processes")
+        names = (
+            "cpu_time_s",
+            "memory_mb",
+            "file_size_mb",
+            "scratch_mb",
+            "scratch_inodes",
+            "open_files",
+            "max_processes",
+        )
         limits: dict[str, float] = {name: getattr(self, name) for name in names}
         limits.update(
             max_ptys=self.max_ptys,

@@ -20,8 +20,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import socket
-import subprocess
 import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
@@ -30,24 +28,16 @@ from types import TracebackType
 from typing import Any
 
 from thinc_bench.errors import SandboxUnavailable
-from thinc_bench.sandbox import _cgroups, _jail, _wire
+from thinc_bench.sandbox import _protections
+from thinc_bench.sandbox._process import Live, idle_and_clean, start_process, stop_process
+from thinc_bench.sandbox._server import Server
 from thinc_bench.sandbox._warm import WarmPool
 from thinc_bench.sandbox.config import SandboxConfig
-from thinc_bench.sandbox.session import (
-    InfraFailure,
-    Session,
-    _Live,
-    idle_and_clean,
-    start_process,
-    stop_process,
-)
+from thinc_bench.sandbox.runtime import _cgroups
+from thinc_bench.sandbox.session import Session
 
 logger = logging.getLogger(__name__)
 
-# Importing numpy+sympy takes 1-2 s here; 60 s covers a cold disk cache on a loaded machine.
-SERVER_START_TIMEOUT_S = 60.0
-# A spawn is one fork (~5 ms); 30 s means the server is wedged, not busy.
-CONTROL_TIMEOUT_S = 30.0
 # How long session() waits for a free pool slot before declaring the pool exhausted.
 POOL_WAIT_S = 600.0
 # No session process is started ahead of need while the sessions' memory group (the cap of all
@@ -83,139 +73,8 @@ class SandboxStats:
     warm_started: int = 0
     warm_taken: int = 0
     warm_discarded: int = 0
-
-
-class _Server:
-    """One running fork-server and its control socket."""
-
-    proc: subprocess.Popen[bytes]
-
-    def __init__(self, config: SandboxConfig, generation: int) -> None:
-        self.generation = generation
-        harness_end, server_end = socket.socketpair()
-        self.launch = _jail.plan_launch(config, server_end.fileno())
-        # bwrap --die-with-parent (and the server's own parent-death signal) fire when the *thread*
-        # that forked them exits, so a dedicated thread launches the server and lives as long as it.
-        started = threading.Event()
-        failure: list[OSError] = []
-        self.forked_away = False
-        threading.Thread(
-            target=self._launch_and_wait,
-            args=(server_end, started, failure),
-            name="sandbox-server",
-            daemon=True,
-        ).start()
-        started.wait()
-        server_end.close()
-        if failure:
-            harness_end.close()
-            _cgroups.remove_sandbox_groups(self.launch.groups)
-            raise SandboxUnavailable(
-                f"could not start the sandbox server {self.launch.argv[0]!r}: {failure[0]}"
-            )
-        self.sock = harness_end
-        self.sock.settimeout(SERVER_START_TIMEOUT_S)
-        self.reader = _wire.FrameReader(self.sock)  # no descriptors accepted (the server sends none)
-        try:
-            self.hello = self.reader.read_frame()
-        except (OSError, _wire.WireError) as exc:
-            self.close()
-            raise SandboxUnavailable(
-                f"the sandbox server did not start (exit code {self.proc.poll()}): {exc}; "
-                "its stderr is logged above by thinc_bench.sandbox"
-            ) from exc
-        self.sock.settimeout(CONTROL_TIMEOUT_S)
-        self.lock = threading.Lock()
-        # Requests of sessions waiting for the lock; a background one (a warm-pool start) lets
-        # them go first, so that a session's start or close never queues behind a refill.
-        self._urgent = 0
-        self._urgent_lock = threading.Condition()
-        self.dead = False
-
-    def _launch_and_wait(
-        self, server_end: socket.socket, started: threading.Event, failure: list[OSError]
-    ) -> None:
-        try:
-            self.proc = subprocess.Popen(
-                self.launch.command,
-                env=self.launch.env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                pass_fds=[server_end.fileno()],
-                cwd="/",
-                start_new_session=True,  # a Ctrl-C at the terminal is the harness's to handle, in order
-            )
-        except OSError as exc:
-            failure.append(exc)
-            return
-        finally:
-            started.set()
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            logger.warning("sandbox server: %s", line.decode(errors="replace").rstrip())
-        self.proc.wait()
-
-    def request(
-        self, message: dict[str, Any], fds: list[int] | None = None, *, background: bool = False
-    ) -> dict[str, Any]:
-        """Send one control frame and wait for its answer; a `background` request waits until no
-        other request is waiting.
-
-        Raises:
-            InfraFailure: the server is dead or answered nonsense.
-        """
-        with self._urgent_lock:
-            if background:
-                while self._urgent:
-                    self._urgent_lock.wait(CONTROL_TIMEOUT_S)
-            else:
-                self._urgent += 1
-        try:
-            self.lock.acquire()
-        finally:
-            if not background:
-                with self._urgent_lock:
-                    self._urgent -= 1
-                    if not self._urgent:
-                        self._urgent_lock.notify_all()
-        try:
-            if self.dead:
-                raise InfraFailure("the sandbox server is gone")
-            try:
-                _wire.send_frame(self.sock, message, fds)
-                reply = self.reader.read_frame()
-            except (OSError, _wire.WireError) as exc:
-                self.dead = True
-                raise InfraFailure(f"sandbox server failed during {message.get('op')!r}: {exc!r}") from exc
-        finally:
-            self.lock.release()
-        if not reply.get("ok"):
-            raise InfraFailure(f"sandbox server refused {message.get('op')!r}: {reply.get('error')}")
-        return reply
-
-    def close(self) -> None:
-        self.dead = True
-        self.sock.close()
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        if problem := _cgroups.remove_sandbox_groups(self.launch.groups):
-            logger.warning("%s", problem)
-
-    def forget_in_child(self) -> None:
-        """In a forked child: drop our copies of the parent's descriptors and never use this server
-        (it, its process and its cgroups belong to the parent)."""
-        self.dead = True
-        self.forked_away = True
-        self.lock = threading.Lock()
-        self._urgent, self._urgent_lock = 0, threading.Condition()
-        self.sock.close()  # else the parent's server would not see end of stream when it closes
-        # The copy of the server's stderr pipe stays open: the parent's reader thread held its
-        # lock at the fork, so closing it here would wait forever; a read end that nobody reads
-        # changes nothing for the parent.
+    # Runs the host kept from their time until the wall-clock backstop (`infra_error`, not timeouts).
+    host_saturated: int = 0
 
 
 class Sandbox:
@@ -229,7 +88,7 @@ class Sandbox:
 
     def __init__(self, config: SandboxConfig | None = None) -> None:
         self.config = config if config is not None else SandboxConfig()
-        self._server: _Server | None = None
+        self._server: Server | None = None
         self._generation = 0
         self._lock = threading.Lock()
         self._stats = SandboxStats()
@@ -241,7 +100,7 @@ class Sandbox:
         self._closed = False
         self._sessions: weakref.WeakSet[Session] = weakref.WeakSet()
         self.protections: tuple[list[str], list[str]] = ([], [])
-        self.protection_lines: list[_jail.Protection] = []
+        self.protection_lines: list[_protections.Protection] = []
         _LIVE.add(self)
 
     # ---- lifecycle ---------------------------------------------------------------------------
@@ -259,8 +118,7 @@ class Sandbox:
         with self._lock:
             self._closed = True
         for live in self._warm.close():  # the server's shutdown kills them; our ends close here
-            live.sock.close()
-            os.close(live.out_r)
+            live.close()
         with self._lock:
             if self._server is not None:
                 self._server.close()
@@ -318,14 +176,15 @@ class Sandbox:
         Raises:
             SandboxUnavailable: the server cannot start.
         """
-        self._current_server()
+        visible = self._current_server().launch.visible
         return {
             "active": [p.name for p in self.protection_lines if p.active],
             "inactive": {p.name: p.why for p in self.protection_lines if not p.active},
+            "packages": dict(visible.versions),  # what model code may import besides the stdlib
         }
 
     # ---- used by Session ---------------------------------------------------------------------
-    def _current_server(self) -> _Server:
+    def _current_server(self) -> Server:
         with self._lock:
             if self._closed:
                 raise SandboxUnavailable("this Sandbox is closed; open a new one")
@@ -333,18 +192,18 @@ class Sandbox:
                 if self._server is not None:
                     self._server.close()
                 self._generation += 1
-                self._server = _Server(self.config, self._generation)
+                self._server = Server(self.config, self._generation)
                 self._count("server_starts")
                 self._log_protections(self._server)
                 self._warm.begin()
             return self._server
 
-    def _new_warm_pool(self) -> WarmPool[_Live]:
+    def _new_warm_pool(self) -> WarmPool[Live]:
         return WarmPool(
             self.config.warm_sessions, self.config.max_sessions, self._start_warm, self._drop_warm
         )
 
-    def _start_warm(self) -> _Live | None:
+    def _start_warm(self) -> Live | None:
         """Start one session process ahead of need on the running server (never starts a server:
         the next session does, and says so)."""
         with self._lock:
@@ -357,15 +216,15 @@ class Sandbox:
             cap = self.config.resolved_total_memory_mb() * 2**20
             if headroom is not None and headroom < WARM_HEADROOM_SHARE * cap:
                 return None  # the refiller tries again in a moment
-        live = start_process(self, server, background=True)
+        live = start_process(server, self._next_sid(), background=True)
         self._count("warm_started")
         return live
 
-    def _drop_warm(self, live: _Live) -> None:
+    def _drop_warm(self, live: Live) -> None:
         stop_process(live)
         self._count("warm_discarded")
 
-    def _warm_process(self, server: _Server, reserved: _Live | None) -> _Live | None:
+    def _warm_process(self, server: Server, reserved: Live | None) -> Live | None:
         """A process started ahead of need that can serve a session on `server` now (`reserved`
         first, then the pool's), or None; each one that died or spoke while waiting is killed."""
         live = reserved if reserved is not None else self._warm.take()
@@ -377,8 +236,8 @@ class Sandbox:
             live = self._warm.take()
         return None
 
-    def _log_protections(self, server: _Server) -> None:
-        lines = _jail.describe_protections(server.launch, server.hello)
+    def _log_protections(self, server: Server) -> None:
+        lines = _protections.describe(server.launch, server.hello)
         self.protection_lines = lines
         self.protections = ([p.name for p in lines if p.active], [p.name for p in lines if not p.active])
         if self._logged:
@@ -406,8 +265,7 @@ class Sandbox:
         self._stats_lock = threading.Lock()
         self._stats = SandboxStats()
         for live in self._warm.close_in_child():  # the parent's processes: drop our copies only
-            live.sock.close()
-            os.close(live.out_r)
+            live.close()
         self._warm = self._new_warm_pool()
         if self._server is not None:
             self._server.forget_in_child()

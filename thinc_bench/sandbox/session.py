@@ -1,13 +1,16 @@
 """`Session`: one trajectory's interpreter, with notebook state, limits, restarts and fault injection.
 
 Contract: `run(code)` always returns an `ExecResult` (never raises for anything the code does).
-The wall timeout kills the whole session; a session whose process died reports how, from what the
+The time limit kills the whole session: it is charged wall-clock time less the time the host's load
+kept the session's tasks waiting for a CPU (`_clock`), and a run the host kept from its time until
+a wall-clock backstop is `infra_error`, not `timeout`. A session whose process died reports how, from what the
 server saw (`memory` for an OOM kill, `timeout` for the CPU-time limit, else `killed`; never from
 the output text), and its next run starts fresh with a notice (a kernel restart). Notices travel
 in `ExecResult.notice_before`/`notice_after`, never in `output`; output that arrived between runs
 goes to `between_runs`; control characters are escaped. A run after one that left threads
 running gets a fresh process: they could forge its result; every other process of the session is
-killed (by the server, through its pids cgroup) before a run's result is reported, and the loop
+killed before a run's result is reported (by the server through its pids cgroup, else by the
+harness through its process tree), and the loop
 ends itself if fds 1-3 are no longer its own, so nothing a run starts acts in a later one. An
 injected failure reads as a real traceback of its own cell number (`faults.render_fault`) and
 takes a number like a real run; only `ExecResult.injected` tells it apart. The session's
@@ -23,8 +26,6 @@ only if it is of the running server, alive and silent, so nothing tells it from 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import fcntl
 import functools
 import os
 import random
@@ -32,22 +33,19 @@ import selectors
 import socket
 import threading
 import time
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from thinc_bench.errors import SandboxUnavailable
-from thinc_bench.sandbox import _wire
+from thinc_bench.sandbox._clock import BACKSTOP_FACTOR, RunClock
 from thinc_bench.sandbox._outcome import _death_message, _Output, drain
-from thinc_bench.sandbox._watch import SESSION_PROCESSES, SessionWatch
-from thinc_bench.sandbox.config import ExecResult, Status
+from thinc_bench.sandbox._process import Live, start_process, stop_process
+from thinc_bench.sandbox._server import InfraFailure, Server
+from thinc_bench.sandbox.config import ExecResult, SandboxConfig, Status
 from thinc_bench.sandbox.faults import render_fault
+from thinc_bench.sandbox.runtime import _wire
 
-if TYPE_CHECKING:
-    from thinc_bench.sandbox.pool import Sandbox, _Server
-
-# Fork + namespaces + mounts take ~10 ms; 30 s means the server or kernel is wedged.
-SESSION_START_TIMEOUT_S = 30.0
 # After the session socket closes, how long to wait for the process to finish dying on its own
 # (so we can report its signal or exit code) before killing it.
 DEATH_GRACE_S = 1.0
@@ -62,17 +60,18 @@ FORK_NOTICE = (
 )
 
 
-class InfraFailure(Exception):
-    """The sandbox machinery (not the user's code) failed; retried once, then `infra_error`."""
+class Pool(Protocol):
+    """What a session needs of the Sandbox that made it (`pool.Sandbox` is one)."""
 
+    config: SandboxConfig
+    _closed: bool
 
-@dataclass
-class _Live:
-    sid: int
-    server: _Server
-    sock: socket.socket
-    out_r: int
-    reader: _wire.FrameReader
+    def _count(self, name: str, n: int = 1) -> None: ...
+    def _current_server(self) -> Server: ...
+    def _warm_process(self, server: Server, reserved: Live | None) -> Live | None: ...
+    def _next_sid(self) -> int: ...
+    def _release_slot(self) -> None: ...
+    def _run_executor(self) -> ThreadPoolExecutor: ...
 
 
 def _preview(frame: dict[str, Any]) -> str:
@@ -113,88 +112,16 @@ def _is_done(frame: dict[str, Any], nonce: str) -> bool:
     )
 
 
-def start_process(sandbox: Sandbox, server: _Server, *, background: bool = False) -> _Live:
-    """Fork one session process from `server` and wait until its notebook loop is ready;
-    `background` (a start ahead of need) lets waiting sessions' requests go first.
-
-    Raises:
-        InfraFailure: the server refused or the process did not come up (it is killed).
-    """
-    sid = sandbox._next_sid()
-    harness_end, child_end = socket.socketpair()
-    out_r, out_w = os.pipe()
-    try:
-        server.request({"op": "spawn", "sid": sid}, [child_end.fileno(), out_w], background=background)
-    except InfraFailure:
-        harness_end.close()
-        os.close(out_r)
-        raise
-    finally:
-        child_end.close()
-        os.close(out_w)
-    fcntl.fcntl(out_r, fcntl.F_SETFL, fcntl.fcntl(out_r, fcntl.F_GETFL) | os.O_NONBLOCK)
-    reader = _wire.FrameReader(harness_end, max_frame_bytes=_wire.SESSION_FRAME_BYTES)
-    live = _Live(sid, server, harness_end, out_r, reader)
-    harness_end.settimeout(SESSION_START_TIMEOUT_S)
-    try:
-        frame = live.reader.read_frame()
-    except (OSError, _wire.WireError) as exc:
-        stop_process(live)
-        raise InfraFailure(f"session process did not start: {exc!r}") from exc
-    finally:
-        harness_end.settimeout(None)
-    if frame.get("op") != "ready":
-        stop_process(live)
-        raise InfraFailure(f"session setup failed: {frame.get('error', frame)}")
-    return live
-
-
-def stop_process(live: _Live) -> dict[str, Any]:
-    """Kill a session process (every process of its session) and close our ends; returns how it
-    ended, as the server saw it (empty if the server is gone)."""
-    info: dict[str, Any] = {}
-    try:
-        if not live.server.dead:
-            info = live.server.request({"op": "kill", "sid": live.sid})
-    except InfraFailure:
-        info = {}
-    finally:
-        live.sock.close()
-        os.close(live.out_r)
-    return info
-
-
-def idle_and_clean(live: _Live, server: _Server) -> bool:
-    """Whether a process started ahead of need can serve a session: forked by the running server,
-    alive (its socket open), and silent (it ran nothing, so it has nothing to say on either end)."""
-    if live.server is not server or server.dead:
-        return False
-    try:
-        live.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-        return False  # end of stream (it died) or a byte nobody asked for
-    except BlockingIOError:
-        pass
-    except OSError:
-        return False
-    try:
-        os.read(live.out_r, 1)
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
-    return False  # output, or end of stream: it wrote or died
-
-
 class Session:
     """One stateful interpreter; create with `Sandbox.session()`, use as a context manager."""
 
-    def __init__(self, sandbox: Sandbox, *, inject_failures: int = 0, reserved: _Live | None = None) -> None:
+    def __init__(self, sandbox: Pool, *, inject_failures: int = 0, reserved: Live | None = None) -> None:
         self._sandbox = sandbox
         # A process started ahead of need that came with this session's slot; checked on first use.
         self._reserved = reserved
         self._config = sandbox.config
         self._faults_left = inject_failures
-        self._live: _Live | None = None
+        self._live: Live | None = None
         self._notice: str | None = None
         self._runs = 0
         self._lock = threading.Lock()
@@ -209,7 +136,6 @@ class Session:
         self._cell = 0
         self._between = ""  # output that arrived before the current run began
         self._stdin: str | None = None  # the current run's standard input (run() sets it)
-        self._watch: tuple[int, SessionWatch] | None = None  # (sid, its watch), see _clean
 
     # ---- public ------------------------------------------------------------------------------
     @property
@@ -314,19 +240,16 @@ class Session:
         self._lock = threading.Lock()
         self._holds_slot = False
         self._cell = 0
-        self._close_watch()  # a copy of the parent's: closing it leaves the parent's open
         live, self._live = self._live, None
-        if live is not None:
-            live.sock.close()
-            os.close(live.out_r)
+        if live is not None:  # copies of the parent's descriptors: closing them leaves its open
+            live.close()
             self._notice = FORK_NOTICE
         if (reserved := self._reserved) is not None:
             self._reserved = None
-            reserved.sock.close()
-            os.close(reserved.out_r)
+            reserved.close()
 
     # ---- internals ---------------------------------------------------------------------------
-    def _start(self) -> _Live:
+    def _start(self) -> Live:
         try:
             server = self._sandbox._current_server()
         except SandboxUnavailable as exc:
@@ -334,7 +257,9 @@ class Session:
                 raise
             raise InfraFailure(str(exc)) from exc
         reserved, self._reserved = self._reserved, None
-        live = self._sandbox._warm_process(server, reserved) or start_process(self._sandbox, server)
+        live = self._sandbox._warm_process(server, reserved) or start_process(
+            server, self._sandbox._next_sid()
+        )
         self._live = live
         self._sandbox._count("sessions_started")
         return live
@@ -343,7 +268,6 @@ class Session:
         """Kill and forget the current process; returns how it ended (empty if unknown)."""
         live, self._live = self._live, None
         self._cell = 0  # the interpreter and its cell count are gone
-        self._close_watch()
         if live is None:
             return {}
         info = stop_process(live)
@@ -360,7 +284,7 @@ class Session:
         if left:
             self._sandbox._count("survivors_left", left)
 
-    def _reap_dead(self, live: _Live) -> dict[str, Any]:
+    def _reap_dead(self, live: Live) -> dict[str, Any]:
         """The session socket closed: wait briefly for the process to finish dying, then collect it."""
         deadline = time.monotonic() + DEATH_GRACE_S
         while time.monotonic() < deadline:
@@ -368,9 +292,7 @@ class Session:
             if reply.get("exited"):
                 self._live = None
                 self._cell = 0
-                self._close_watch()
-                live.sock.close()
-                os.close(live.out_r)
+                live.close()
                 self._count_survivors(reply)
                 return reply
             time.sleep(DEATH_POLL_S)
@@ -405,11 +327,11 @@ class Session:
         output = _Output(self._config.max_output_bytes)
 
         nonce = os.urandom(8).hex()  # the loop echoes it; a frame forged before this run cannot
-        deadline = start + limit
+        clock = RunClock(limit, self._backstop(limit), live.watch, time.perf_counter(), self._cpus(live))
         try:
-            self._send_run(live, code, nonce, deadline)
+            self._send_run(live, code, nonce, clock.deadline())
         except TimeoutError:  # the process stopped reading its socket: a wedged session
-            return self._timed_out(live, output, notice, limit, start)
+            return self._timed_out(live, output, notice, clock, time.perf_counter(), start)
         except OSError:
             # The process died between runs (a background thread's os._exit, say).
             server = live.server
@@ -418,15 +340,16 @@ class Session:
                 raise InfraFailure("the sandbox server died") from None
             notice = f"[sandbox] session restarted: the previous process ended between runs ({why}); earlier state is gone.\n"
             live = self._start()
-            self._send_run(live, code, nonce, deadline)
+            clock = RunClock(limit, self._backstop(limit), live.watch, time.perf_counter(), self._cpus(live))
+            self._send_run(live, code, nonce, clock.deadline())
         with selectors.DefaultSelector() as sel:
             sel.register(live.sock, selectors.EVENT_READ, "sock")
             sel.register(live.out_r, selectors.EVENT_READ, "out")
             while True:
-                remaining = deadline - time.perf_counter()
-                if remaining <= 0:
-                    return self._timed_out(live, output, notice, limit, start)
-                for key, _mask in sel.select(remaining):
+                now = time.perf_counter()
+                if now >= clock.deadline() and clock.check(now) != "running":
+                    return self._timed_out(live, output, notice, clock, now, start)
+                for key, _mask in sel.select(max(clock.deadline() - now, 0.0)):
                     if key.data == "out":
                         drain(live.out_r, output, 0)
                         continue
@@ -449,56 +372,67 @@ class Session:
                     if live.reader.eof:
                         return self._died(live, output, notice, start)
 
-    def _clean(self, live: _Live) -> tuple[str, bool]:
-        """Before a run's result: the server kills every process of the session but A and B (one
-        left could write into a later run or relay its channels), through its pids cgroup; and
-        whether A or B exec'd another program (it could answer for later runs). Returns (notice of
-        what was killed, exec'd); ('', False) without cgroups (what a run left dies with the session).
+    def _cpus(self, live: Live) -> float:
+        """The cores the session's processes may use together: its cpu cgroup's quota where there is
+        one, else the cores this process may run on (the run clock divides the session's CPU use by it)."""
+        cores = float(len(os.sched_getaffinity(0)))
+        if "cpu" in live.server.launch.groups.paths:
+            return min(cores, float(self._config.cpus_per_session))
+        return cores
+
+    def _backstop(self, limit: float) -> float:
+        backstop = self._config.timeout_backstop_s
+        return BACKSTOP_FACTOR * limit if backstop is None else max(backstop, limit)
+
+    def _clean(self, live: Live) -> tuple[str, bool]:
+        """Before a run's result: kill every process of the session but its own (one left could
+        write into a later run or relay its channels), and say whether one of its own exec'd another
+        program (it could answer for later runs). Through the session's pids cgroup where there is
+        one (the server kills), else through its process tree (`ProcWatch`, the harness kills).
+        Returns (notice of what was killed, exec'd); ('', False) when neither can be read (what a run
+        left dies with the session).
 
         Raises:
             InfraFailure: the server is gone.
         """
-        if "pids" not in live.server.hello.get("cgroups", ()):
+        if "pids" in live.server.hello.get("cgroups", ()):
+            return self._clean_by_group(live)
+        watch = live.watch
+        if watch is None:
             return "", False
-        # The common case costs a few preads, not a server round trip: the group holds only A and
-        # B. (No process can appear after the read: B's code is not running, and threads it left
-        # get the next run a fresh process.)
-        watch = self._watch_for(live)
+        killed = left = 0
+        if not watch.only_own():  # a few preads: nothing but B, no child, no thread
+            killed, left = watch.sweep()
+        return self._survivors_notice(killed, left), watch.exec_replaced()
+
+    def _clean_by_group(self, live: Live) -> tuple[str, bool]:
+        # The common case costs a few preads, not a server round trip: the group holds only the
+        # session's own processes. (No process can appear after the read: B's code is not running,
+        # and threads it left get the next run a fresh process.)
+        watch = live.cgroup_watch()
         tail = ""
-        if watch is None or not watch.only_own():  # one pread: only A and B, no thread, no zombie
-            if watch is None or len(watch.pids()) != SESSION_PROCESSES:
+        if watch is None or not watch.only_own():  # one pread: only its own, no thread, no zombie
+            if watch is None or len(watch.pids()) != live.own_processes():
                 reply = live.server.request({"op": "clean", "sid": live.sid})
-                killed, left = int(reply.get("killed") or 0), int(reply.get("left") or 0)
-                if left:
-                    self._sandbox._count("survivors_left", left)
-                if killed:
-                    self.survivors += killed
-                    self._sandbox._count("survivors", killed)
-                    tail = (
-                        f"\n[sandbox] the run left {killed} process(es) running (started by its code "
-                        "and not waited for); they were killed when it ended, so nothing it started "
-                        "acts in a later run.\n"
-                    )
+                tail = self._survivors_notice(int(reply.get("killed") or 0), int(reply.get("left") or 0))
             if watch is not None:
-                watch.only_own()  # learns A and B once they are alone
+                watch.only_own()  # learns them once they are alone
         return tail, watch is not None and watch.exec_replaced()
 
-    def _watch_for(self, live: _Live) -> SessionWatch | None:
-        """The process's watch (opened once), or None if its group cannot be opened (ask the server)."""
-        if self._watch is None or self._watch[0] != live.sid:
-            self._close_watch()
-            parent = live.server.launch.groups.session_parents.get("pids")
-            with contextlib.suppress(OSError):
-                if parent is not None:
-                    self._watch = (live.sid, SessionWatch(os.path.join(parent, f"s{live.sid}")))
-        return self._watch[1] if self._watch is not None else None
+    def _survivors_notice(self, killed: int, left: int) -> str:
+        if left:
+            self._sandbox._count("survivors_left", left)
+        if not killed:
+            return ""
+        self.survivors += killed
+        self._sandbox._count("survivors", killed)
+        return (
+            f"\n[sandbox] the run left {killed} process(es) running (started by its code "
+            "and not waited for); they were killed when it ended, so nothing it started "
+            "acts in a later run.\n"
+        )
 
-    def _close_watch(self) -> None:
-        watch, self._watch = self._watch, None
-        if watch is not None:
-            watch[1].close()
-
-    def _surplus(self, live: _Live) -> str:
+    def _surplus(self, live: Live) -> str:
         """Bytes already behind the run's "done" (one non-blocking look): the loop sends nothing
         after it, so they mean that code of this session forged one of the two frames."""
         try:
@@ -509,7 +443,7 @@ class Session:
             return "a frame after the run's result"
         return ""
 
-    def _send_run(self, live: _Live, code: str, nonce: str, deadline: float) -> None:
+    def _send_run(self, live: Live, code: str, nonce: str, deadline: float) -> None:
         """Send the run request; a process that stops reading cannot block us past the deadline.
 
         Raises:
@@ -526,7 +460,7 @@ class Session:
         finally:
             live.sock.settimeout(None)
 
-    def _idle_problem(self, live: _Live) -> str | None:
+    def _idle_problem(self, live: Live) -> str | None:
         """Between runs the socket must be silent: bytes mean a cell wrote on it (the session is
         killed), end of stream means the process died (collected). None when all is well.
 
@@ -566,16 +500,32 @@ class Session:
         )
 
     def _timed_out(
-        self, live: _Live, output: _Output, notice: str | None, limit: float, start: float
+        self, live: Live, output: _Output, notice: str | None, clock: RunClock, now: float, start: float
     ) -> ExecResult:
+        """The run used its time (`timeout`), or the host kept it from its time until the backstop
+        (`infra_error`); either way the session is killed. `start`: when run() was called."""
+        wall = now - clock.start
+        if wall < clock.backstop - 1e-3 or clock.charged_s(now) >= clock.limit - 1e-3:
+            what = (
+                "of time (waiting for a busy CPU not counted)" if clock.load_aware else "of wall-clock time"
+            )
+            tail = (
+                f"\n[sandbox] timeout: the run exceeded {clock.limit:g} s {what}; the session was killed.\n"
+            )
+            restart = "the previous run timed out and its process was killed"
+            return self._end_session(live, output, notice, start, ("timeout", "timeouts", restart, tail))
         tail = (
-            f"\n[sandbox] timeout: the run exceeded {limit:g} s of wall-clock time; the session was killed.\n"
+            f"\n[sandbox] infrastructure error: the host was too busy to give the run its time: "
+            f"{wall:.1f} s of wall-clock time, {clock.waited_s:.1f} s of it waiting for a CPU, "
+            f"{clock.charged_s(now):.1f} s of its {clock.limit:g} s used; the session was killed.\n"
         )
-        restart = "the previous run timed out and its process was killed"
-        return self._end_session(live, output, notice, start, ("timeout", "timeouts", restart, tail))
+        restart = "the previous run was stopped because the host was too busy to run it"
+        return self._end_session(
+            live, output, notice, start, ("infra_error", "host_saturated", restart, tail)
+        )
 
     def _violated(
-        self, live: _Live, output: _Output, notice: str | None, start: float, why: str
+        self, live: Live, output: _Output, notice: str | None, start: float, why: str
     ) -> ExecResult:
         tail = (
             f"\n[sandbox] killed: the code wrote on the sandbox's control channel (fd 3), {why}; "
@@ -586,7 +536,7 @@ class Session:
             live, output, notice, start, ("killed", "protocol_violations", restart, tail)
         )
 
-    def _replaced(self, live: _Live, output: _Output, notice: str | None, start: float) -> ExecResult:
+    def _replaced(self, live: Live, output: _Output, notice: str | None, start: float) -> ExecResult:
         tail = (
             "\n[sandbox] killed: the interpreter replaced itself with another program (exec), which "
             "could answer for later runs; the session was killed and the next run starts a fresh one.\n"
@@ -598,7 +548,7 @@ class Session:
 
     def _end_session(
         self,
-        live: _Live,
+        live: Live,
         output: _Output,
         notice: str | None,
         start: float,
@@ -611,7 +561,7 @@ class Session:
         self._notice = f"[sandbox] session restarted: {restart}; earlier state is gone.\n"
         return self._result(status, output, notice, start, tail)
 
-    def _died(self, live: _Live, output: _Output, notice: str | None, start: float) -> ExecResult:
+    def _died(self, live: Live, output: _Output, notice: str | None, start: float) -> ExecResult:
         drain(live.out_r, output, DRAIN_S)
         info = self._reap_dead(live)
         self._sandbox._count("sessions_died")
@@ -622,7 +572,7 @@ class Session:
         tail = f"\n[sandbox] the session process died: {why}; the next run starts a fresh session.\n"
         return self._result(status, output, notice, start, tail)
 
-    def _discard_keeping_output(self, live: _Live, output: _Output) -> None:
+    def _discard_keeping_output(self, live: Live, output: _Output) -> None:
         out_r = os.dup(live.out_r)
         try:
             self._discard()

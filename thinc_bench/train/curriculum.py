@@ -1,7 +1,7 @@
 """The GRPO curriculum: stages that raise the context and the tool-call limit as training goes on.
 
 A recipe YAML holds TRL's settings plus one `curriculum:` key, a list of stages, each with a name,
-`max_steps` (generation batches, the paper's steps; None on the last stage: train on what is left of
+`max_steps` (generation batches: a curriculum step; None on the last stage: train on what is left of
 the data), `max_tokens` (the completion budget of one rollout, model and interpreter tokens alike;
 the prompt is not counted) and `max_tool_calls`; optionally `inject_failures_share` and
 `inject_failures_k`, the stage's own recovery-training settings (`train.injection`; absent: the
@@ -45,7 +45,7 @@ class Stage:
 
     Attributes:
         name: label used for the stage's output folder (`OUTPUT_DIR/<name>`).
-        max_steps: generation batches of this stage (the paper's steps; each is `updates` optimizer
+        max_steps: generation batches of this stage (curriculum steps; each is `updates` optimizer
             steps); None trains on the rest of the data (last stage only).
         max_tokens: completion tokens of one rollout (model and interpreter tokens alike; the prompt
             is not counted).
@@ -183,7 +183,7 @@ class StagePlan:
         steps: optimizer steps of this stage (`batches` x updates per generation batch).
         first_row: position in the shuffled order of the stage's first problem.
         rows: problems the stage consumes (`batches` x prompts per generation batch).
-        batches: generation batches of this stage, the paper's steps (resolved for the last stage).
+        batches: generation batches of this stage, its curriculum steps (resolved for the last stage).
     """
 
     stage: Stage

@@ -37,7 +37,7 @@ def bare_argv(argv: Sequence[str], config: str, what: str) -> list[str]:
     """The arguments of a recipe over its base: with no `--config`, the nano config comes first and
     every flag given overrides it (TrlParser lets the command line win over the YAML), so
     `python recipes/sft.py --max_steps 1` is the CPU nano run cut short, not TRL's GPU defaults
-    (bf16 on, which a CPU refuses). The paper settings are named with `--config`."""
+    (bf16 on, which a CPU refuses). The full-size settings are named with `--config`."""
     args = list(argv)
     if has_config(args):
         return [a for b in args for a in (b.split("=", 1) if b.startswith("--config=") else [b])]

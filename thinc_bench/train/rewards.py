@@ -9,7 +9,7 @@ deviation, advantage 0; STYLE rule 7). An answer the grader cannot judge in boun
 reward by writing answers the judge cannot finish. A trajectory the harness failed to process
 (`harness_error`: the rollout or its grading raised) earns 0 as well, for the same reason, and its
 tokens leave the loss like an unscored row's (`is_masked`); the reward never raises for one row.
-Format rewards are deliberately absent (off by default in the paper's recipe).
+Format rewards are deliberately absent: the explainers name only the exact-match reward.
 
 The rollout function grades its own trajectories (`grade_rollouts`) when it knows the gold answers,
 so an unscored row can leave the loss entirely (`env_mask` 0 on all its tokens) before TRL counts
@@ -36,7 +36,7 @@ from thinc_bench.train.injection import earns_reward
 logger = logging.getLogger(__name__)
 
 REWARD_CORRECT = 1.0
-"""Reward of a correct final answer (the paper's binary exact-match reward)."""
+"""Reward of a correct final answer (the explainers' exact match with the ground truth)."""
 REWARD_WRONG = 0.0
 """Reward of a wrong, missing or unparseable answer: all are the model's mistakes."""
 

@@ -8,26 +8,30 @@ decides, when generation stops, whether the model asked for code to run and whic
 decides the same for a rollout's growing text, scanning only what each turn added). The ThinC
 conformance checks and `classify` read only this IR. The lexical rules for fences, tags and strings
 live in `_scan` (docs/parsing.md lists the variants real models write and how each parses).
-Four modules: `segments` (the IR, dialects, tool calls, `parse`), `turns` (what runs when), `boxes`
-(where a text boxes its answer: the scanner grading reads answers with) and `conformance` (the ThinC
-checks), each importing only the ones before it.
+Five modules: `segments` (the IR, dialects, tool calls, `parse`), `turns` (what runs when), `boxes`
+(where a text boxes its answer: the scanner grading reads answers with), `computation` (what counts as
+computation in a plan) and `conformance` (the ThinC checks), each importing only the ones before it.
 Pure: no IO, no logging, no tokenizer, and no answer grading (that is `grading`).
 """
 
 from thinc_bench.trajectory.boxes import extract_answer, joined_answer
+from thinc_bench.trajectory.computation import Finding, plan_computation
 from thinc_bench.trajectory.conformance import (
     DEFAULT_MAX_PLAN_SHARE,
     DEFAULT_MAX_PROSE_CHARS,
     DEFAULT_MIN_CODE_BLOCKS,
+    DEFAULT_SHARE_OF,
     Check,
     CheckName,
     Conformance,
     OutsideProse,
+    ShareOf,
     ShareUnit,
     Style,
     check_conformance,
     classify,
     has_final_answer,
+    plan_words,
     prose_outside_plan,
     unexecuted_code,
 )
@@ -69,15 +73,18 @@ __all__ = [
     "DEFAULT_MAX_PLAN_SHARE",
     "DEFAULT_MAX_PROSE_CHARS",
     "DEFAULT_MIN_CODE_BLOCKS",
+    "DEFAULT_SHARE_OF",
     "DIALECTS",
     "Dialect",
     "DialectName",
     "ExecOn",
+    "Finding",
     "MARKDOWN",
     "MAX_JSON_INT_DIGITS",
     "OutsideProse",
     "Segment",
     "SegmentKind",
+    "ShareOf",
     "ShareUnit",
     "Span",
     "Style",
@@ -101,6 +108,8 @@ __all__ = [
     "parse",
     "parse_call",
     "pending_calls",
+    "plan_computation",
+    "plan_words",
     "prose_outside_plan",
     "unexecuted_code",
 ]

@@ -1,7 +1,10 @@
 """The ThinC conformance checks and `classify`: one brief plan, then only code linked by its outputs.
 
 They read only the parsed IR. No answer grading here (that is `grading`); whether the final text
-boxes an answer is asked of the scanner the grader reads answers with (`boxes.joined_answer`).
+boxes an answer is asked of the scanner the grader reads answers with (`boxes.joined_answer`). Where
+the sources speak, the checks follow them: the plan share is counted over all the trajectory's
+tokens by default ("planning below 50% of total tokens", both explainers; `share_of="model"` counts
+model-written tokens only), and the plan carries no computation (`computation.plan_computation`).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
 from thinc_bench.trajectory.boxes import joined_answer
+from thinc_bench.trajectory.computation import plan_computation
 from thinc_bench.trajectory.segments import Segment, Trajectory
 
 Style = Literal["thinc", "interleaved", "no_code"]
@@ -24,11 +28,16 @@ CheckName = Literal[
     "code_followed_by_output",
     "short_prose_outside_plan",
     "no_code_in_plan",
+    "no_computation_in_plan",
 ]
 ShareUnit = Literal["tokens", "count_tokens", "chars"]
+ShareOf = Literal["total", "model"]
+"""What the plan share divides by: every token of the trajectory after the prompt, interpreter output
+included (`total`, the sources' "total tokens"), or the model-written ones only (`model`)."""
 
 DEFAULT_MIN_CODE_BLOCKS = 1  # a trajectory needs one executed block to be "thinking in code" at all
-DEFAULT_MAX_PLAN_SHARE = 0.5  # the plan is meant to be short: under half of what the model writes
+DEFAULT_MAX_PLAN_SHARE = 0.5  # the sources' filter: planning below 50% of total tokens
+DEFAULT_SHARE_OF: ShareOf = "total"
 DEFAULT_MAX_PROSE_CHARS = 120
 """Most prose characters before the first block and after the last, each (box excluded, whitespace
 runs as one): a short sentence around the box ("The count is \\boxed{90}." measures 14), never a
@@ -95,7 +104,14 @@ def classify(traj: Trajectory) -> Style:
     return "interleaved" if _text_between_code(traj) else "thinc"
 
 
-def _plan_share(traj: Trajectory, count_tokens: Callable[[str], int] | None) -> tuple[float, ShareUnit]:
+def plan_words(traj: Trajectory) -> str:
+    """The plan's own words: its text segments, without code drafted in it or their outputs."""
+    return "\n".join(s.content for s in traj.segments if s.kind == "plan")
+
+
+def _plan_share(
+    traj: Trajectory, count_tokens: Callable[[str], int] | None, share_of: ShareOf
+) -> tuple[float, ShareUnit]:
     token_spans = [s.token_span for s in traj.segments if s.token_span is not None]
     unit: ShareUnit
     if traj.segments and len(token_spans) == len(traj.segments):
@@ -109,8 +125,10 @@ def _plan_share(traj: Trajectory, count_tokens: Callable[[str], int] | None) -> 
         for s, n in zip(traj.segments, sizes, strict=True)
         if s.kind == "plan" or (s.in_plan and s.kind == "code")
     )
-    model = sum(n for s, n in zip(traj.segments, sizes, strict=True) if s.kind != "output")
-    return (plan / model if model else 0.0), unit
+    whole = sum(
+        n for s, n in zip(traj.segments, sizes, strict=True) if share_of == "total" or s.kind != "output"
+    )
+    return (plan / whole if whole else 0.0), unit
 
 
 def check_conformance(
@@ -120,13 +138,14 @@ def check_conformance(
     max_plan_share: float = DEFAULT_MAX_PLAN_SHARE,
     count_tokens: Callable[[str], int] | None = None,
     max_prose_chars: int = DEFAULT_MAX_PROSE_CHARS,
+    share_of: ShareOf = DEFAULT_SHARE_OF,
 ) -> Conformance:
     """Run the ThinC conformance checks.
 
-    `plan_share` is plan / model-written size, where output blocks are not model-written and code
-    drafted in the plan is plan. It is
-    counted in tokens when every segment has a token span, else with `count_tokens`, else in
-    characters; `Conformance.plan_share_unit` says which.
+    `plan_share` is plan / the trajectory's whole size (`share_of="total"`, interpreter outputs
+    included, as the sources count it) or / its model-written size (`"model"`); code drafted in the
+    plan is plan. It is counted in tokens when every segment has a token span, else with
+    `count_tokens`, else in characters; `Conformance.plan_share_unit` says which.
 
     Args:
         traj: the trajectory.
@@ -135,17 +154,20 @@ def check_conformance(
         count_tokens: a tokenizer length function, used when token spans are unknown.
         max_prose_chars: most prose characters before the first block and after the last, each
             (see `prose_outside_plan`).
+        share_of: the plan share's denominator (`ShareOf`).
 
     Returns:
         The checks in the order has_plan, no_text_between_code, n_code_blocks, plan_share,
-        answer_after_last_output, code_followed_by_output, short_prose_outside_plan, no_code_in_plan.
+        answer_after_last_output, code_followed_by_output, short_prose_outside_plan, no_code_in_plan,
+        no_computation_in_plan.
     """
     plan = next((s for s in traj.segments if s.kind == "plan"), None)
     plan_text = traj.plan or ""
     has_plan = plan is not None and plan.closed and bool(plan_text)
     plan_detail = "no plan" if plan is None else f"{len(plan_text)} chars, closed={plan.closed}"
     prose = _text_between_code(traj)
-    share, unit = _plan_share(traj, count_tokens)
+    share, unit = _plan_share(traj, count_tokens, share_of)
+    computed = plan_computation(plan_words(traj))
     kinds = [s.kind for s in traj.segments]
     last_output = max((i for i, k in enumerate(kinds) if k == "output"), default=-1)
     code_after = "code" in kinds[last_output + 1 :]
@@ -163,7 +185,11 @@ def check_conformance(
             traj.n_code_blocks >= min_code_blocks,
             f"{traj.n_code_blocks} closed code block(s), minimum {min_code_blocks}",
         ),
-        Check("plan_share", share < max_plan_share, f"{share:.3f} of model {unit}, maximum {max_plan_share}"),
+        Check(
+            "plan_share",
+            share < max_plan_share,
+            f"{share:.3f} of {'all' if share_of == 'total' else 'model'} {unit}, maximum {max_plan_share}",
+        ),
         Check(
             "answer_after_last_output",
             boxed and not code_after,
@@ -177,6 +203,13 @@ def check_conformance(
             "no_code_in_plan",
             not drafts,
             "none" if not drafts else f"{len(drafts)} code block(s) inside <think>...</think>",
+        ),
+        Check(
+            "no_computation_in_plan",
+            not computed,
+            "none"
+            if not computed
+            else f"{len(computed)} computation(s), first ({computed[0].kind}): {computed[0].text[:60]!r}",
         ),
     )
     return Conformance(checks, share, unit)

@@ -24,7 +24,7 @@ import traceback
 import types
 from typing import Any, NoReturn
 
-from thinc_bench.sandbox import _wire
+from . import _wire
 
 CellStatus = str  # "ok" | "error" | "memory"; kept a plain str because it crosses the wire
 
@@ -132,8 +132,8 @@ def serve(
     are alive (the harness gives the next run a fresh process if any are: they could forge it).
     After each cell fds 1, 2 and 3 must still be the pipe and socket the loop was given (same
     device and inode): a cell that put another pipe or socket there (a relay process on the far
-    end could rewrite every later run) ends the process with CHANNEL_LOST_EXIT, which, as PID 1
-    of its namespace, takes every other process of the session with it.
+    end could rewrite every later run) ends the process with CHANNEL_LOST_EXIT, whereupon its
+    namespace's reaper ends too and takes every other process of the session with it.
     """
     out, err = _stream(1), _stream(2)
     namespace = _fresh_namespace()

@@ -1,10 +1,12 @@
 """Kernel-level confinement of one session process, applied inside the fork-server's children.
 
 Contract: in the session's parent ("A"), `drop_privileges` makes it an unprivileged host uid and
-`enter_namespaces` puts it in new user, mount, PID, network and IPC namespaces; in the session
-process ("B", PID 1 of that PID namespace) the other steps make the root read-only, mount a private
-size-limited tmpfs scratch on /tmp (also /dev/shm) and a private /dev/pts, hide /proc, drop every
-capability and set the resource limits. Each step reports failure by raising OSError; the server
+`enter_namespaces` puts it in new user, mount, PID, network and IPC namespaces (its first child, the
+reaper "R", is PID 1 of that PID namespace; without namespaces A itself becomes the subreaper of
+the session); in the session process ("B", R's child) the other steps cover the harness's paths
+(unjailed), make the root read-only, mount a private tmpfs scratch bounded in bytes and inodes on
+/tmp (also /dev/shm) and a private /dev/pts, hide /proc, drop every capability and set the
+resource limits. Each step reports failure by raising OSError; the server
 probes once which steps this kernel allows. Standard library only (runs in the jail).
 It does not choose policy (the limits come from the harness) and does not run user code.
 """
@@ -37,6 +39,7 @@ MS_PRIVATE = 1 << 18
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_CAPBSET_DROP = 24
+PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
 SYS_MOUNT_SETATTR = 442  # same number on every architecture since Linux 5.12
 AT_FDCWD = -100
@@ -50,8 +53,9 @@ SESSION_UID = 1000
 SESSION_GID = 1000
 # /dev/shm is this folder of the scratch tmpfs, so both share scratch_mb.
 SHM_DIR = "/tmp/.dev_shm"
-# /proc is covered by an empty read-only tmpfs: a fresh procfs is refused under bwrap's masked /proc.
-HIDDEN_PROC_OPTIONS = b"size=4k,mode=0555"
+# /proc, and any harness path a session must not read, is covered by an empty read-only tmpfs (a
+# fresh procfs is refused under bwrap's masked /proc); one inode, its root, and no room for more.
+HIDDEN_OPTIONS = b"size=4k,nr_inodes=1,mode=0555"
 
 
 def _check(result: int, what: str) -> None:
@@ -124,18 +128,50 @@ def make_root_readonly() -> None:
     _check(0 if res == 0 else -1, "mount_setattr(/, rdonly, recursive)")
 
 
-def mount_scratch(scratch_mb: int) -> None:
+def set_child_subreaper() -> None:
+    """Make this process the reaper of its descendants' orphans (they stay in its subtree)."""
+    _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(PR_SET_CHILD_SUBREAPER)")
+
+
+def hide_paths(paths: list[str]) -> list[str]:
+    """Cover each existing folder in `paths` with an empty read-only tmpfs; returns those covered.
+
+    A folder this process cannot even reach (EACCES, ENOENT) is left alone: it cannot read it either.
+
+    Raises:
+        OSError: a reachable folder could not be covered.
+    """
+    covered = []
+    for path in paths:
+        try:
+            if not os.path.isdir(path):
+                continue
+            _mount(b"tmpfs", path.encode(), b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, HIDDEN_OPTIONS)
+        except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.ENOENT, errno.ENOTDIR):
+                continue
+            raise
+        covered.append(path)
+    return covered
+
+
+def mount_scratch(scratch_mb: int, scratch_inodes: int) -> None:
     """Mount the private scratch tmpfs on /tmp (with /dev/shm a folder of it) and cover /proc.
+
+    `scratch_inodes` bounds the files and folders in it: each costs kernel memory that no limit
+    charges where the session has no memory cgroup (an unprivileged harness).
 
     Raises:
         OSError: a mount was refused.
     """
-    opts = f"size={scratch_mb}m,mode=0700,uid={SESSION_UID},gid={SESSION_GID}".encode()
+    opts = (
+        f"size={scratch_mb}m,nr_inodes={scratch_inodes},mode=0700,uid={SESSION_UID},gid={SESSION_GID}"
+    ).encode()
     _mount(b"tmpfs", b"/tmp", b"tmpfs", MS_NOSUID | MS_NODEV, opts)
     if os.path.isdir("/dev/shm"):  # a folder of the same tmpfs: one budget for both
         os.mkdir(SHM_DIR, 0o700)
         _mount(SHM_DIR.encode(), b"/dev/shm", None, MS_BIND, None)
-    _mount(b"tmpfs", b"/proc", b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, HIDDEN_PROC_OPTIONS)
+    _mount(b"tmpfs", b"/proc", b"tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, HIDDEN_OPTIONS)
 
 
 def mount_devpts(max_ptys: int) -> None:
@@ -185,13 +221,13 @@ def drop_capabilities() -> None:
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
 
 
-def set_limits(limits: dict[str, Any]) -> None:
+def set_limits(limits: dict[str, Any], overhead: int = 1) -> None:
     """Apply the per-process resource limits (soft = hard, so user code cannot raise them).
 
-    At the CPU limit the kernel SIGKILLs the session process (PID 1 of its namespace ignores the
-    SIGXCPU that other processes get first); the harness tells it apart from other SIGKILLs by the
-    CPU time the process used. RLIMIT_NPROC counts the session's parent too, hence the +1 (it binds
-    once the session's uid is not root).
+    At the CPU limit (soft = hard) the kernel SIGKILLs the process; the harness tells it apart from
+    other SIGKILLs by the CPU time the process used. RLIMIT_NPROC counts the session's own
+    processes above its interpreter too (it binds once the session's uid is not root): `overhead`
+    of them, its parent and, with namespaces, its PID namespace's reaper.
 
     Raises:
         OSError: a limit could not be set (e.g. it is above an inherited hard limit).
@@ -202,7 +238,7 @@ def set_limits(limits: dict[str, Any]) -> None:
         (resource.RLIMIT_AS, int(limits["memory_mb"]) * mib),
         (resource.RLIMIT_FSIZE, int(limits["file_size_mb"]) * mib),
         (resource.RLIMIT_NOFILE, int(limits["open_files"])),
-        (resource.RLIMIT_NPROC, int(limits["max_processes"]) + 1),
+        (resource.RLIMIT_NPROC, int(limits["max_processes"]) + overhead),
         (resource.RLIMIT_CORE, 0),
     ]
     for which, value in pairs:

@@ -3,7 +3,10 @@
 Contract: a frame is a 4-byte big-endian length followed by that many bytes of UTF-8 JSON (an
 object). File descriptors may ride along with a frame (SCM_RIGHTS), but only a reader built with
 `accept_fds=True` (the server, reading the harness) takes them; every other reader receives without
-an ancillary buffer, so the kernel closes whatever descriptors a peer sends. A reader's buffer never
+an ancillary buffer, so the kernel closes whatever descriptors a peer sends. A reader built with
+`credentials=True` (the harness, reading a session's first frame on a socket with SO_PASSCRED set)
+records the sender's pid as the kernel states it in the reader's own PID namespace; descriptors
+that came along are closed. A reader's buffer never
 holds more than one partial frame of at most `max_frame_bytes` plus one receive. This module imports
 only the standard library because it also runs inside the jail. It does not retry, time out or log.
 """
@@ -11,8 +14,10 @@ only the standard library because it also runs inside the jail. It does not retr
 from __future__ import annotations
 
 import json
+import os
 import socket
 import struct
+import sys
 from typing import Any
 
 HEADER = struct.Struct(">I")
@@ -27,6 +32,8 @@ RECV_CHUNK_BYTES = 65536
 CHANNEL_LOST_EXIT = 122
 # A spawn request carries two descriptors (session socket, output pipe); anything more is refused.
 MAX_FDS_PER_FRAME = 4
+# struct ucred: pid, uid, gid.
+UCRED = struct.Struct("3i")
 
 
 class WireError(Exception):
@@ -67,11 +74,18 @@ class FrameReader:
     """Incremental frame parser for one socket; keeps one partial frame (and, if asked, descriptors)."""
 
     def __init__(
-        self, sock: socket.socket, *, max_frame_bytes: int = MAX_FRAME_BYTES, accept_fds: bool = False
+        self,
+        sock: socket.socket,
+        *,
+        max_frame_bytes: int = MAX_FRAME_BYTES,
+        accept_fds: bool = False,
+        credentials: bool = False,
     ) -> None:
         self.sock = sock
         self.max_frame_bytes = max_frame_bytes
         self.accept_fds = accept_fds
+        self.credentials = credentials
+        self.sender_pid: int | None = None  # with `credentials`: the pid of the last bytes' sender
         self._buffer = bytearray()
         self._fds: list[int] = []
         self.eof = False
@@ -88,6 +102,8 @@ class FrameReader:
                     self.sock, RECV_CHUNK_BYTES, MAX_FDS_PER_FRAME, flags | socket.MSG_CMSG_CLOEXEC
                 )
                 self._fds.extend(fds)
+            elif self.credentials:
+                data = self._recv_with_credentials(flags)
             else:
                 data = self.sock.recv(RECV_CHUNK_BYTES, flags)  # no ancillary buffer: sent fds are closed
         except ConnectionResetError:
@@ -95,6 +111,19 @@ class FrameReader:
         if not data:
             self.eof = True
         self._buffer.extend(data)
+
+    def _recv_with_credentials(self, flags: int) -> bytes:
+        space = socket.CMSG_SPACE(UCRED.size) + socket.CMSG_SPACE(MAX_FDS_PER_FRAME * 4)
+        data, ancillary, _flags, _addr = self.sock.recvmsg(
+            RECV_CHUNK_BYTES, space, flags | socket.MSG_CMSG_CLOEXEC
+        )
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(payload) >= UCRED.size:
+                self.sender_pid = UCRED.unpack_from(payload)[0]
+            elif level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                for i in range(len(payload) // 4):  # nobody asked for them
+                    os.close(int.from_bytes(payload[4 * i : 4 * i + 4], sys.byteorder))
+        return data
 
     @property
     def buffered(self) -> int:

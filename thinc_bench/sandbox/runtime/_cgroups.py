@@ -7,8 +7,8 @@ total cap sits on `sessions`, the fork-server lives in `server`, so an OOM kill 
 only ever picks a session process. Creating groups needs root; without it (or on a cgroup-v2
 host) each controller is None with the reason. Standard library only: the server imports it.
 It does not decide limits (the config does); it kills only in `sweep` (every process of one
-session's group, when the server ends that session), `sweep_others` (all but its parent and
-interpreter, after each run) and `remove_sandbox_groups` (what is left when
+session's group, when the server ends that session), `sweep_others` (all but its own processes,
+after each run) and `remove_sandbox_groups` (what is left when
 a Sandbox closes).
 """
 
@@ -129,7 +129,8 @@ def make_session_groups(parents: dict[str, str], sid: int, limits: dict[str, flo
 
 def _limit_session(controller: str, path: str, limits: dict[str, float]) -> None:
     if controller == "pids":
-        write(path, "pids.max", int(limits["max_processes"]) + 1)  # +1: the session's parent A
+        # The session's own processes above its interpreter (A, and R with namespaces) come on top.
+        write(path, "pids.max", int(limits["max_processes"]) + int(limits.get("overhead", 1)))
     elif controller == "memory":
         write(path, "memory.limit_in_bytes", int(limits["session_memory_mb"]) * 2**20)
     elif controller == "cpu":
@@ -203,14 +204,14 @@ def sweep(pids_group: str, known: set[int]) -> tuple[int, int]:
     PID namespace, whose PID 1 takes the rest with it). A freezer group would make it one round
     always, but joining a fourth cgroup-v1 group cost session start ~15 ms under load (measured:
     perf/sandbox.py 1.31x with it, 0.98x without). Returns (processes killed that are not in
-    `known`, processes still in the group after DRAIN_S); `known` holds the session's own parent
-    and interpreter, so the first number counts what the session's code left running.
+    `known`, processes still in the group after DRAIN_S); `known` holds the session's own processes
+    (parent, reaper, interpreter), so the first number counts what the session's code left running.
     """
     return _kill_rounds(pids_group, spare=set(), known=known)
 
 
 def sweep_others(pids_group: str, keep: set[int]) -> tuple[int, int]:
-    """Kill every process of one session's pids group except `keep` (its parent and interpreter),
+    """Kill every process of one session's pids group except `keep` (its parent, reaper and interpreter),
     after a run: what the run's code started must not act in a later run. Returns (processes
     killed, processes other than `keep` still in the group after DRAIN_S)."""
     return _kill_rounds(pids_group, spare=keep, known=keep)

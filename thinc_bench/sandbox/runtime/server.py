@@ -1,10 +1,12 @@
 """The fork-server: a warm Python (numpy, sympy... imported) that forks one process per session.
 
-Run by the harness as `python -m thinc_bench.sandbox.server --ctrl-fd N ...`, inside the bubblewrap
-jail when available. It answers control frames on fd N (spawn / poll / clean / kill / ping); the session
-processes talk to the harness directly over the socket and output pipe passed in by `spawn`.
+Run by the harness as `python -m thinc_sandbox_runtime.server --ctrl-fd N ...` (this folder, and
+nothing else of thinc_bench, on its import path), inside the bubblewrap jail when available. It
+answers control frames on fd N (spawn / poll / clean / kill / ping); the session processes talk to
+the harness directly over the socket and output pipe passed in by `spawn`.
 Per session it creates the session's cgroups, picks it a random unprivileged host uid, and forks A
-(see `_child`), which forks B. Killing A kills B, and B's death kills every process of the session.
+(see `_child`), which forks the session's head (its reaper R, which forks B; or B). Killing A kills
+the rest, and B's death kills every process of the session.
 A poll or kill reports how the session ended: wait status, B's CPU seconds, and the OOM kills its
 memory group counted. It exits when the control socket closes. It never runs user code itself and
 never retries: the harness decides.
@@ -29,7 +31,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from thinc_bench.sandbox import _cgroups, _child, _isolate, _wire
+from . import _cgroups, _child, _isolate, _procs, _wire
 
 # Unjailed sessions without namespaces get SIGTERM first so A can kill B's process group.
 PLAIN_KILL_GRACE_S = 1.0
@@ -47,15 +49,38 @@ class _Spawned:
     scratch: str | None
     fate_r: int
     uid: int | None
+    namespaces: bool
     fate: bytes = b""
 
-    def interpreter_pid(self) -> int | None:
-        """B's pid, from the first line A writes on its fate pipe (None before A wrote it)."""
+    def _lines(self) -> list[bytes]:
         with contextlib.suppress(BlockingIOError, OSError):
             while chunk := os.read(self.fate_r, FATE_BYTES):
                 self.fate += chunk
-        first, newline, _rest = self.fate.partition(b"\n")
-        return int(first) if newline and first.isdigit() else None
+        return self.fate.split(b"\n")[:-1]  # complete lines only (each is one atomic write)
+
+    def head_pid(self) -> int | None:
+        """The session's head (R, or B without namespaces): the line of digits A writes on its fate
+        pipe (None before A wrote it)."""
+        return next((int(line) for line in self._lines() if line.isdigit()), None)
+
+    def fate_record(self) -> dict[str, Any] | None:
+        """B's fate (wait status, CPU seconds), the JSON line R or A writes when B ends."""
+        for line in self._lines():
+            if line.startswith(b"{"):
+                with contextlib.suppress(ValueError):
+                    record = json.loads(line)
+                    return record if isinstance(record, dict) else None
+        return None
+
+    def own(self) -> set[int]:
+        """The session's own processes the server can name: A, the head, and B below R."""
+        head = self.head_pid()
+        if head is None:
+            return {self.pid}
+        found = {self.pid, head}
+        if self.namespaces:  # B is R's first child: pid 2 of the session's namespace
+            found.update(c for c in _procs.children(head) if _procs.ns_pid(c) == _child.INTERPRETER_NS_PID)
+        return found
 
 
 def _log(message: str) -> None:
@@ -65,9 +90,12 @@ def _log(message: str) -> None:
 class Server:
     """State of the fork-server: configuration, capabilities found by the probe, live sessions."""
 
-    def __init__(self, ctrl_fd: int, limits: dict[str, Any], cgroups: dict[str, str]) -> None:
+    def __init__(
+        self, ctrl_fd: int, limits: dict[str, Any], cgroups: dict[str, str], hide: tuple[str, ...] = ()
+    ) -> None:
         self.ctrl_fd = ctrl_fd
         self.limits = limits
+        self.hide = hide
         self.cgroups = cgroups
         self.children: dict[int, _Spawned] = {}
         self.namespaces = False
@@ -110,8 +138,9 @@ class Server:
         groups: dict[str, str] = {}
         scratch = None
         fate_r = -1
+        overhead = 2 if self.namespaces else 1  # A, and R with namespaces
         try:
-            groups = _cgroups.make_session_groups(self.cgroups, sid, self.limits)
+            groups = _cgroups.make_session_groups(self.cgroups, sid, {**self.limits, "overhead": overhead})
             uid = self._new_uid() if self.uid_drop else None
             if not self.namespaces:
                 scratch = tempfile.mkdtemp(prefix=f"thinc-sandbox-{sid}-")
@@ -124,7 +153,7 @@ class Server:
             opened.append(fate_w)
             setup = _child.Setup(
                 sock_fd, out_fd, fate_w, list(groups.values()), uid, scratch, self.namespaces,
-                self.ro_root, self.devpts, self.limits, self.seccomp,
+                self.ro_root, self.devpts, self.limits, self.seccomp, self.hide,
             )  # fmt: skip
             pid = os.fork()
             if pid == 0:
@@ -141,7 +170,7 @@ class Server:
         finally:
             for fd in opened:
                 os.close(fd)
-        self.children[sid] = _Spawned(pid, groups, scratch, fate_r, uid)
+        self.children[sid] = _Spawned(pid, groups, scratch, fate_r, uid, self.namespaces)
 
     def _new_uid(self) -> int:
         taken = {c.uid for c in self.children.values()}
@@ -171,57 +200,59 @@ class Server:
         by_harness = pid == 0
         swept = (0, 0)
         if by_harness:
+            reaped = None
             if "pids" in child.groups:
                 swept = self._sweep(child)
             else:
-                self._kill_without_groups(child)
-            _, status = os.waitpid(child.pid, 0)
+                reaped = self._kill_without_groups(child)
+            status = reaped if reaped is not None else os.waitpid(child.pid, 0)[1]
         return {"by_harness": by_harness, **self._reap(sid, status, swept)}
 
     def clean(self, sid: int) -> dict[str, Any]:
-        """After a run of session `sid`: kill every process of it but its parent A and interpreter
-        B, so nothing the run started acts in a later run. `checked` is False when no pids group
-        lists the session's processes (no cgroups here)."""
+        """After a run of session `sid`: kill every process of it but its own (A, R, B), so nothing
+        the run started acts in a later run. `checked` is False when no pids group lists the
+        session's processes (no cgroups here: the harness sweeps its process tree instead)."""
         child = self.children.get(sid)
         if child is None or "pids" not in child.groups:
             return {"checked": False, "killed": 0, "left": 0}
-        b_pid = child.interpreter_pid()
-        if b_pid is None:  # A has not said who B is: nothing of the session may be told apart
+        own = child.own()
+        if len(own) != child_processes(child.namespaces):  # B not known yet: nothing may be told apart
             return {"checked": False, "killed": 0, "left": 0}
-        killed, left = _cgroups.sweep_others(child.groups["pids"], {child.pid, b_pid})
+        killed, left = _cgroups.sweep_others(child.groups["pids"], own)
         return {"checked": True, "killed": killed, "left": left}
 
     def _sweep(self, child: _Spawned) -> tuple[int, int]:
-        known = {child.pid, child.interpreter_pid() or child.pid}
-        return _cgroups.sweep(child.groups["pids"], known)
+        return _cgroups.sweep(child.groups["pids"], child.own())
 
-    def _kill_without_groups(self, child: _Spawned) -> None:
-        """No cgroup lists the session's processes: kill B, PID 1 of its namespace (the kernel then
-        kills every process in it), and A; without namespaces A kills B's process group."""
+    def _kill_without_groups(self, child: _Spawned) -> int | None:
+        """No cgroup lists the session's processes: kill R, PID 1 of its namespace (the kernel then
+        kills every process in it), and A; without namespaces A kills everything below it. Returns
+        A's wait status when this reaped it already."""
         pid = 0
         if not self.namespaces:
             os.kill(child.pid, signal.SIGTERM)
             deadline = time.monotonic() + PLAIN_KILL_GRACE_S
             while pid == 0 and time.monotonic() < deadline:
                 time.sleep(0.005)
-                pid, _status = os.waitpid(child.pid, os.WNOHANG)
+                pid, status = os.waitpid(child.pid, os.WNOHANG)
             if pid:
-                return
-        b_pid = child.interpreter_pid()
+                return status
+        head = child.head_pid()
         pidfd = -1
-        if b_pid is not None and self.namespaces and not child.fate.partition(b"\n")[2]:
-            with contextlib.suppress(OSError):  # B's fate not written: B is alive or A's zombie child
-                pidfd = os.pidfd_open(b_pid)
+        if head is not None and self.namespaces and child.fate_record() is None:
+            with contextlib.suppress(OSError):  # B's fate not written: R is alive or A's zombie child
+                pidfd = os.pidfd_open(head)
                 signal.pidfd_send_signal(pidfd, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
             os.kill(child.pid, signal.SIGKILL)
-        if pidfd >= 0:  # readable once B has exited, which waits for the rest of its namespace
+        if pidfd >= 0:  # readable once R has exited, which waits for the rest of its namespace
             select.select([pidfd], [], [], _cgroups.DRAIN_S)
             os.close(pidfd)
+        return None
 
     def _reap(self, sid: int, status: int, swept: tuple[int, int] = (0, 0)) -> dict[str, Any]:
         """How session `sid` ended (B's own status when A relayed it), then sweep what is left of it
-        and forget it. `survivors`: processes besides A and B that were still running."""
+        and forget it. `survivors`: processes besides its own (A, R, B) that were still running."""
         child = self.children[sid]
         if "pids" in child.groups:
             more = self._sweep(child)
@@ -229,12 +260,8 @@ class Server:
         del self.children[sid]
         info = _describe(status)
         os.set_blocking(child.fate_r, True)  # A is gone: what it wrote is all there, then EOF
-        child.interpreter_pid()
+        fate = child.fate_record() or {}
         os.close(child.fate_r)
-        try:
-            fate = json.loads(child.fate.partition(b"\n")[2] or b"{}")
-        except ValueError:
-            fate = {}
         if "status" in fate:
             info = {
                 **_describe(int(fate["status"])),
@@ -278,6 +305,11 @@ class Server:
             time.sleep(0.01)
 
 
+def child_processes(namespaces: bool) -> int:
+    """How many processes a session has of its own: A, R (with namespaces) and B."""
+    return 3 if namespaces else 2
+
+
 def _describe(status: int) -> dict[str, Any]:
     if os.WIFSIGNALED(status):
         return {"how": "signal", "code": os.WTERMSIG(status)}
@@ -300,13 +332,16 @@ def _preload(modules: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: preload, probe, then serve control frames until the harness goes away."""
-    parser = argparse.ArgumentParser(prog="thinc_bench.sandbox.server")
+    parser = argparse.ArgumentParser(prog="thinc_sandbox_runtime.server")
     parser.add_argument("--ctrl-fd", type=int, required=True)
     parser.add_argument("--limits", required=True, help="JSON object of the session limits")
     parser.add_argument("--preload", default="")
     parser.add_argument("--cgroups", default="{}", help="JSON: controller -> parent of session groups")
     parser.add_argument("--no-namespaces", action="store_true", help="skip per-session namespaces (tests)")
+    parser.add_argument("--hide", default="[]", help="JSON list: folders each session covers (unjailed)")
     args = parser.parse_args(argv)
+    if sys.path and sys.path[0] in ("", os.getcwd()):
+        sys.path[0] = ""  # a session's own folder (its scratch), never the folder the server started in
     _isolate.die_with_parent()  # unjailed, nothing else would stop us if the harness died
     start = time.perf_counter()
     try:
@@ -315,7 +350,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError:  # no CAP_SYS_RESOURCE: the memory groups still keep session OOM kills off us
         oom_protected = False
     failed = _preload([m for m in args.preload.split(",") if m])
-    server = Server(args.ctrl_fd, json.loads(args.limits), json.loads(args.cgroups))
+    server = Server(
+        args.ctrl_fd, json.loads(args.limits), json.loads(args.cgroups), tuple(json.loads(args.hide))
+    )
     probe = server.probe(namespaces=not args.no_namespaces)
     ctrl = socket.socket(fileno=args.ctrl_fd)
     hello = {
