@@ -5,10 +5,11 @@
 
 Each completion is a full ThinC trajectory from `thinc_bench.eval.rollout` (real sandbox execution),
 returned to TRL through `rollout_func` with `env_mask` 0 on every interpreter-output token. The
-reward is the grader's exact match (1/0, `thinc_bench.train.rewards`); tool calls, execution-error
-rate, grounding and truncation of the scored rows are logged per step (`rollout/*`, through TRL's
-`log_metric`); a rollout that an infrastructure failure ended is unscored (left out of the
-advantages and, `env_mask` 0 on all its tokens, of the loss; counted as `unscored_frac`).
+reward is the grader's exact match (1/0, `thinc_bench.train.rewards`); per step, the scored rows'
+tool calls, failed calls, grounding, truncation, ThinC conformance and the three failure modes are
+logged (`rollout/*`, through TRL's `log_metric`). The model's own failures (a text the harness
+cannot process, an answer too large to judge) earn 0 and are counted; only an infrastructure
+failure leaves the advantages and the loss (`env_mask` 0; counted as `unscored_frac`).
 
 The YAML's `curriculum:` runs in one trainer (one optimizer state, one learning-rate schedule): a
 callback switches the rollout's completion budget and tool-call limit at each stage boundary and
@@ -18,17 +19,20 @@ sampled from one policy, on which the trainer takes `updates_per_generation` opt
 on a slice of it (so the importance ratio moves off 1 and the 0.20 / 0.28 clip acts; logged as
 `clip_ratio/*` and `importance_ratio/*`). The problems are shuffled (seeded, `epochs` passes, each
 shuffled anew) into `OUTPUT_DIR/curriculum_order.json`; each stage takes the next `max_steps` x
-prompts of that order (the last stage, without `max_steps`, every whole generation batch left).
-`--start_stage NAME` resumes from the previous stage's checkpoint in the same output folder, on
-exactly the problems and samples the uninterrupted run would have drawn.
+prompts of that order (the last stage, without `max_steps`, every whole generation batch left), or
+with `dynamic_sampling: refill | drop_solved` draws on from it as DAPO's over-generation or ASTER's
+dropping of solved problems needs (`thinc_bench.train.stream_rollout`).
 
-Recovery training (`inject_failures_share`, `inject_failures_k`, per stage too; off by default): a
-seeded share of the GRPO groups, whole groups, gets its first k executions failed through the
-sandbox session as eval's Recovery@k does (`thinc_bench.train.injection`), with a training fault
-text that is not eval's; an injected rollout is rewarded only when it met its k failures and then ran
-a block clean (a rollout that avoids code never scores there); logged per step as
-`rollout/injected_frac`, `rollout/reward_injected`, `rollout/reward_clean` and tool calls and
-grounding split the same way.
+A crash costs at most `save_steps` optimizer steps: with `save_strategy: steps` a complete
+checkpoint (weights, optimizer, scheduler, every process's RNG, trainer state, problem stream) is
+written every `save_steps`, and rerunning the same command resumes from the newest one, exactly
+(`thinc_bench.train.resume`; `--start_stage NAME` resumes at a stage's start). With
+`heldout_benchmarks` the policy is evaluated by `thinc_bench.eval` on a fixed subset every
+`heldout_every` steps (`heldout/*` in the logs; `thinc_bench.train.heldout`). Recovery training
+(`inject_failures_share`, `inject_failures_k`) fails the first k executions of a seeded share of
+groups with tracebacks of kinds eval never injects, and pays an injected rollout only for an answer
+an output after its last failure grounds (`thinc_bench.train.injection`). docs/training.md: the
+8-GPU launch and resume, what a step costs, and each of these in full.
 
 Generation follows GRPOConfig: `use_vllm: false` decodes on the policy itself (hf backend, batched);
 `use_vllm: true` with `vllm_mode: colocate` steps TRL's in-process vLLM engine, and with
@@ -45,20 +49,11 @@ step; no paths needed):
 
     python recipes/grpo.py --config recipes/configs/grpo_smoke.yaml
 
-Full-size settings on 8 GPUs, vLLM colocated with training (sources: docs/settings.md):
+Full-size settings on 8 GPUs, vLLM colocated with training (sources: docs/settings.md; the same command
+resumes after a crash):
 
     accelerate launch --config_file recipes/configs/accelerate_zero3.yaml recipes/grpo.py \
         --config recipes/configs/grpo_qwen3_4b_thinking.yaml
-
-or with a generation server on 2 of them and training on the other 6:
-
-    CUDA_VISIBLE_DEVICES=6,7 trl vllm-serve --model runs/sft-thinc-4b --data_parallel_size 2 --max_model_len 34816 &
-    CUDA_VISIBLE_DEVICES=0,1,2,3,4,5 accelerate launch --num_processes 6 \
-        --config_file recipes/configs/accelerate_zero3.yaml recipes/grpo.py \
-        --config recipes/configs/grpo_qwen3_4b_thinking.yaml --vllm_mode server --generation_batch_size 960
-
-(1,024 completions do not split over 6 ranks; 960 = 120 prompts x 8 do. The server's context must hold
-the last stage's 32,768 completion tokens and the longest prompt.)
 """
 
 from __future__ import annotations
@@ -73,6 +68,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
+
+from thinc_bench.train.curriculum import BatchLayout
 
 logger = logging.getLogger("recipes.grpo")
 
@@ -175,8 +172,8 @@ class ScriptArgs:
         default=0.0,
         metadata={
             "help": "Recovery training: share of GRPO groups (every copy of a prompt at a step) whose first k "
-            "code executions fail as in eval's Recovery@k (not run; a realistic traceback from training's own "
-            "seed stream); rewarded only after the failures were met in code and a block ran clean. A "
+            "code executions fail as in eval's Recovery@k (not run; a realistic traceback of an exception kind "
+            "eval never injects); rewarded only when an output after the last failure grounds the answer. A "
             "curriculum stage may set its own. 0: none (clean rollouts)."
         },
     )
@@ -187,12 +184,45 @@ class ScriptArgs:
             "as eval's --recovery-k (1, or 1,2,3). A curriculum stage may set its own."
         },
     )
-    dynamic_sampling: bool = field(
-        default=True,
+    dynamic_sampling: str = field(
+        default="filter",
         metadata={
-            "help": "DAPO's dynamic sampling, as a filter: groups whose rewards are all equal (advantage 0) "
-            "leave the loss and its token denominator, so solved problems do not shrink every other "
-            "group's step; the share is logged per step (dynamic_sampling/*). false: TRL's DAPO loss as is."
+            "help": "off | filter | refill | drop_solved. filter: groups whose rewards are all equal (advantage "
+            "0) leave the loss and its token denominator, so the batch shrinks as problems get solved; refill: "
+            "DAPO's over-generation, more problems rolled out until every group of the batch has differing "
+            "rewards; drop_solved: ASTER's, problems every rollout solved are dropped before each epoch. Logged "
+            "per step (dynamic_sampling/effective_prompts, ...). off: TRL's DAPO loss as is."
+        },
+    )
+    dynamic_sampling_max_rounds: int = field(
+        default=4,
+        metadata={
+            "help": "refill: generation rounds per batch at most, the first included (verl's max_num_gen_batches); "
+            "a batch still short then trains on what it holds (logged as dynamic_sampling/shortfall)."
+        },
+    )
+    heldout_benchmarks: str | None = field(
+        default=None,
+        metadata={
+            "help": "Held-out evaluation during training through thinc_bench.eval (benchmark names or files, as "
+            "eval's --benchmarks), logged as heldout/* with the training metrics; None: off."
+        },
+    )
+    heldout_limit: int | None = field(
+        default=16, metadata={"help": "Held-out evaluation: the first N problems of each benchmark."}
+    )
+    heldout_samples: int = field(default=1, metadata={"help": "Held-out evaluation: samples per problem."})
+    heldout_every: int | None = field(
+        default=None,
+        metadata={
+            "help": "Held-out evaluation every N optimizer steps, and before the first; None: at every checkpoint "
+            "(save_steps), 0: before and after training only."
+        },
+    )
+    heldout_data_dir: str | None = field(
+        default=None,
+        metadata={
+            "help": "Held-out evaluation: folder with local benchmark copies, as eval's; default decontam_data_dir."
         },
     )
     sandbox_sessions: int | None = field(
@@ -226,44 +256,15 @@ def split_config(argv: list[str]) -> tuple[list[str], object]:
     return [*argv[:at], handle.name, *argv[at + 1 :]], curriculum
 
 
-@dataclass(frozen=True)
-class BatchLayout:
-    """A generation batch: `prompts` problems x num_generations completions, `updates` optimizer steps."""
+def batch_layout(args: Any, updates: int | None = None) -> BatchLayout:
+    """`thinc_bench.train.curriculum.batch_layout`, its refusal as the recipe's one-line exit."""
+    from thinc_bench.errors import ConfigError
+    from thinc_bench.train.curriculum import batch_layout as layout
 
-    prompts: int
-    updates: int
-
-
-def batch_layout(args: object, updates: int | None = None) -> BatchLayout:
-    """Split TRL's generation batch into `updates` optimizer steps; return its prompts and updates.
-
-    The generation batch is TRL's (`generation_batch_size` completions, or `steps_per_generation`
-    micro-batches per process); `gradient_accumulation_steps` is set on `args` so that one generation
-    batch feeds exactly `updates` optimizer steps (over `num_iterations` passes). With `updates`
-    None, TRL's own layout is read back and must end each generation batch on a step boundary.
-    """
-    spg, accum, passes = args.steps_per_generation, args.gradient_accumulation_steps, args.num_iterations
-    prompts = args.generation_batch_size // args.num_generations
-    if updates is None:
-        if (spg * passes) % accum:
-            raise SystemExit(
-                f"steps_per_generation={spg} x num_iterations={passes} is not a multiple of "
-                f"gradient_accumulation_steps={accum}: a generation batch would end inside an optimizer step"
-            )
-        return BatchLayout(prompts, spg * passes // accum)
-    if updates < 1 or updates % passes or spg % (updates // passes):
-        raise SystemExit(
-            f"updates_per_generation={updates} does not split a generation batch of {spg} micro-batches per "
-            f"process x num_iterations={passes} into equal optimizer steps; use a divisor of {spg * passes}"
-        )
-    derived = spg // (updates // passes)
-    if accum not in (1, derived):
-        raise SystemExit(
-            f"gradient_accumulation_steps={accum} conflicts with updates_per_generation={updates} on a generation "
-            f"batch of {spg} micro-batches per process ({derived}); remove it, the recipe sets it"
-        )
-    args.gradient_accumulation_steps = derived
-    return BatchLayout(prompts, updates)
+    try:
+        return layout(args, updates)
+    except ConfigError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def parse(argv: Sequence[str]) -> tuple[Any, Any, Any, object, str]:
@@ -307,6 +308,7 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     from thinc_bench.train.common import attn_implementation, eval_command
     from thinc_bench.train.curriculum import ORDER_FILE, plan_stages, read_order, shuffled_order, write_order
     from thinc_bench.train.dynamic_sampling import with_zero_variance_filter
+    from thinc_bench.train.heldout import heldout_callback
     from thinc_bench.train.injection import (
         FailureInjection,
         parse_failure_counts,
@@ -317,10 +319,13 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     from thinc_bench.train.lm_head import install_lm_head
     from thinc_bench.train.micro_batch import with_trimmed_padding
     from thinc_bench.train.policy_ratio import with_ratio_logging
+    from thinc_bench.train.problem_stream import STREAM_MODES, parse_mode
+    from thinc_bench.train.resume import check_saving, check_settings, read_state, resume_point, run_settings
     from thinc_bench.train.rewards import exact_match_reward
-    from thinc_bench.train.rollout_func import ThincRollout, max_prompt_tokens
+    from thinc_bench.train.rollout_func import max_prompt_tokens
     from thinc_bench.train.source import REPORT_FILE, decontaminate
     from thinc_bench.train.stage_callback import CurriculumCallback
+    from thinc_bench.train.stream_rollout import build_rollout, problem_stream
     from thinc_bench.train.vllm_sync import use_layerwise_reload
 
     argv = bare_argv(sys.argv[1:] if argv is None else argv, "grpo_nano.yaml", "ThinC-nano GRPO on CPU")
@@ -343,8 +348,13 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
             parse_failure_counts(script_args.inject_failures_k),
             training_args.seed,
         )
+        mode = script_args.dynamic_sampling = parse_mode(script_args.dynamic_sampling)
     except ConfigError as exc:
         raise SystemExit(str(exc)) from None
+    if script_args.dynamic_sampling_max_rounds < 1:
+        raise SystemExit(
+            f"--dynamic_sampling_max_rounds {script_args.dynamic_sampling_max_rounds}: use 1 or more"
+        )
 
     if script_args.sandbox_sessions is not None and script_args.sandbox_sessions < 1:
         raise SystemExit(
@@ -365,6 +375,11 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     root = Path(training_args.output_dir)
     order_file = root / ORDER_FILE
     start = curriculum.index(script_args.start_stage) if script_args.start_stage else 0
+    previous = curriculum.stages[start - 1].name if start else None
+    try:
+        resume_from = resume_point(training_args.resume_from_checkpoint, root, previous)
+    except ConfigError as exc:
+        raise SystemExit(str(exc)) from None
     problems = load_source(script_args.dataset_name, script_args.data_dir, limit=script_args.limit)
     names = [b.strip() for b in script_args.decontam_benchmarks.split(",") if b.strip()]
     clean = decontaminate(
@@ -386,7 +401,7 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     problems = clean.problems
     order = (
         read_order(order_file)
-        if start
+        if resume_from is not None
         else shuffled_order([p.id for p in problems], training_args.seed, script_args.epochs)
     )
     by_id = {p.id: p for p in problems}
@@ -398,6 +413,10 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
         )
     layout = batch_layout(training_args, script_args.updates_per_generation)
     plans = plan_stages(curriculum, len(order), layout.prompts, layout.updates)
+    try:
+        check_saving(training_args, layout.updates)
+    except ConfigError as exc:
+        raise SystemExit(str(exc)) from None
     logger.info(
         "generation batch: %d prompts x %d generations, %d optimizer steps on it (%d micro-batches of %d per "
         "device, %d per step); %d epochs, %d rows",
@@ -410,10 +429,21 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
         script_args.epochs,
         len(order),
     )
+    training_args.max_steps = plans[
+        -1
+    ].end_step  # exactly the stages' steps; the default -1 would run 3 epochs
+    training_args.max_completion_length = max(s.max_tokens for s in curriculum.stages)
+    settings = run_settings(
+        script_args, training_args, model_args.model_name_or_path, curriculum, process.num_processes
+    )
+    try:
+        check_settings(root, settings, resuming=resume_from is not None, write=process.is_main_process)
+    except ConfigError as exc:
+        raise SystemExit(str(exc)) from None
     if process.is_main_process:
         root.mkdir(parents=True, exist_ok=True)
         (root / REPORT_FILE).write_text(json.dumps(clean.report, indent=1) + "\n", encoding="utf-8")
-        if not start:
+        if resume_from is None:
             write_order(order_file, order, plans, training_args.seed)
     process.wait_for_everyone()
     ordered = [by_id[i] for i in order[: plans[-1].first_row + plans[-1].rows]]
@@ -436,18 +466,8 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
         logger.info(
             "injected execution failures per stage: %s", {n: i.record() for n, i in injections.items()}
         )
-    resume_from = None
-    if start:
-        resume_from = root / curriculum.stages[start - 1].name
-        if not (resume_from / "trainer_state.json").is_file():
-            raise SystemExit(
-                f"no checkpoint at {resume_from}; run the earlier stages first (without --start_stage)"
-            )
-
     args = training_args
-    args.max_steps = plans[-1].end_step  # exactly the stages' steps; the default -1 would run 3 epochs
     args.shuffle_dataset = False  # the order above is the shuffle
-    args.max_completion_length = max(s.max_tokens for s in curriculum.stages)
 
     dtype = model_args.dtype if model_args.dtype in ("auto", None) else getattr(torch, model_args.dtype)
     load = {"revision": model_args.model_revision}
@@ -482,27 +502,51 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
     logger.info(
         "sandbox: %d sessions for the %d rollouts of each process per generation batch", sessions, per_rank
     )
+    if mode in STREAM_MODES and per_rank % args.num_generations:
+        raise SystemExit(
+            f"dynamic_sampling {mode} needs whole groups per process: per_device_train_batch_size x "
+            f"steps_per_generation = {per_rank} is not a multiple of num_generations={args.num_generations}"
+        )
+    try:
+        stream = problem_stream(mode, [p.id for p in problems], args.seed, resume_from)
+    except ConfigError as exc:
+        raise SystemExit(str(exc)) from None
+    if resume_from is not None:
+        logger.info(
+            "resuming from %s (step %s)", resume_from, (read_state(resume_from) or {}).get("global_step")
+        )
     with Sandbox(training_sandbox_config(sessions)) as sandbox:
-        first = plans[start].stage if start else plans[0].stage
-        rollout = ThincRollout(
+        first = plans[0].stage  # the callback sets the stage of the step the run starts at
+        rollout = build_rollout(
             sandbox,
             RolloutLimits(first.max_tokens, first.max_tool_calls),
             system_prompt,
+            problems,
+            stream=stream,
+            refill=mode == "refill",
+            max_rounds=script_args.dynamic_sampling_max_rounds,
             temperature=args.temperature,
             response_prefix=script_args.response_prefix,
             exec_on=script_args.exec_on,
             dialect=script_args.dialect,
             tool_name=script_args.tool_name,
-            problem_ids={p.problem: p.id for p in ordered},
-            answers={p.problem: p.answer for p in ordered},
             drawn_log=root / f"drawn-rank{process.process_index}.jsonl",
             injection=first.injection(injection),
         )
         trainer_cls = with_trimmed_padding(
             with_ratio_logging(GRPOTrainer)
         )  # each micro-batch at its own width
-        if script_args.dynamic_sampling:
+        if mode != "off":
             trainer_cls = with_zero_variance_filter(trainer_cls)
+        extra_state = None if stream is None else lambda: {"problem_stream": stream.state()}
+        own: list[Any] = [CurriculumCallback(plans, rollout, root, injection, extra_state)]
+        if script_args.heldout_benchmarks:
+            try:
+                own.append(
+                    heldout_callback(script_args, args, model_path, system_prompt, rollout, plans, sessions)
+                )
+            except ConfigError as exc:
+                raise SystemExit(f"held-out evaluation: {exc}") from None
         trainer = trainer_cls(
             model=model,
             reward_funcs=[exact_match_reward],
@@ -510,8 +554,10 @@ def main(argv: list[str] | None = None, callbacks: Sequence[object] = ()) -> int
             train_dataset=dataset,
             processing_class=tokenizer,
             rollout_func=rollout,
-            callbacks=[CurriculumCallback(plans, rollout, root, injection), *callbacks],
+            callbacks=[*own, *callbacks],
         )
+        for callback in own[1:]:
+            callback.trainer = trainer
         head = install_lm_head(trainer, script_args.lm_head)
         logger.info("LM head: %s", head)
         if args.use_vllm:

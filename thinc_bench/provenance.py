@@ -228,6 +228,18 @@ DEFAULT_SOURCES: dict[str, Source] = {
     ),
     "grpo.stage2.max_tool_calls": _i("24, as stage 1"),
     "grpo.stage3.max_tool_calls": _i("32, as stage 1"),
+    "grpo.dynamic_sampling": _i(
+        "drop_solved: ASTER's drop of solved problems before each epoch, no extra generation; DAPO's refill "
+        "and the filter alone are the other choices (docs/training.md)"
+    ),
+    "grpo.save_steps": _i(
+        "20 optimizer steps = 10 generation batches: a crash costs at most that (docs/training.md)"
+    ),
+    "grpo.save_total_limit": _i("2 periodic checkpoints kept beside the stage folders (~56 GB each for 4B)"),
+    "grpo.heldout_benchmarks": _i(
+        "held-out accuracy during training on AIME 2024: watched, not used to pick checkpoints"
+    ),
+    "grpo.heldout_limit": _i("all 30 AIME 2024 problems, 1 sample each, at every checkpoint"),
 }
 """The source of every default setting docs/settings.md lists (that page is generated from the code's
 own values and these rows: `python tests/settings_page.py`, checked by tests/test_settings_page.py).

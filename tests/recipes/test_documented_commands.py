@@ -30,9 +30,10 @@ def _grpo():
 
 
 def documented_launches() -> list[tuple[str, list[str]]]:
-    """(where, argv) of every `accelerate launch ... recipes/grpo.py ...` in README.md and the recipe."""
+    """(where, argv) of every `accelerate launch ... recipes/grpo.py ...` in README.md, docs/training.md
+    and the recipe."""
     found = []
-    for path in (REPO / "README.md", REPO / "recipes" / "grpo.py"):
+    for path in (REPO / "README.md", REPO / "docs" / "training.md", REPO / "recipes" / "grpo.py"):
         text = re.sub(r"\\\n\s*", " ", path.read_text(encoding="utf-8"))  # join continued lines
         for line in text.splitlines():
             if "accelerate launch" in line and "recipes/grpo.py" in line:
@@ -64,7 +65,7 @@ LAUNCHES = documented_launches()
 
 
 def test_the_docs_show_the_8_and_6_gpu_launches() -> None:
-    assert len(LAUNCHES) >= 4  # README and recipe docstring, 8 GPUs colocated and 6 + a server each
+    assert len(LAUNCHES) >= 4  # docs/training.md, README and the recipe: 8 GPUs colocated, 6 + a server
     assert {_processes(argv[: argv.index("recipes/grpo.py")]) for _, argv in LAUNCHES} == {6, 8}
 
 

@@ -82,6 +82,14 @@ def test_paper_configs_parse_into_the_paper_settings(size) -> None:
     assert (args.warmup_steps, args.weight_decay) == (20, 0.1)
     assert args.vllm_importance_sampling_mode == "token_truncate" and not args.mask_truncated_completions
     assert args.vllm_gpu_memory_utilization == 0.3
+    # A week-long run: a complete checkpoint every 10 generation batches (on a batch boundary), two kept;
+    # solved problems dropped per epoch; held-out AIME 2024 accuracy at every checkpoint.
+    from thinc_bench.train.resume import check_saving
+
+    assert (args.save_strategy.value, args.save_steps, args.save_total_limit) == ("steps", 20, 2)
+    check_saving(args, grpo.batch_layout(args, script.updates_per_generation).updates)
+    assert script.dynamic_sampling == "drop_solved"
+    assert (script.heldout_benchmarks, script.heldout_limit, script.heldout_every) == ("aime2024", 30, None)
 
 
 @pytest.mark.parametrize("size", ["qwen3_4b_thinking", "qwen3_1.7b"])
@@ -262,6 +270,16 @@ def test_grpo_smoke_runs_two_stages_and_evaluates(tmp_path, smollm2_folder, two_
     assert training["lm_head"].startswith("plain (auto: on CPU")  # and scored as TRL's head (test_lm_head)
     record = _eval_one(out / "stage2", two_problem_benchmark, tmp_path / "eval")
     assert record["problem_id"] == "tiny-1" and record["status"] != "infra_error"
+    # Progress you can see: held-out accuracy (thinc_bench.eval on 2 nano problems) before the first
+    # step and after the last, ThinC measures every step, in the logs and in the report's figure.
+    held = [h for h in history if "heldout/accuracy" in h]
+    assert [h["step"] for h in held] == [0, 2] and all(0 <= h["heldout/accuracy"] <= 1 for h in held)
+    assert [json.loads(line)["step"] for line in (out / "heldout.jsonl").read_text().splitlines()] == [0, 2]
+    assert all(0 <= h["rollout/conformance"] <= 1 and h["rollout/failed_calls"] >= 0 for h in steps)
+    from thinc_bench.report import write_comparison
+
+    write_comparison([str(tmp_path / "eval")], tmp_path / "report.html", training_logs=[out / "stage2"])
+    assert 'id="fig-training_metrics"' in (tmp_path / "report.html").read_text()
 
 
 # --- the curriculum as one run: one schedule and optimizer, disjoint stages, exact resume -------------
@@ -280,6 +298,7 @@ def _tiny_grpo_args(tmp_path: Path, model: str, prefix: str, out: Path, stages: 
 
     config = yaml.safe_load((REPO / "recipes" / "configs" / "grpo_smoke.yaml").read_text())
     config.update(curriculum=stages, limit=None, learning_rate=1e-2, lr_scheduler_type="linear")
+    config.update(heldout_benchmarks=None)  # the smoke config's held-out eval: tested in test_grpo_resume
     (tmp_path / "grpo.yaml").write_text(yaml.safe_dump(config))
     problems = tmp_path / "sums.jsonl"
     problems.write_text(

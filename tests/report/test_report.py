@@ -148,3 +148,39 @@ def test_a_training_log_with_clip_fractions_adds_their_figure_even_when_nothing_
         f for f in build_data([scripted_run], training_logs=[grpo])["figures"] if f["key"] == "training_clip"
     ]
     assert "never moved far enough" in clip["caption"]
+
+
+def test_a_grpo_log_with_held_out_accuracy_and_thinc_metrics_draws_them_per_step(
+    scripted_run: Path, tmp_path: Path
+) -> None:
+    from thinc_bench.report import build_data, write_comparison
+
+    grpo = tmp_path / "grpo"
+    grpo.mkdir()
+    history = [  # the recipe's log: held-out accuracy before training (step 0) and with some steps
+        {"step": 0, "heldout/accuracy": 0.25},
+        *(
+            {
+                "step": s,
+                "rewards/exact_match_reward/mean": 0.5,
+                "rollout/conformance": c,
+                "rollout/tool_calls": t,
+            }
+            for s, c, t in ((1, 0.5, 2.0), (2, 0.75, 3.0), (3, 1.0, 3.5))
+        ),
+        {"step": 2, "heldout/accuracy": 0.5},
+    ]
+    (grpo / "trainer_state.json").write_text(json.dumps({"log_history": history}))
+    out = tmp_path / "page.html"
+    write_comparison([str(scripted_run)], out, training_logs=[grpo])
+    page = parse_page(out.read_text())
+    assert page.figures[-1] == "fig-training_metrics" and page.svgs == len(page.figures)
+    (figure,) = [
+        f
+        for f in build_data([scripted_run], training_logs=[grpo])["figures"]
+        if f["key"] == "training_metrics"
+    ]
+    svg = str(figure["svg"])
+    # a panel per metric logged (text stays text in the SVG), none for metrics never logged
+    assert "held-out accuracy (%)" in svg and "ThinC conformance (%)" in svg and "tool calls" in svg
+    assert "recovered" not in svg and "effective prompts" not in svg

@@ -169,12 +169,19 @@ def test_the_jail_mounts_only_the_allowlist(cgroups: str, monkeypatch: pytest.Mo
         str(REPO.parent / "shared"),
         os.path.expanduser("~/.cache"),
     ]
+    packages = {os.path.realpath(e.source) for e in visible.entries}
     real = [(root, point) for root, point, fstype in mounts if fstype not in PSEUDO_FS]
     assert real, mounts
     for root, point in real:
         assert root in allowed, f"{point} shows {root}, which is not on the allowlist"
         if root == _jail.runtime_dir():
             continue  # the runtime folder alone: checked below to hold nothing else of the harness
+        if root in packages:
+            # an allowed distribution's own files: inside the checkout when its venv is (CI's .venv),
+            # but only ever a package's folder or file in a site-packages, never one holding the harness
+            assert Path(root).parent.name in ("site-packages", "dist-packages"), (root, point)
+            assert not any(_inside(f, root) for f in forbidden), (root, point)
+            continue
         assert not any(_inside(root, f) or _inside(f, root) for f in forbidden), (root, point)
     runtime = sorted(p.name for p in Path(_jail.runtime_dir()).iterdir() if p.suffix == ".py")
     assert runtime == sorted(

@@ -131,6 +131,8 @@ def test_a_batch_with_a_zero_variance_group_steps_as_the_batch_without_it(
     kept = _train(tmp_path, tiny_llama_folder, ["a", "b"], lambda cls: cls, tag="kept")
     assert dropped["log"]["frac_reward_zero_std"] == 0.5 and kept["log"]["frac_reward_zero_std"] == 0.5
     assert dropped["log"]["dynamic_sampling/zero_variance_groups"] == 0.5
+    assert dropped["log"]["dynamic_sampling/effective_prompts"] == 1  # A only
+    assert alone["log"]["dynamic_sampling/effective_prompts"] == 1
     assert 0.5 < dropped["log"]["dynamic_sampling/dropped_tokens"] < 1  # B's completions are the longer
     assert alone["log"]["dynamic_sampling/zero_variance_groups"] == 0
     moved = [k for k in alone["weights"] if not torch.equal(alone["weights"][k], kept["weights"][k])]

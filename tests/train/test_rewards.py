@@ -85,15 +85,23 @@ def test_an_answer_the_judge_cannot_finish_earns_zero_not_none() -> None:
     assert rewards == [1.0, 0.0]
 
 
-def test_a_row_the_harness_failed_earns_zero_and_leaves_the_loss() -> None:
+def test_the_models_own_failures_earn_zero_stay_in_the_loss_and_are_counted() -> None:
+    """Issue 49's rule: a text the harness could not process, or an answer too large to judge, is the
+    model's failure (0, in the loss, counted); only infrastructure is excluded (None, masked, counted)."""
+    logged: dict[str, float] = {}
     rewards = exact_match_reward(
-        completions=["", ""],
-        answer=["5", "5"],
-        thinc_text=["\\boxed{5}", ""],
-        stop_reason=["answer", "harness_error"],
+        completions=[""] * 4,
+        answer=["5"] * 4,
+        thinc_text=["\\boxed{5}", "", "\\boxed{5}", ""],
+        stop_reason=["answer", "harness_error", "answer", "infra_error"],
+        grade_status=["correct", "harness_error", "grader_timeout", "infra_error"],
+        log_metric=logged.__setitem__,
     )
-    assert rewards == [1.0, 0.0]
-    assert is_masked("harness_error") and is_masked("infra_error") and not is_masked("grader_timeout")
+    assert rewards == [1.0, 0.0, 0.0, None]
+    assert not is_masked("harness_error") and not is_masked("grader_timeout")
+    assert is_masked("infra_error") and is_masked("grader_error")
+    assert logged[UNSCORED_METRIC] == 0.25  # the outage: excluded, counted
+    assert logged["rollout/harness_error"] == logged["rollout/grader_timeout"] == pytest.approx(1 / 3)
 
 
 def _columns() -> dict[str, list]:
@@ -172,33 +180,59 @@ def test_an_injected_row_earns_its_answer_only_by_going_through_its_failures_in_
     assert not any("inject" in k or "reward_" in k or "_clean" in k for k in plain)  # injection off
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(
     st.lists(
-        st.tuples(st.integers(0, 3), st.integers(0, 4), st.integers(0, 4), st.booleans()),
+        st.tuples(
+            st.integers(0, 3),  # k injected
+            st.lists(st.sampled_from(["5", "4", "fault"]), max_size=4),  # what each execution printed
+            st.booleans(),  # the answer is right (5) or not (4)
+        ),
         min_size=1,
-        max_size=6,
+        max_size=5,
     )
 )
-def test_no_injected_row_that_ran_no_clean_block_after_its_failures_is_rewarded(rows) -> None:
-    k = [r[0] for r in rows]
-    calls = [r[1] for r in rows]
-    met = [min(r[0], r[1]) for r in rows]  # injected failures are the first executions
-    errors = [min(c, m + r[2]) for c, m, r in zip(calls, met, rows, strict=True)]
-    right = [r[3] for r in rows]
+def test_an_injected_row_is_paid_only_for_an_answer_printed_after_its_last_failure(rows) -> None:
+    """Written from the rule, not the code: the k faults come first; the reward is the answer's only
+    when all k were met and a block after the k-th printed the boxed answer."""
+    texts, ks, met, calls, errors = [], [], [], [], []
+    for k, printed, right in rows:
+        blocks = ["fault"] * min(k, len(printed)) + printed[k:]  # injected failures are the first executions
+        texts.append(
+            "".join(FAULT if b == "fault" else _block(b) for b in blocks) + f"\\boxed{{{5 if right else 4}}}"
+        )
+        ks.append(k)
+        met.append(min(k, len(printed)))
+        calls.append(len(blocks))
+        errors.append(blocks.count("fault"))
     columns = {
         "answer": ["5"] * len(rows),
-        "thinc_text": ["\\boxed{5}" if ok else "\\boxed{4}" for ok in right],
+        "thinc_text": texts,
         "stop_reason": ["answer"] * len(rows),
-        "inject_k": k,
+        "inject_k": ks,
         "n_injected": met,
         "n_tool_calls": calls,
         "n_exec_errors": errors,
     }
     rewards = exact_match_reward([""] * len(rows), **columns)
-    for i, reward in enumerate(rewards):
-        recovered = k[i] == 0 or (met[i] == k[i] and calls[i] > errors[i])
-        assert reward == (1.0 if right[i] and recovered else 0.0), (i, columns)
+    for i, (k, printed, right) in enumerate(rows):
+        after = printed[k:] if len(printed) >= k else []
+        paid = right and (k == 0 or (len(printed) >= k and "5" in after))
+        assert rewards[i] == (1.0 if paid else 0.0), (i, texts[i], k)
+
+
+def test_an_answer_printed_only_before_the_failure_or_by_another_block_is_not_recovery() -> None:
+    # Row 0 printed 5, then met its injected failure, then printed something else: its 5 comes from
+    # before the failure (the old gate paid it: it ran a clean block after). Row 1 recomputed 5 after.
+    texts = [
+        _block("5") + FAULT + _block("12") + "\\boxed{5}",
+        FAULT + _block("12") + _block("5") + "\\boxed{5}",
+    ]
+    rewards = exact_match_reward(
+        ["", ""], ["5", "5"], texts, ["answer"] * 2, inject_k=[1, 1], n_injected=[1, 1],
+        n_tool_calls=[3, 3], n_exec_errors=[1, 1],
+    )  # fmt: skip
+    assert rewards == [0.0, 1.0]
 
 
 class _DownFor(Generator):

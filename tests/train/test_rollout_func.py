@@ -18,6 +18,7 @@ from thinc_bench.errors import BackendUnavailable
 from thinc_bench.eval.rollout import RolloutLimits
 from thinc_bench.prompts import load_system_prompt
 from thinc_bench.sandbox import Sandbox
+from thinc_bench.train.faults import TRAINING_FALLBACK, TRAINING_FAULT_KINDS, fault_kind
 from thinc_bench.train.rewards import exact_match_reward
 from thinc_bench.train.rollout_func import ThincRollout, sampling_seed, served_model, server_url
 
@@ -410,18 +411,54 @@ def test_injected_groups_fail_their_first_executions_unrun_masked_and_are_reward
         [t for t, m in zip(out["completion_ids"][0], out["env_mask"][0], strict=True) if not m]
     )
     assert fault in harness  # the injected failure is interpreter text: never trained on
-    # The reward is the final answer's: the faulted group answered right, the clean one wrong.
+    # The injected failure is one of training's kinds, never one Recovery@k injects.
+    assert fault_kind(fault) in TRAINING_FAULT_KINDS + (TRAINING_FALLBACK,)
+    # The faulted group answered 6 right, but its 6 was printed only by the block that failed (the
+    # second printed False): the answer is not grounded after the failure, so no reward. The clean
+    # group answered wrong (its gold is 7).
     logged: dict[str, float] = {}
+    columns = {
+        k: v for k, v in out.items() if k not in ("completion_ids", "prompt_ids", "logprobs", "env_mask")
+    }
     rewards = exact_match_reward(
-        out["completion_ids"],
-        ["6", "6", "7", "7"],
-        log_metric=logged.__setitem__,
-        **{k: v for k, v in out.items() if k not in ("completion_ids", "prompt_ids", "logprobs", "env_mask")},
+        out["completion_ids"], ["6", "6", "7", "7"], log_metric=logged.__setitem__, **columns
     )
-    assert rewards == [1.0, 1.0, 0.0, 0.0]
-    assert logged["rollout/injected_frac"] == 0.5
-    assert (logged["rollout/reward_injected"], logged["rollout/reward_clean"]) == (1.0, 0.0)
+    assert out["inject_recovered"] == [False, False, True, True]
+    assert rewards == [0.0, 0.0, 0.0, 0.0]
+    assert logged["rollout/injected_frac"] == 0.5 and logged["rollout/recovered"] == 0.0
+    assert (logged["rollout/reward_injected"], logged["rollout/reward_clean"]) == (0.0, 0.0)
     assert logged["rollout/injected_failures"] == 1.0
+
+
+def test_an_injected_rollout_that_recomputes_its_answer_after_the_failure_is_paid(tmp_path) -> None:
+    from thinc_bench.train.injection import FailureInjection
+
+    problem = "Compute 2 * 3."
+    script = tmp_path / "turns.jsonl"
+    block = "```python\nx = 2 * 3\nprint(x)\n```\n```output"
+    script.write_text(json.dumps({"problem_id": "six", "turns": [block, block, "\\boxed{6}"]}) + "\n")
+    generator = load_generator("scripted", str(script))
+    with Sandbox() as sandbox:
+        rollout = ThincRollout(
+            sandbox,
+            RolloutLimits(max_tokens=2048, max_tool_calls=4),
+            "Answer in \\boxed{}.",
+            generator=generator,
+            problem_ids={problem: "six"},
+            answers={problem: "6"},
+            injection=FailureInjection(1.0, (1,)),
+        )
+        out = rollout([problem], None)
+    first, second = INTERPRETER.findall(out["thinc_text"][0])
+    assert (
+        fault_kind(first.strip("\n`")) in TRAINING_FAULT_KINDS + (TRAINING_FALLBACK,)
+        and second == "\n6\n```\n"
+    )
+    columns = {
+        k: v for k, v in out.items() if k not in ("completion_ids", "prompt_ids", "logprobs", "env_mask")
+    }
+    assert out["inject_recovered"] == [True]
+    assert exact_match_reward(out["completion_ids"], ["6"], **columns) == [1.0]
 
 
 def test_k_failures_fail_the_first_k_executions_and_injection_off_adds_no_column(
@@ -455,9 +492,7 @@ def test_k_failures_fail_the_first_k_executions_and_injection_off_adds_no_column
     assert "inject_k" not in clean and "n_injected" not in clean
 
 
-def test_a_row_whose_rollout_raises_earns_zero_leaves_the_loss_and_the_step_goes_on(
-    rows, scripted_turns
-) -> None:
+def test_a_row_whose_rollout_raises_earns_zero_and_the_step_goes_on(rows, scripted_turns) -> None:
     # Not an outage: a bug met by one trajectory (issue 37). Reward 0, not None: no escape hatch.
     scripted = load_generator("scripted", str(scripted_turns))
     generator = _DownOnTurn(scripted, f"{rows[1]['id']}/1-3", error=RuntimeError)

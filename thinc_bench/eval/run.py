@@ -374,13 +374,15 @@ async def run_eval(
     label: str = "eval",
     sandbox: Sandbox | None = None,
     grader: Grader | None = None,
+    generator: Generator | None = None,
 ) -> bool:
     """Run every (problem, sample, k) not yet in the run directory, appending each as it finishes.
 
     Setting `stop` (the CLI does on Ctrl-C or SIGTERM) starts no further trajectory and cancels those
     in flight; every one already recorded stays, so a rerun resumes. Returns whether the run is
     complete (False when `stop` ended it first). `label` names the progress bar (build_sft's rollouts).
-    `sandbox` and `grader`, when given, are used (and left open) instead of the run's own.
+    `sandbox`, `grader` and `generator`, when given, are used (and left open) instead of the run's own
+    (GRPO's held-out evaluation passes the policy it is training).
 
     One trajectory never ends the run: its failure is its own record (`_evaluate_one`).
 
@@ -411,7 +413,9 @@ async def run_eval(
         max_sessions=max(concurrency, SandboxConfig.max_sessions),
     )
     progress = _Progress()
-    generator = load_generator(config.backend, model, **config.backend_options())  # type: ignore[arg-type]
+    own_generator = generator is None
+    if generator is None:
+        generator = load_generator(config.backend, model, **config.backend_options())  # type: ignore[arg-type]
     generator.check(int(config.max_tokens or 1))
     resolved = {
         "generator": generator.describe(),
@@ -472,7 +476,8 @@ async def run_eval(
             run.annotate("resolved", resolved)
             return completed
     finally:
-        await generator.aclose()
+        if own_generator:
+            await generator.aclose()
 
 
 async def _until_stopped(tasks: list[asyncio.Future[None]], stop: asyncio.Event | None) -> bool:

@@ -46,7 +46,10 @@ class ReportConfig:
     )
     training_log: list[str] = field(
         default_factory=list,
-        metadata={"help": "GRPO output folders or trainer_state.json files: reward per step as a figure."},
+        metadata={
+            "help": "GRPO output folders or trainer_state.json files: reward, clip, held-out accuracy and "
+            "ThinC metrics per step as figures."
+        },
     )
     paired: list[str] | None = field(
         default=None,

@@ -94,6 +94,13 @@ def build_report_data(
                 "clip_ratio/region_mean); 0 throughout: the policy never moved far enough to be clipped",
                 "svg": figures.training_clip_figure(training_logs) if training_logs else None,
             },
+            {
+                "key": "training_metrics",
+                "title": "GRPO held-out accuracy and ThinC metrics per step",
+                "caption": "held-out accuracy (thinc_bench.eval on the run's fixed subset, heldout/accuracy) and "
+                "the training rollouts' ThinC measures per optimizer step, as eval measures them (rollout/*)",
+                "svg": figures.training_metrics_figure(training_logs) if training_logs else None,
+            },
         ],
         "samples": samples,
         "viewer_blob": pack(samples, [run.label for run in runs]),

@@ -500,3 +500,45 @@ def training_clip_figure(logs: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -
     ax.set_ylim(bottom=0)
     ax.legend(loc="upper left")
     return svg_figure(fig)
+
+
+TRAINING_METRICS = (
+    ("heldout/accuracy", "held-out accuracy (%)", 100),
+    ("rollout/conformance", "ThinC conformance (%)", 100),
+    ("rollout/tool_calls", "tool calls", 1),
+    ("rollout/failed_calls", "failed calls", 1),
+    ("rollout/grounded", "grounded answers (%)", 100),
+    ("rollout/truncated", "truncated (%)", 100),
+    ("rollout/posthoc", "A: post-hoc verification (%)", 100),
+    ("rollout/nl_literals", "B: prose numbers in code (%)", 100),
+    ("rollout/nl_ratio", "C: prose share (%)", 100),
+    ("rollout/injected_frac", "injected (%)", 100),
+    ("rollout/recovered", "recovered (% of injected)", 100),
+    ("dynamic_sampling/effective_prompts", "effective prompts", 1),
+)
+"""GRPO's per-step ThinC metrics and held-out accuracy: log key, panel title, scale."""
+
+
+def training_metrics_figure(logs: Sequence[tuple[str, Sequence[dict[str, Any]]]]) -> Markup | None:
+    """One panel per ThinC metric a GRPO run logged per optimizer step (`TRAINING_METRICS`), one line per run.
+
+    Args:
+        logs: (label, trainer_state.json `log_history`) pairs; metrics no run logged get no panel.
+    """
+    shown = [(key, title, scale, _per_step(logs, key)) for key, title, scale in TRAINING_METRICS]
+    shown = [item for item in shown if item[3]]
+    if not shown:
+        return None
+    fig, axes = panels(len(shown), 1.8)
+    labels = [label for label, _ in logs]
+    for ax, (_, title, scale, series) in zip(axes, shown, strict=True):
+        for label, points in series:
+            steps, values = zip(*points, strict=True)
+            colour = PALETTE[labels.index(label) % len(PALETTE)]
+            ax.plot(steps, [scale * v for v in values], marker="o", markersize=2, color=colour, label=label)
+        ax.set_title(title, fontsize="small")
+        ax.set_ylim(bottom=0)
+    axes[0].set_xlabel("optimizer step")
+    if len(logs) > 1:
+        axes[0].legend(fontsize="x-small")
+    return svg_figure(fig)

@@ -288,6 +288,46 @@ def read_order(path: str | Path) -> list[str]:
     return order
 
 
+@dataclass(frozen=True)
+class BatchLayout:
+    """A generation batch: `prompts` problems x num_generations completions, `updates` optimizer steps."""
+
+    prompts: int
+    updates: int
+
+
+def batch_layout(args: Any, updates: int | None = None) -> BatchLayout:
+    """Split TRL's generation batch into `updates` optimizer steps; return its prompts and updates.
+
+    The generation batch is TRL's (`generation_batch_size` completions, or `steps_per_generation`
+    micro-batches per process); `gradient_accumulation_steps` is set on `args` so that one generation
+    batch feeds exactly `updates` optimizer steps (over `num_iterations` passes). With `updates`
+    None, TRL's own layout is read back and must end each generation batch on a step boundary.
+    """
+    spg, accum, passes = args.steps_per_generation, args.gradient_accumulation_steps, args.num_iterations
+    prompts = args.generation_batch_size // args.num_generations
+    if updates is None:
+        if (spg * passes) % accum:
+            raise ConfigError(
+                f"steps_per_generation={spg} x num_iterations={passes} is not a multiple of "
+                f"gradient_accumulation_steps={accum}: a generation batch would end inside an optimizer step"
+            )
+        return BatchLayout(prompts, spg * passes // accum)
+    if updates < 1 or updates % passes or spg % (updates // passes):
+        raise ConfigError(
+            f"updates_per_generation={updates} does not split a generation batch of {spg} micro-batches per "
+            f"process x num_iterations={passes} into equal optimizer steps; use a divisor of {spg * passes}"
+        )
+    derived = spg // (updates // passes)
+    if accum not in (1, derived):
+        raise ConfigError(
+            f"gradient_accumulation_steps={accum} conflicts with updates_per_generation={updates} on a generation "
+            f"batch of {spg} micro-batches per process ({derived}); remove it, the recipe sets it"
+        )
+    args.gradient_accumulation_steps = derived
+    return BatchLayout(prompts, updates)
+
+
 def stage_at(plans: Sequence[StagePlan], step: int) -> StagePlan:
     """The stage that runs global optimizer step `step` (0-based); the last stage past the end."""
     for plan in plans:

@@ -1,16 +1,19 @@
-"""Dynamic sampling (DAPO): groups whose rewards are all equal leave the loss, denominator included.
+"""Dynamic sampling's filter: groups whose rewards are all equal leave the loss, denominator included.
 
 A group whose rollouts all score the same (all solved, all failed) gets advantage 0 on every row,
 so it adds nothing to the policy gradient; but TRL's `dapo` loss divides by the loss tokens of the
 whole generation batch, so its tokens still dilute every other group's gradient. The share of such
 groups grows as the policy solves more (4 epochs revisit solved problems): an implicit learning-rate
 decay nobody scheduled. DAPO removes them (Yu et al. 2025, sec. 3.2: it over-samples and refills the
-batch with groups of nonzero variance). Here they are filtered, not refilled: their rows get loss
-mask 0 and the denominator is recounted over the groups left, so the step is the one the batch
-without those groups would take. Refilling would need generation outside TRL's fixed generation
-batch (more rollouts per step, a variable step time); filtering keeps the step's cost and makes the
-batch smaller instead, which is logged per step: `dynamic_sampling/zero_variance_groups` (share of
-groups dropped) and `dynamic_sampling/dropped_tokens` (share of loss tokens dropped).
+batch with groups of nonzero variance). Here their rows get loss mask 0 and the denominator is
+recounted over the groups left, so the step is the one the batch without those groups would take.
+This filter runs in every `dynamic_sampling` mode but `off`: alone (`filter`: the batch shrinks as
+problems get solved), after DAPO's refill (`refill`: `stream_rollout` over-generates so the batch
+is full of informative groups; the filter only meets what a batch still short after its last round
+holds) or after ASTER's per-epoch drop of solved problems (`drop_solved`). Logged per step:
+`dynamic_sampling/effective_prompts` (groups with differing rewards in the generation batch: the
+prompts the update really learns from), `dynamic_sampling/zero_variance_groups` (share of groups
+dropped) and `dynamic_sampling/dropped_tokens` (share of loss tokens dropped).
 
 A group is dropped when every row's advantage is exactly 0 (gathered over all processes; a group
 may span ranks): its scored rewards are all equal, or none is scored (an unscored row's advantage is
@@ -28,6 +31,7 @@ from typing import Any
 
 ZERO_VARIANCE_METRIC = "dynamic_sampling/zero_variance_groups"
 DROPPED_TOKENS_METRIC = "dynamic_sampling/dropped_tokens"
+EFFECTIVE_METRIC = "dynamic_sampling/effective_prompts"
 
 
 def zero_variance_rows(advantages: Any, group: int) -> Any:
@@ -84,4 +88,5 @@ def _drop_zero_variance_groups(trainer: Any, output: dict[str, Any]) -> None:
     )
     groups = zero.view(-1, trainer.num_generations)[:, 0]
     trainer._metrics["train"][ZERO_VARIANCE_METRIC].append(groups.float().mean().item())
+    trainer._metrics["train"][EFFECTIVE_METRIC].append(float((~groups).sum().item()))
     trainer._metrics["train"][DROPPED_TOKENS_METRIC].append(1 - kept / total if total else 0.0)

@@ -13,15 +13,17 @@ the model did after the failure (rewrote the block or not).
 
 A whole faulted group could still reward avoiding code: a rollout that writes no code never meets
 its failure, so while the model cannot yet recover, the copies that skip code would be the ones that
-score. So an injected rollout earns its answer's reward only when it went through its failures in
-code (`earns_reward`): it met all k of them and then ran a block clean; otherwise 0. A group that
-cannot recover then scores 0 throughout (no advantage, and dynamic sampling drops it) instead of
-teaching "don't call code". This is eval's Recovery@k rule too: a sample that ran fewer than k
-executions is never counted as recovered.
+score. So an injected rollout earns its answer's reward only when it recovered
+(`rewards.recovered`): it met all k failures and its boxed answer is grounded (the one judge's
+grounding rule) in an output printed after the last of them, so the answer comes from code that
+ran after the failure, not from prose or a block run before it; otherwise 0. A group that cannot
+recover then scores 0 throughout (no advantage, and dynamic sampling drops it) instead of teaching
+"don't call code". A sample that ran fewer than k executions is never counted as recovered, as in
+eval's Recovery@k.
 
-The failure a training rollout meets is drawn like eval's (the sandbox's `render_fault`: a real
-traceback of that cell, a seeded realistic exception) but from its own seed stream
-(`TRAINING_FAULT_SEED`), so training does not fit the exact texts Recovery@k injects for the same code.
+The failure a training rollout meets is a realistic traceback of that cell, as eval's, but of other
+exception kinds (`train.faults`: training's kinds are disjoint from the ones Recovery@k injects), so
+Recovery@k after recovery training measures failures the model was never paid to recover from.
 
 The choice is a pure function of the run's seed, the global step and the problem text: the same on
 every rank (a group may be spread over processes), the same on a resumed run, independent of the
@@ -39,23 +41,14 @@ from typing import Any
 
 from thinc_bench.errors import ConfigError
 from thinc_bench.sandbox.config import SandboxConfig
-
-TRAINING_FAULT_SEED = "grpo"
-"""The salt of GRPO's injected-failure draws (`SandboxConfig.fault_seed`): eval's sessions use none."""
+from thinc_bench.train.faults import TRAINING_FAULT_SEED
 
 
 def training_sandbox_config(sessions: int) -> SandboxConfig:
-    """The GRPO rollout's sandbox: `sessions` slots (one per rollout a process runs at once) and
-    injected failures rendered from training's own seed stream."""
+    """The GRPO rollout's sandbox: `sessions` slots (one per rollout a process runs at once). Its
+    injected failures are redrawn from training's kinds by the rollout (`faults.with_training_faults`);
+    the sandbox's own draw uses training's salt, so even unwrapped it is never eval's exact text."""
     return SandboxConfig(max_sessions=sessions, fault_seed=TRAINING_FAULT_SEED)
-
-
-def earns_reward(k: int, met: int, executions: int, errors: int) -> bool:
-    """Whether a rollout given `k` injected failures may keep its answer's reward: k is 0, or it met all
-    k (`met`) and ran at least one block clean after them (`executions` - `errors` > 0; the injected
-    failures count as errors). A rollout that wrote no code, or stopped before its k-th failure, did
-    not recover and earns 0."""
-    return k <= 0 or (met >= k and executions - errors > 0)
 
 
 def parse_share(value: Any, where: str = "inject_failures_share") -> float:

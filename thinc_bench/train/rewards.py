@@ -2,26 +2,31 @@
 
 The reward grades the same text the eval CLI grades (the rollout's full text, passed through the
 rollout function as the `thinc_text` column), so a trajectory earns 1 exactly when eval counts it
-correct. Infrastructure failures (a sandbox or backend outage, a grader crash) are not wrong
-answers: they get None, which TRL treats as "no reward" (left out of the group's mean and standard
-deviation, advantage 0; STYLE rule 7). An answer the grader cannot judge in bounded time
-(`grader_timeout`) is the answer's own and earns 0: otherwise a policy could escape every negative
-reward by writing answers the judge cannot finish. A trajectory the harness failed to process
-(`harness_error`: the rollout or its grading raised) earns 0 as well, for the same reason, and its
-tokens leave the loss like an unscored row's (`is_masked`); the reward never raises for one row.
+correct. Which failures are the model's and which the infrastructure's is `thinc_bench.outcomes`,
+the rule eval's rates follow (issue 49): only infrastructure failures with evidence (a sandbox or backend outage, a
+grader worker crash: `infra_error`, `grader_error`) get None, which TRL treats as "no reward" (left
+out of the group's mean and standard deviation, advantage 0) and the rollout leaves out of the loss;
+they are counted (`unscored_frac`). Everything the model's output caused earns 0 and stays in the
+loss: a wrong, missing or unparseable answer; an answer the judge cannot finish in bounded time
+(`grader_timeout`), otherwise a policy could escape every negative reward by writing answers the
+judge cannot finish; and a trajectory the harness failed to process (`harness_error`: its text made
+the rollout or the judge raise), for the same reason. Those two are counted per step
+(`rollout/grader_timeout`, `rollout/harness_error`). The reward never raises for one row.
 Format rewards are deliberately absent: the explainers name only the exact-match reward.
 
 The rollout function grades its own trajectories (`grade_rollouts`) when it knows the gold answers,
 so an unscored row can leave the loss entirely (`env_mask` 0 on all its tokens) before TRL counts
 the loss denominator; the reward then reads that verdict (`grade_status`) instead of grading again.
-Per-step statistics (tool calls, execution-error rate, grounding, truncation, the unscored share)
-go through TRL's `log_metric` callback, over the scored rows only; they are not reward functions.
+Per-step statistics go through TRL's `log_metric` callback, over the scored rows only; they are not
+reward functions: tool calls, failed calls, grounding, truncation, ThinC conformance and the three
+failure modes of interleaved reasoning, each measured as eval measures it (`rollout_stats`).
 
 A rollout with injected execution failures (recovery training, `train.injection`) is rewarded on
-its final answer only when it went through its failures in code (`injection.earns_reward`: it met
-all k and then ran a block clean), else 0, so avoiding code is never what an injected group rewards.
-While injection is on, the logs split the reward, tool calls and grounding between injected and
-clean rows (`rollout/reward_injected`, `rollout/tool_calls_clean`, ...) so recovery shows over training.
+its final answer only when it recovered (`recovered`): it met all k failures and its boxed answer
+is grounded in an output printed after the last of them, so avoiding code, or answering from a
+value computed before the failure, is never what an injected group rewards. While injection is on,
+the logs split the reward, tool calls and grounding between injected and clean rows
+(`rollout/reward_injected`, `rollout/tool_calls_clean`, ...) and give the recovered share.
 """
 
 from __future__ import annotations
@@ -30,8 +35,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from thinc_bench import grading
-from thinc_bench.train.injection import earns_reward
+from thinc_bench import grading, metrics, outcomes, trajectory
 
 logger = logging.getLogger(__name__)
 
@@ -40,12 +44,12 @@ REWARD_CORRECT = 1.0
 REWARD_WRONG = 0.0
 """Reward of a wrong, missing or unparseable answer: all are the model's mistakes."""
 
-UNSCORED_GRADES = frozenset({"grader_error"})
-"""Grade statuses caused by our infrastructure, not by the model: no reward rather than 0."""
-INFRA_STATUS = "infra_error"
+INFRA_STATUS = outcomes.INFRA_STATUS
 """The status of a row whose trajectory an infrastructure failure ended (no text to judge)."""
-HARNESS_STATUS = "harness_error"
-"""The status of a row the harness failed to roll out or grade: reward 0, tokens out of the loss."""
+HARNESS_STATUS = outcomes.HARNESS_STATUS
+"""The status of a row the harness failed to roll out or grade because of its text: reward 0, counted."""
+TIMEOUT_STATUS = outcomes.GRADER_TIMEOUT_STATUS
+"""An answer the judge cannot finish in bounded time: the answer's own failure, reward 0, counted."""
 UNSCORED_METRIC = "unscored_frac"
 """Logged per step: share of rows left unscored (infrastructure failure), so out of the advantages."""
 STAT_PREFIX = "rollout/"
@@ -54,13 +58,28 @@ STAT_PREFIX = "rollout/"
 
 def is_unscored(status: str) -> bool:
     """True for a row without a verdict: an infrastructure failure, never a wrong answer."""
-    return status == INFRA_STATUS or status in UNSCORED_GRADES
+    return outcomes.is_excluded(status)
 
 
 def is_masked(status: str) -> bool:
-    """True for a row whose tokens leave the loss (`env_mask` 0): unscored, or failed in the harness
-    (its tokens may be a placeholder or text we could not read; it still weighs in its group at 0)."""
-    return is_unscored(status) or status == HARNESS_STATUS
+    """True for a row whose tokens leave the loss (`env_mask` 0): an unscored one. A `harness_error`
+    row stays in the loss at reward 0 (its tokens are the model's); one whose rollout raised has no
+    model token to train, only a placeholder the rollout already masks."""
+    return is_unscored(status)
+
+
+def recovered(k: int, met: int, text: str | grading.Trajectory) -> bool:
+    """Whether a rollout given `k` injected failures recovered from them: k is 0, or it met all k
+    (`met`: injected failures are the first executions, one output block each) and its final answer
+    is grounded (`grading.grounded`) in an output block after the k-th, the answer's own evidence
+    printed by code that ran after the last failure. No code, fewer than k executions, an answer
+    reached in prose or printed only before the failure: not recovered."""
+    if k <= 0:
+        return True
+    if met < k:
+        return False
+    traj = grading.as_trajectory(text)
+    return bool(grading.grounded(grading.final_answer(traj), traj.outputs[met:]))
 
 
 def grade_rollouts(
@@ -137,30 +156,54 @@ def exact_match_reward(
     statuses = list(grade_status) if grade_status is not None else grade_rollouts(answer, texts, reasons)
     if len(statuses) != len(texts):
         raise ValueError(f"reward got {len(texts)} completions and {len(statuses)} grade statuses")
+    rewards = row_rewards(statuses, texts, **columns)
+    if log_metric is not None:
+        for name, value in rollout_stats(texts, reasons, rewards, grade_status=statuses, **columns).items():
+            log_metric(name, value)
+    return rewards
+
+
+def row_rewards(
+    statuses: Sequence[str], texts: Sequence[str | grading.Trajectory], **columns: Any
+) -> list[float | None]:
+    """Each row's reward from its grade status: None unscored, 1 correct, else 0, and 0 for an injected
+    row that did not recover (`columns`: `inject_k`, `n_injected`, optionally `inject_recovered`)."""
     rewards: list[float | None] = [
         None if is_unscored(s) else REWARD_CORRECT if s == "correct" else REWARD_WRONG for s in statuses
     ]
-    _gate_injected(rewards, **columns)
-    if log_metric is not None:
-        for name, value in rollout_stats(texts, reasons, rewards, **columns).items():
-            log_metric(name, value)
+    _gate_injected(rewards, texts, **columns)
     return rewards
 
 
 def _gate_injected(
     rewards: list[float | None],
+    texts: Sequence[str | grading.Trajectory],
     inject_k: Sequence[int] | None = None,
     n_injected: Sequence[int] | None = None,
-    n_tool_calls: Sequence[int] | None = None,
-    n_exec_errors: Sequence[int] | None = None,
+    inject_recovered: Sequence[bool | None] | None = None,
     **_: Any,
 ) -> None:
-    """Set to 0 the reward of an injected row that did not go through its failures in code."""
-    if inject_k is None or n_injected is None or n_tool_calls is None or n_exec_errors is None:
+    """Set to 0 the reward of an injected row that did not recover (`recovered`; the rollout's own
+    `inject_recovered` column when it computed them)."""
+    if inject_k is None or n_injected is None:
         return
     for i, reward in enumerate(rewards):
-        if reward and not earns_reward(inject_k[i], n_injected[i], n_tool_calls[i], n_exec_errors[i]):
+        if not reward or inject_k[i] <= 0:
+            continue
+        ok = inject_recovered[i] if inject_recovered is not None else None
+        if ok is None:
+            ok = recovered_or_false(inject_k[i], n_injected[i], texts[i])
+        if not ok:
             rewards[i] = REWARD_WRONG
+
+
+def recovered_or_false(k: int, met: int, text: str | grading.Trajectory) -> bool:
+    """`recovered`, False (no reward) when the judge raises on a hostile text."""
+    try:
+        return recovered(k, met, text)
+    except Exception as exc:  # one row's text never ends the step
+        logger.warning("reward: the recovery check raised %s: %s; the row gets 0", type(exc).__name__, exc)
+        return False
 
 
 def _as_text(completion: Any) -> str:
@@ -183,6 +226,29 @@ def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def _measure(text: str | grading.Trajectory, problem: str | None) -> dict[str, Any]:
+    """Eval's per-trajectory measures of one row (`eval.run._measures`' quantities): conformance to
+    ThinC, its style, and the three failure modes; a measure that raises on a hostile text is None."""
+    out: dict[str, Any] = {}
+    try:
+        traj = grading.as_trajectory(text)
+        checks = trajectory.check_conformance(traj)
+        out["conformance"] = float(checks.passed) if checks.checks else None
+        out["thinc_style"] = float(trajectory.classify(traj) == "thinc")
+        answer = grading.final_answer(traj)
+        flag = metrics.posthoc(traj, answer, lambda a, t: bool(grading.grounded(a, [t])))
+        out["posthoc"] = None if flag is None else float(flag)
+        out["nl_literals"] = None if problem is None else float(bool(metrics.nl_literals(traj, problem)))
+        out["nl_ratio"] = metrics.nl_ratio(traj)
+    except Exception as exc:  # a logged statistic must not end the step
+        logger.warning("rollout statistics: a measure raised %s: %s", type(exc).__name__, exc)
+    return out
+
+
+MEASURES = ("conformance", "thinc_style", "posthoc", "nl_literals", "nl_ratio")
+"""The per-step ThinC measures (`rollout/<name>`): eval's conformance and failure-mode quantities."""
+
+
 def rollout_stats(
     texts: Sequence[str | grading.Trajectory],
     stop_reason: Sequence[str],
@@ -191,23 +257,36 @@ def rollout_stats(
     n_exec_errors: Sequence[int] | None = None,
     inject_k: Sequence[int] | None = None,
     n_injected: Sequence[int] | None = None,
+    grade_status: Sequence[str] | None = None,
+    problem_text: Sequence[str] | None = None,
+    inject_recovered: Sequence[bool | None] | None = None,
     **_: Any,
 ) -> dict[str, float]:
     """The batch's statistics over its scored rows (None rewards left out), by log name.
 
-    `unscored_frac` is over every row; `tool_calls` is code executions per trajectory,
-    `exec_error_rate` the share of a trajectory's executions that failed (trajectories that ran
-    code; injected failures count), `grounded` whether the final answer equals a printed value
-    (trajectories with an answer), `truncated` whether the token budget or tool-call limit stopped
-    it. With injection on (`inject_k` given): `injected_frac` the share of
-    rows given k > 0 failures, `tool_calls_injected|clean` and `grounded_injected|clean` the two
-    rates over each part, `reward_injected` / `reward_clean` the mean reward of those rows and
-    of the others (as eval's Recovery@k, over every injected row, whether or not it met its
-    failures), `injected_failures` the failures an injected row met (below k: it stopped running
-    code first). A statistic with no row to average is left out.
+    `unscored_frac` is over every row (infrastructure failures, out of the loss); `harness_error`
+    and `grader_timeout` the shares of scored rows with those statuses (the model's failures, 0);
+    `tool_calls` is code executions per trajectory, `failed_calls` failed executions per
+    trajectory, `exec_error_rate` the share of a trajectory's executions that failed (trajectories
+    that ran code; injected failures count), `grounded` whether the final answer equals a printed
+    value (trajectories with an answer), `truncated` whether the token budget or tool-call limit
+    stopped it. ThinC measures as eval computes them per sample: `conformance` (every conformance
+    check passed), `thinc_style` (code without prose between blocks), `posthoc` (failure mode A:
+    the answer in prose before an output showed it), `nl_literals` (B: a prose-computed number typed
+    into code; share of rows with one) and `nl_ratio` (C: prose outside the plan / model text).
+    With injection on (`inject_k` given): `injected_frac` the share of rows given k > 0 failures,
+    `tool_calls_injected|clean` and `grounded_injected|clean` the two rates over each part,
+    `reward_injected` / `reward_clean` the mean reward of those rows and of the others (as eval's
+    Recovery@k, over every injected row, whether or not it met its failures), `injected_failures`
+    the failures an injected row met (below k: it stopped running code first), `recovered` the
+    share of injected rows whose answer an output after the last failure grounds (`recovered`). A
+    statistic with no row to average is left out.
     """
     scored = [i for i, r in enumerate(rewards) if r is not None]
     stats: dict[str, float | None] = {UNSCORED_METRIC: 1 - len(scored) / len(rewards) if rewards else None}
+    if grade_status is not None:
+        for status in outcomes.MODEL_FAILURE_STATUSES:
+            stats[STAT_PREFIX + status] = _mean([float(grade_status[i] == status) for i in scored])
     stats[STAT_PREFIX + "truncated"] = _mean(
         [float(stop_reason[i] in ("max_tokens", "max_tool_calls")) for i in scored]
     )
@@ -216,9 +295,13 @@ def rollout_stats(
     if n_tool_calls is not None:
         stats[STAT_PREFIX + "tool_calls"] = _mean([float(n_tool_calls[i]) for i in scored])
         if n_exec_errors is not None:
+            stats[STAT_PREFIX + "failed_calls"] = _mean([float(n_exec_errors[i]) for i in scored])
             stats[STAT_PREFIX + "exec_error_rate"] = _mean(
                 [n_exec_errors[i] / n_tool_calls[i] for i in scored if n_tool_calls[i]]
             )
+    measured = [_measure(texts[i], None if problem_text is None else problem_text[i]) for i in scored]
+    for name in MEASURES:
+        stats[STAT_PREFIX + name] = _mean([m[name] for m in measured if m.get(name) is not None])
     if inject_k is not None:
         injected = [i for i in scored if inject_k[i] > 0]
         for part, rows in (("injected", set(injected)), ("clean", set(scored) - set(injected))):
@@ -236,4 +319,15 @@ def rollout_stats(
         )
         if n_injected is not None:
             stats[STAT_PREFIX + "injected_failures"] = _mean([float(n_injected[i]) for i in injected])
+            given = inject_recovered or [None] * len(rewards)
+            stats[STAT_PREFIX + "recovered"] = _mean(
+                [
+                    float(
+                        bool(given[i])
+                        if given[i] is not None
+                        else recovered_or_false(inject_k[i], n_injected[i], texts[i])
+                    )
+                    for i in injected
+                ]
+            )
     return {k: v for k, v in stats.items() if v is not None}

@@ -69,6 +69,7 @@ from thinc_bench.backends.base import Generator, SamplingParams
 from thinc_bench.errors import BackendUnavailable, ConfigError
 from thinc_bench.eval import rollout as engine
 from thinc_bench.prompts import build_messages, python_tool, render_prompt_ids
+from thinc_bench.train.faults import with_training_faults
 from thinc_bench.train.injection import FailureInjection
 
 if TYPE_CHECKING:
@@ -141,18 +142,11 @@ class ThincRollout:
         """
         self._calls += 1
         problems = [_problem_text(p) for p in prompts]
-        step = int(getattr(getattr(trainer, "state", None), "global_step", 0) or 0)
-        # Per problem and step, never per row: every copy of a prompt, on whichever rank, gets the same k.
-        faults = [self.injection.failures(step, p) for p in problems]
-        if self.drawn_log is not None:
-            drawn: dict[str, Any] = {
-                "step": step,
-                "problems": [self.problem_ids.get(p, "problem") for p in problems],
-            }
-            if self.injection.active:
-                drawn["injected"] = faults
-            with self.drawn_log.open("a", encoding="utf-8") as handle:
-                handle.write(json.dumps(drawn) + "\n")
+        step = global_step(trainer)
+        faults = self.faults(step, problems)
+        self.log_drawn(
+            {"step": step, "problems": [self.problem_ids.get(p, "problem") for p in problems]}, faults
+        )
         want_logprobs = bool(getattr(trainer, "use_vllm", False))
         seed = (
             None
@@ -168,6 +162,26 @@ class ThincRollout:
                 results = asyncio.run(
                     self._run_all(problems, faults, generator, want_logprobs, seed, close=True)
                 )
+        return self.columns(problems, faults, results, want_logprobs)
+
+    def faults(self, step: int, problems: list[str]) -> list[int]:
+        """Injected failures per row: per problem and step, never per row, so every copy of a prompt, on
+        whichever rank, gets the same k."""
+        return [self.injection.failures(step, p) for p in problems]
+
+    def log_drawn(self, line: dict[str, Any], faults: list[int]) -> None:
+        """Append one line to `drawn_log` (with each row's k while injection is on)."""
+        if self.drawn_log is None:
+            return
+        if self.injection.active:
+            line["injected"] = faults
+        with self.drawn_log.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(line) + "\n")
+
+    def columns(
+        self, problems: list[str], faults: list[int], results: list[engine.RolloutResult], want_logprobs: bool
+    ) -> dict[str, Any]:
+        """TRL's rollout dict of these trajectories: token ids, logprobs, env_mask and the reward columns."""
         logprobs = None
         if want_logprobs:
             if any(r.logprobs is None for r in results):
@@ -177,11 +191,15 @@ class ThincRollout:
                 )
             # NaN where unknown: TRL leaves those tokens' importance ratio at 1.
             logprobs = [r.logprobs or [math.nan] * len(r.completion_ids) for r in results]
-        extra = self._grade(problems, results)
+        extra: dict[str, Any] = {"problem_text": problems} | self._grade(problems, results)
         if self.injection.active:
+            met = [sum(e.injected for e in r.executions) for r in results]
             extra |= {
                 "inject_k": faults,
-                "n_injected": [sum(e.injected for e in r.executions) for r in results],
+                "n_injected": met,
+                "inject_recovered": [
+                    _recovered(k, m, r.text) for k, m, r in zip(faults, met, results, strict=True)
+                ],
             }
         return {
             "prompt_ids": [r.prompt_ids for r in results],
@@ -351,7 +369,9 @@ class ThincRollout:
         )
         loop = asyncio.get_running_loop()
         open_session = functools.partial(self.sandbox.session, inject_failures=faults)
-        session = await loop.run_in_executor(opener, open_session)
+        session: Any = await loop.run_in_executor(opener, open_session)
+        if faults:  # the sandbox injects and numbers the cells; the texts are training's own kinds
+            session = with_training_faults(session)
         try:
             return await engine.rollout(
                 generator,
@@ -367,6 +387,17 @@ class ThincRollout:
             )
         finally:
             await asyncio.to_thread(session.close)
+
+
+def _recovered(k: int, met: int, text: str) -> bool:
+    from thinc_bench.train.rewards import recovered_or_false
+
+    return recovered_or_false(k, met, text)
+
+
+def global_step(trainer: Any) -> int:
+    """The trainer's global optimizer step (0 without a trainer: tests, a frozen generator)."""
+    return int(getattr(getattr(trainer, "state", None), "global_step", 0) or 0)
 
 
 def sampling_seed(trainer: Any, call: int) -> int:

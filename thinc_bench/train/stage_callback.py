@@ -1,4 +1,4 @@
-"""The curriculum inside one GRPO trainer: per-stage rollout limits and a checkpoint at each boundary.
+"""The curriculum inside one GRPO trainer: per-stage rollout limits, a checkpoint at each boundary, resumable saves.
 
 One trainer runs all stages, so the optimizer state and the learning-rate schedule run on across
 stage boundaries (a trainer per stage restarted both: a sawtooth learning rate and a cold Adam).
@@ -8,13 +8,18 @@ optimizer, scheduler, RNG states, trainer state) at every stage's last step. The
 trainer writes as `checkpoint-N` is renamed `OUTPUT_DIR/<stage>` once every process has finished
 writing its part (DeepSpeed shards, per-rank RNG states), and no process goes on before the rename:
 the folder is both the stage's evaluable model and the exact resume point of `--start_stage`.
+
+Every checkpoint it sees saved (the stage ends, and every `save_steps` optimizer steps with
+`save_strategy: steps`) gets `thinc_state.json` last, once every process has written its part
+(`train.resume`): the global step, the stage and the recipe's own state (the dynamic-sampling
+problem stream), which marks the checkpoint complete for a rerun to resume from.
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +28,7 @@ from transformers import TrainerCallback
 from thinc_bench.eval.rollout import RolloutLimits
 from thinc_bench.train.curriculum import StagePlan, stage_at
 from thinc_bench.train.injection import FailureInjection
+from thinc_bench.train.resume import STATE_FILE, write_json
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +43,8 @@ class CurriculumCallback(TrainerCallback):
         output_dir: the trainer's output folder.
         injection: the recipe's failure injection, which each stage may override; None leaves
             `rollout.injection` alone.
+        state: the recipe's own state to record in each checkpoint (JSON-ready), e.g. the problem
+            stream's; None records only the step and stage.
     """
 
     def __init__(
@@ -45,8 +53,10 @@ class CurriculumCallback(TrainerCallback):
         rollout: Any,
         output_dir: str | Path,
         injection: FailureInjection | None = None,
+        state: Callable[[], dict[str, object]] | None = None,
     ) -> None:
         self.plans = tuple(plans)
+        self.extra_state = state
         self.rollout = rollout
         self.output_dir = Path(output_dir)
         self.injection = injection
@@ -65,19 +75,24 @@ class CurriculumCallback(TrainerCallback):
     def on_save(self, args: Any, state: Any, control: Any, **_: Any) -> None:
         from accelerate import PartialState
 
-        plan = self._ends.get(state.global_step)
-        if plan is None:  # a checkpoint the user's own save_strategy asked for
-            return
         process = PartialState()
         process.wait_for_everyone()  # every rank has written its part of checkpoint-N
-        if args.should_save:
-            written = self.output_dir / f"checkpoint-{state.global_step}"
-            final = self.output_dir / plan.stage.name
-            if final.exists():  # an earlier run's stage: replaced, never mixed
-                shutil.rmtree(final)
-            written.rename(final)
-            logger.info("stage %s done at step %d: %s", plan.stage.name, state.global_step, final)
-        process.wait_for_everyone()  # nobody reads the stage folder before it is complete
+        written = self.output_dir / f"checkpoint-{state.global_step}"
+        plan = self._ends.get(state.global_step)
+        if args.should_save and written.is_dir():
+            record = {
+                "global_step": state.global_step,
+                "stage": stage_at(self.plans, max(state.global_step - 1, 0)).stage.name,
+                **(self.extra_state() if self.extra_state is not None else {}),
+            }
+            write_json(written / STATE_FILE, record)  # last: the checkpoint is complete
+            if plan is not None:
+                final = self.output_dir / plan.stage.name
+                if final.exists():  # an earlier run's stage: replaced, never mixed
+                    shutil.rmtree(final)
+                written.rename(final)
+                logger.info("stage %s done at step %d: %s", plan.stage.name, state.global_step, final)
+        process.wait_for_everyone()  # nobody reads the folder before it is complete
 
     def _enter(self, step: int) -> None:
         stage = stage_at(self.plans, step).stage
