@@ -149,6 +149,7 @@ def test_the_top_level_holds_only_the_shared_vocabulary_and_the_folders() -> Non
         "eval",
         "grading",
         "hub.py",
+        "inspect_tasks",  # thinc_bench inside Inspect AI (the [inspect] extra): tasks, sandbox, tool, judge
         "metrics",
         "nano",  # the generated ThinC-nano task and its template teacher
         "outcomes.py",  # who a sample's failure belongs to: the one rule of eval, build_sft and GRPO

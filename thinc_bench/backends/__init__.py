@@ -15,7 +15,7 @@ from typing import Literal, get_args
 
 from thinc_bench import hub
 from thinc_bench.backends import _sources
-from thinc_bench.backends._sources import smollm2_gguf
+from thinc_bench.backends._sources import load_tokenizer, smollm2_gguf
 from thinc_bench.backends.base import FinishReason, Generation, Generator, SamplingParams
 from thinc_bench.errors import BackendUnavailable, ConfigError, ContextExceeded, RequestRejected
 
@@ -109,6 +109,7 @@ __all__ = [
     "RequestRejected",
     "SamplingParams",
     "load_generator",
+    "load_tokenizer",
     "require",
     "smollm2_gguf",
 ]

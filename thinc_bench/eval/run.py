@@ -34,6 +34,7 @@ from thinc_bench.eval.store import HARNESS_STATUS, INFRA_STATUS
 
 if TYPE_CHECKING:
     from thinc_bench.backends import Generator
+    from thinc_bench.eval.rollout import RolloutResult
     from thinc_bench.eval.store import RunDir, SampleRecord
     from thinc_bench.grading import Grader
     from thinc_bench.sandbox import Sandbox
@@ -93,12 +94,20 @@ async def _evaluate_one(
     except (ConfigError, DatasetError):
         raise
     except Exception as exc:
-        where = stage.of(exc)
-        status = INFRA_STATUS if isinstance(exc, INFRA_EXCEPTIONS) else HARNESS_STATUS
-        message = f"{where}: {type(exc).__name__}: {str(exc)[:ERROR_CHARS]}"
-        log = logger.warning if status == INFRA_STATUS else logger.error
-        log("%s/%s/%d/k%d: %s", problem.benchmark, problem.id, sample_idx, k, message, exc_info=True)
-        return failed_record(problem, sample_idx, k, status, message, partial.get("result"))
+        return failure_record(problem, sample_idx, k, exc, stage.of(exc), partial.get("result"))
+
+
+def failure_record(
+    problem: Problem, sample_idx: int, k: int, exc: Exception, where: str, result: RolloutResult | None
+) -> SampleRecord:
+    """The record of a trajectory whose production or processing raised `exc` at stage `where`:
+    `infra_error` for the machinery's `INFRA_EXCEPTIONS`, else `harness_error`, with the stage and the
+    exception as its `error`, logged with the traceback (Inspect's scorer uses it too)."""
+    status = INFRA_STATUS if isinstance(exc, INFRA_EXCEPTIONS) else HARNESS_STATUS
+    message = f"{where}: {type(exc).__name__}: {str(exc)[:ERROR_CHARS]}"
+    log = logger.warning if status == INFRA_STATUS else logger.error
+    log("%s/%s/%d/k%d: %s", problem.benchmark, problem.id, sample_idx, k, message, exc_info=exc)
+    return failed_record(problem, sample_idx, k, status, message, result)
 
 
 async def _produce(
@@ -114,10 +123,7 @@ async def _produce(
     stage: Stage,
     partial: dict[str, Any],
 ) -> SampleRecord:
-    from thinc_bench import trajectory
     from thinc_bench.eval import rollout
-    from thinc_bench.eval.store import SampleRecord
-    from thinc_bench.grading import judge_version
 
     params = config.sampling_params(
         seed=sample_seed(config.seed, problem.benchmark, problem.id, sample_idx, k)
@@ -166,11 +172,45 @@ async def _produce(
     finally:
         await asyncio.to_thread(session.close)
     partial["result"] = result
+    return await grade_rollout(
+        problem,
+        sample_idx,
+        k,
+        result,
+        dialect=config.dialect,
+        grader=grader,
+        count_tokens=_token_counter(generator),
+        stage=stage,
+    )
+
+
+async def grade_rollout(
+    problem: Problem,
+    sample_idx: int,
+    k: int,
+    result: RolloutResult,
+    *,
+    dialect: str,
+    grader: Grader,
+    count_tokens: Callable[[str], int] | None,
+    stage: Stage | None = None,
+) -> SampleRecord:
+    """The record of a finished trajectory: parsed, graded, grounded and measured.
+
+    The one place a trajectory becomes a verdict and its measures, so every front end scores alike:
+    this CLI's engine and Inspect's scorer (`thinc_bench.inspect_tasks`). `count_tokens` measures prose
+    for the failure modes (None: characters); `stage` is told what is running, for a failure's record.
+    """
+    from thinc_bench import trajectory
+    from thinc_bench.eval.store import SampleRecord
+    from thinc_bench.grading import judge_version
+
+    stage = stage or Stage()
     started = time.perf_counter()
     stage.name = "parse"
     # Off the event loop: parsing is linear but a 32K-token trajectory of blank runs is megabytes,
     # and other trajectories' generation and runs must not wait on it (issue 37).
-    parsed = await asyncio.to_thread(trajectory.parse, result.text, config.dialect)
+    parsed = await asyncio.to_thread(trajectory.parse, result.text, dialect)
     style = trajectory.classify(parsed)
     measures: dict[str, Any] = {}
     grade_status: str
@@ -182,7 +222,6 @@ async def _produce(
         grade_status, answer, correct = verdict.status, verdict.answer, verdict.correct
         grounded = await asyncio.to_thread(grader.is_grounded, parsed)
         stage.name = "measures"
-        count_tokens = _token_counter(generator)
         measures = await asyncio.to_thread(_measures, parsed, answer, problem.problem, grader, count_tokens)
     return SampleRecord(
         benchmark=problem.benchmark,
@@ -221,7 +260,11 @@ async def _produce(
 
 def _token_counter(generator: Generator) -> Callable[[str], int] | None:
     """The generator's tokenizer as a length function (None without one: measures fall back to characters)."""
-    tokenizer = getattr(generator, "tokenizer", None)
+    return token_counter(getattr(generator, "tokenizer", None))
+
+
+def token_counter(tokenizer: Any) -> Callable[[str], int] | None:
+    """A tokenizer as the length function `grade_rollout` measures prose with (None without one)."""
     encode = getattr(tokenizer, "encode", None)
     if encode is None:
         return None
