@@ -197,7 +197,7 @@ def _bash_commands(text: str) -> Iterator[str]:
 
 INLINE = re.compile(
     r"(?<!`)`((?:python -m (?:thinc_bench|pytest)|python (?:recipes|perf|tests)/|make \w|bash reports/"
-    r"|accelerate launch|pytest |tensorboard |trl vllm-serve|vllm serve)[^`\n]*)`(?!`)"
+    r"|accelerate launch|pytest |tensorboard |trl vllm-serve|vllm serve|inspect (?:eval|view))[^`\n]*)`(?!`)"
 )
 """A command quoted in running text (not a ```` ```python ```` fence named in prose)."""
 
@@ -293,6 +293,26 @@ def _nano(args: list[str]) -> str:
     return "nano parsed"
 
 
+def _inspect(words: list[str]) -> str:
+    """`inspect eval thinc_bench/TASK -T name=value ...`: the task is one thinc_bench registers with
+    Inspect and takes every `-T` it is given (running it needs a model); `inspect view`: installed."""
+    import inspect as python_inspect
+
+    from thinc_bench.inspect_tasks import _registry
+
+    if len(words) == 2:  # the program named in prose
+        assert importlib.util.find_spec("inspect_ai") is not None
+        return f"inspect {words[1]}: installed"
+    if words[1] != "eval":
+        assert words[1] in ("view", "eval-retry", "log") and importlib.util.find_spec("inspect_ai")
+        return f"inspect {words[1]}: installed"
+    task = words[2].removeprefix("thinc_bench/")
+    accepted = python_inspect.signature(getattr(_registry, task)).parameters
+    given = [words[i + 1].split("=", 1)[0] for i, w in enumerate(words) if w == "-T"]
+    assert all(name in accepted for name in given) or any(p.kind is p.VAR_KEYWORD for p in accepted.values())
+    return f"inspect task {task} with {given}"
+
+
 def _help_of(program: str) -> str:
     done = subprocess.run(
         [sys.executable, "-m", program, "--help"], cwd=REPO, capture_output=True, text=True, check=False
@@ -343,6 +363,8 @@ def run_documented(command: str) -> str:
         paths = [w.split("::")[0] for w in words if w.startswith("tests/")]
         assert paths and all((REPO / p).exists() for p in paths), command
         return "test paths exist"
+    if words[0] == "inspect":
+        return _inspect(words)
     if words[0] == "tensorboard":
         assert importlib.util.find_spec("tensorboard") is not None
         return "tensorboard installed"
@@ -431,13 +453,34 @@ def _run_snippet(code: str, tmp_path: Path) -> str:
 
 def test_the_docs_python_examples_are_these() -> None:
     found = {p.name: len(python_blocks(p)) for p in DOCS if python_blocks(p)}
-    # a new example needs its own run: [0] and [2] below, [1] (a run as tables) in tests/eval/test_results.py
-    assert found == {"api.md": 3}
+    # a new example needs its own run: api.md's [0] and [2] and inspect.md's below, api.md's [1] (a run
+    # as tables) in tests/eval/test_results.py
+    assert found == {"api.md": 3, "inspect.md": 1}
 
 
 def test_the_library_example_runs_and_prints_what_it_says(tmp_path: Path) -> None:
     out = _run_snippet(python_blocks(REPO / "docs" / "api.md")[2], tmp_path)
     assert out.split() == ["True", "42", "True", "42"]
+
+
+def test_the_inspect_example_builds_its_task(tmp_path: Path) -> None:
+    """docs/inspect.md's Task, from the repository's root as its relative data path means."""
+    from shared_inputs import need_shared
+
+    need_shared(REPO.parent / "shared" / "data" / "benchmarks", "the benchmark copies")
+    script = tmp_path / "task.py"
+    script.write_text(python_blocks(REPO / "docs" / "inspect.md")[0], encoding="utf-8")
+    env = os.environ | {"PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
 
 
 @pytest.mark.slow
