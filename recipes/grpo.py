@@ -467,8 +467,8 @@ def _train(argv: list[str], shown: list[str], callbacks: Sequence[object]) -> in
         check_settings(root, settings, resuming=resume_from is not None, write=process.is_main_process)
     except ConfigError as exc:
         raise SystemExit(str(exc)) from None
-    print(
-        grpo_plan(
+    if process.is_main_process:
+        plan_text = grpo_plan(
             model_args.model_name_or_path,
             script_args.dataset_name,
             len(problems),
@@ -476,8 +476,7 @@ def _train(argv: list[str], shown: list[str], callbacks: Sequence[object]) -> in
             layout,
             training_args,
         )
-    )  # noqa: T201
-    if process.is_main_process:
+        print(plan_text, flush=True)  # noqa: T201 - once, not per rank
         checkpoint.begin(root, shlex.join(["python", "recipes/grpo.py", *shown]))
         (root / REPORT_FILE).write_text(json.dumps(clean.report, indent=1) + "\n", encoding="utf-8")
         if resume_from is None:

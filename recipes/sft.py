@@ -255,11 +255,9 @@ def _train(argv: list[str], shown: list[str], callbacks: Sequence[object]) -> in
             training_args.max_length,
         )
 
-    print(  # noqa: T201 - the recipe's terminal
-        sft_plan(model_args.model_name_or_path, script_args.dataset_name, len(dataset), training_args),
-        flush=True,
-    )
-    if training_args.process_index == 0:
+    if training_args.process_index == 0:  # once, not per rank
+        plan = sft_plan(model_args.model_name_or_path, script_args.dataset_name, len(dataset), training_args)
+        print(plan, flush=True)  # noqa: T201 - the recipe's terminal
         checkpoint.begin(training_args.output_dir, shlex.join(["python", "recipes/sft.py", *shown]))
     dtype = model_args.dtype if model_args.dtype in ("auto", None) else getattr(torch, model_args.dtype)
     tokenizer = AutoTokenizer.from_pretrained(model_path, revision=model_args.model_revision)
