@@ -195,7 +195,11 @@ class StreamRollout(ThincRollout):
         self._calls += 1  # request ids name the round: a problem drawn again later is a new request
         faults = self.faults(step, problems)
         seed = None if getattr(trainer, "state", None) is None else sampling_seed(trainer, round_index)
-        results = await self._run_all(problems, faults, generator, want_logprobs, seed, close=False)
+        main = bool(getattr(getattr(trainer, "accelerator", None), "is_local_main_process", True))
+        label = f"rollouts, step {step + 1}, round {round_index + 1}" if self.progress and main else None
+        results = await self._run_all(
+            problems, faults, generator, want_logprobs, seed, close=False, label=label
+        )
         columns = self.columns(problems, faults, results, want_logprobs)
         columns["answer"] = [self.answers[p] for p in problems]  # TRL's dataset row is not this problem
         rewards = row_rewards(columns["grade_status"], columns["thinc_text"], **columns)
