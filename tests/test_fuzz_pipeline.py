@@ -309,8 +309,10 @@ def test_the_filters_decide_every_candidate_and_never_keep_one_without_a_verdict
         assert set(decision.failed) <= set(FILTERS)
         if decision.candidate.grade_status != "correct":
             assert not decision.kept  # a timeout, an error, a harness failure: never SFT data
-        if decision.candidate.grade_status in ("infra_error", "harness_error"):
+        if decision.candidate.grade_status == "infra_error":
             assert decision.dropped_by == "infra_error"  # not the teacher's: counted apart
+        if decision.candidate.grade_status == "harness_error":
+            assert decision.dropped_by == "processed"  # the teacher's output the harness could not process
 
 
 # --- the GRPO reward -----------------------------------------------------------------------------

@@ -230,7 +230,7 @@ def _message(message: ChatMessage, neutralise: Any) -> dict[str, Any]:
 
 
 def _sampling(defaults: EvalConfig, config: GenerateConfig) -> SamplingParams:
-    """Inspect's generate options over thinc_bench's defaults (the paper's sampling, its budget)."""
+    """Inspect's generate options over thinc_bench's defaults (the CLI's sampling and budget, docs/settings.md)."""
     values: dict[str, Any] = {
         "temperature": config.temperature,
         "top_p": config.top_p,

@@ -2,7 +2,7 @@
 
 A task's arguments are the CLI's flags under Inspect's names (`preset`, `dialect`, `k`, `budget`,
 ...), and `EvalConfig` resolves them exactly as `python -m thinc_bench.eval` does: a preset fills every
-field left at its default, the paper's settings apply with a model and the bundled demo's without
+field left at its default, the CLI's defaults (docs/settings.md) apply with a model and the bundled demo's without
 one, and a combination that cannot work is one line naming the fix. The model is known only when a
 sample runs (Inspect's `--model`), so the config is resolved twice: at task construction with a
 stand-in model, for what the task itself fixes (the sandbox, the sampling defaults), and per eval
@@ -22,7 +22,7 @@ from thinc_bench.errors import ConfigError
 from thinc_bench.eval.config import EvalConfig
 
 STAND_IN_MODEL = "inspect-model"
-"""The model name a task's config is first resolved with: any name takes the paper's defaults."""
+"""The model name a task's config is first resolved with: any name takes the CLI's model defaults."""
 
 RENAMED = {"budget": "max_tokens", "exec_timeout": "exec_timeout_s"}
 """Task arguments whose `EvalConfig` field has another name (Inspect has its own `--max-tokens`, per call)."""
@@ -67,7 +67,7 @@ def parse_ks(k: int | str | Sequence[int] | None) -> str:
 
 @dataclass(frozen=True)
 class TaskArgs:
-    """A task's `-T` arguments; None is "the CLI's default" (the preset's, the paper's or the demo's).
+    """A task's `-T` arguments; None is "the CLI's default" (the preset's, the model defaults or the demo's).
 
     Attributes:
         preset: thinc | rstar2-agent | aster | retool (a baseline's published setup).
