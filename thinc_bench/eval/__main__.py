@@ -84,7 +84,7 @@ EXAMPLES = (
     "python -m thinc_bench.eval --model bundled-smollm2 --benchmarks nano --limit 4 --samples 1 --recovery-k 0",
     "python -m thinc_bench.eval --model Qwen/Qwen3-4B-Thinking-2507 --backend vllm --out runs/qwen3-4b",
 )
-"""The first lines of `--help`: the demo, a small run on generated problems, the paper's setting."""
+"""The first lines of `--help`: the demo, a small run on generated problems, the model defaults (docs/settings.md)."""
 HELP_GROUPS = {
     "model": ("model", "backend", "preset", "setting", "revision", "dtype", "tokenizer"),
     "what to run": (

@@ -1,7 +1,7 @@
 """What the model's context leaves for a run: each problem's prompt ids, and a budget that fits.
 
 `--max-tokens` is the completion budget after the prompt. With a `--model` and no budget given, the
-preset is the paper's 32,768 tokens, which a small model cannot hold (SmolLM2-135M has 8,192): such a
+default is 32,768 tokens (docs/settings.md), which a small model cannot hold (SmolLM2-135M has 8,192): such a
 run would be refused at start. `fit_budget` makes the budget follow the model's context instead:
 the context less the run's longest prompt, so every trajectory gets the same budget and none meets
 the context first. A budget the user gave (or a checkpoint recorded) is never changed; it is checked
