@@ -20,6 +20,7 @@ import builtins
 import random
 import traceback
 from dataclasses import dataclass
+from typing import Any
 
 FAULT_TYPES = ("ZeroDivisionError", "NameError", "TypeError", "IndexError", "KeyError", "ValueError")
 # Functions whose failure is a ValueError with a fixed message (math domain, bad literal).
@@ -43,7 +44,7 @@ class _Site:
     error: BaseException
 
 
-def _top_level_nodes(tree: ast.Module) -> list[ast.expr]:
+def top_level_nodes(tree: ast.Module) -> list[ast.expr]:
     """Expressions that run in the cell's own frame, on one line each."""
     out: list[ast.expr] = []
     stack: list[ast.AST] = list(tree.body)
@@ -57,11 +58,11 @@ def _top_level_nodes(tree: ast.Module) -> list[ast.expr]:
     return sorted(out, key=lambda n: (n.lineno, n.col_offset, n.end_col_offset or 0))
 
 
-def _literal(node: ast.expr) -> object:
+def literal(node: ast.expr) -> object:
     return node.value if isinstance(node, ast.Constant) else None
 
 
-def _bound_names(tree: ast.Module) -> set[str]:
+def bound_names(tree: ast.Module) -> set[str]:
     """Names the cell itself binds (assigned, imported, defined, loop targets): a NameError on one
     of them would read false."""
     names: set[str] = set()
@@ -81,7 +82,7 @@ def _sites(node: ast.expr, rng: random.Random, bound: set[str]) -> list[_Site]:
     """What `node` could raise when it runs, each with CPython's message for that case."""
     sites: list[_Site] = []
     if isinstance(node, ast.BinOp):
-        floats = any(isinstance(_literal(side), float) for side in (node.left, node.right))
+        floats = any(isinstance(literal(side), float) for side in (node.left, node.right))
         if isinstance(node.op, ast.Div):
             msg = "float division by zero" if floats else "division by zero"
             sites.append(_Site(node, "ZeroDivisionError", ZeroDivisionError(msg)))
@@ -93,13 +94,13 @@ def _sites(node: ast.expr, rng: random.Random, bound: set[str]) -> list[_Site]:
             sites.append(_Site(node, "ZeroDivisionError", ZeroDivisionError(msg)))
         elif (symbol := OPERATOR_SYMBOLS.get(type(node.op))) is not None:
             left, right = rng.choice(TYPE_PAIRS)
-            known = [type(_literal(side)).__name__ for side in (node.left, node.right)]
-            literal = ("int", "float", "str")
-            if known[0] in literal and known[1] in literal:
+            known = [type(literal(side)).__name__ for side in (node.left, node.right)]
+            literal_types = ("int", "float", "str")
+            if known[0] in literal_types and known[1] in literal_types:
                 left, right = known[0], known[1] if known[1] != known[0] else "NoneType"
-            elif known[0] in literal:  # a literal operand keeps its own type
+            elif known[0] in literal_types:  # a literal operand keeps its own type
                 left, right = known[0], rng.choice(("NoneType", "str" if known[0] != "str" else "int"))
-            elif known[1] in literal:
+            elif known[1] in literal_types:
                 left, right = rng.choice(("NoneType", "str" if known[1] != "str" else "int")), known[1]
             if symbol == "+" and left in ("str", "list") and right != left:
                 msg = f'can only concatenate {left} (not "{right}") to {left}'
@@ -107,7 +108,7 @@ def _sites(node: ast.expr, rng: random.Random, bound: set[str]) -> list[_Site]:
                 msg = f"unsupported operand type(s) for {symbol}: '{left}' and '{right}'"
             sites.append(_Site(node, "TypeError", TypeError(msg)))
     elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
-        key = _literal(node.slice)
+        key = literal(node.slice)
         if isinstance(key, str):
             sites.append(_Site(node, "KeyError", KeyError(key)))
         elif isinstance(node.slice, ast.Slice):
@@ -133,7 +134,7 @@ def _sites(node: ast.expr, rng: random.Random, bound: set[str]) -> list[_Site]:
 def _call_sites(node: ast.Call, rng: random.Random) -> list[_Site]:
     func = node.func
     name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-    arg = _literal(node.args[0]) if node.args else None
+    arg = literal(node.args[0]) if node.args else None
     shown = arg if isinstance(arg, str) else rng.choice(("", "x", "1.5", "n"))
     if name == "int":
         return [_Site(node, "ValueError", ValueError(f"invalid literal for int() with base 10: {shown!r}"))]
@@ -157,7 +158,7 @@ def _call_sites(node: ast.Call, rng: random.Random) -> list[_Site]:
     return []
 
 
-def _syntax_error(code: str, filename: str) -> str | None:
+def syntax_error(code: str, filename: str) -> str | None:
     """What a real run prints for code that does not parse (None when it parses)."""
     try:
         compile(code, filename, "exec", flags=ast.PyCF_ONLY_AST)
@@ -178,12 +179,12 @@ def render_fault(code: str, cell: int, rng: random.Random) -> str:
             details of the message; seed it for a reproducible choice.
     """
     filename = f"<cell-{cell}>"
-    if (syntax := _syntax_error(code, filename)) is not None:
+    if (syntax := syntax_error(code, filename)) is not None:
         return syntax
     lines = code.splitlines()
     tree = ast.parse(code)
-    bound = _bound_names(tree)
-    nodes = _top_level_nodes(tree)
+    bound = bound_names(tree)
+    nodes = top_level_nodes(tree)
     # A real failure after a print would show that print's output first; the block was not run,
     # so the failure is placed where nothing has been printed yet (when the code allows).
     prints = [
@@ -198,14 +199,19 @@ def render_fault(code: str, cell: int, rng: random.Random) -> str:
     for site in sites:
         by_kind.setdefault(site.kind, []).append(site)
     if not by_kind:  # nothing on any line could raise one of these (pass, comments, a def)
-        lineno = next((i for i, text in enumerate(lines, 1) if text.strip()), 1)
-        frame = traceback.FrameSummary(
-            filename, lineno, "<module>", lookup_line=False, line=lines[lineno - 1] if lines else ""
-        )
-        error: BaseException = MemoryError()
-    else:
-        site = rng.choice(by_kind[rng.choice(sorted(by_kind))])
-        node, error = site.node, site.error
+        return cell_traceback(filename, lines, MemoryError())
+    site = rng.choice(by_kind[rng.choice(sorted(by_kind))])
+    return cell_traceback(filename, lines, site.error, site.node)
+
+
+def cell_traceback(
+    filename: str, lines: list[str], error: BaseException, node: Any = None, lineno: int | None = None
+) -> str:
+    """What a real run prints for `error` raised in a cell: one `<module>` frame of `filename`, the
+    line, and CPython's carets under `node`'s span (an AST node of the line that raised); without a
+    node, at `lineno`, else at the first line that is not blank. Eval's faults and training's
+    (`train.faults`) are formatted by this one function, so neither can be told by its layout."""
+    if node is not None:
         frame = traceback.FrameSummary(
             filename,
             node.lineno,
@@ -216,6 +222,11 @@ def render_fault(code: str, cell: int, rng: random.Random) -> str:
             colno=node.col_offset,
             end_colno=node.end_col_offset,
         )
+    else:
+        if lineno is None:
+            lineno = next((i for i, text in enumerate(lines, 1) if text.strip()), 1)
+        line = lines[lineno - 1] if lines else ""
+        frame = traceback.FrameSummary(filename, lineno, "<module>", lookup_line=False, line=line)
     stack = traceback.StackSummary.from_list([frame])
     text = "Traceback (most recent call last):\n" + "".join(stack.format())
     return text + "".join(traceback.format_exception_only(type(error), error))

@@ -32,15 +32,15 @@ from __future__ import annotations
 import ast
 import dataclasses
 import random
-import traceback
 from typing import Any
 
 from thinc_bench.sandbox.faults import (
     FAULT_TYPES,
-    _bound_names,
-    _literal,
-    _syntax_error,
-    _top_level_nodes,
+    bound_names,
+    cell_traceback,
+    literal,
+    syntax_error,
+    top_level_nodes,
 )
 
 EVAL_FAULT_KINDS = frozenset({*FAULT_TYPES, "MemoryError"})
@@ -90,7 +90,7 @@ def _sites(node: ast.AST, rng: random.Random, values: set[str]) -> list[_Site]:
     `values` are the names the cell binds to values (not imports): only their attributes can be
     missing (a module's, a literal's or an earlier cell's name's cannot, as far as the text shows)."""
     if isinstance(node, ast.Assert):
-        message = _literal(node.msg) if node.msg is not None else None
+        message = literal(node.msg) if node.msg is not None else None
         error = AssertionError(message) if isinstance(message, str) else AssertionError()
         return [_Site(node, "AssertionError", error)]
     if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
@@ -102,7 +102,7 @@ def _sites(node: ast.AST, rng: random.Random, values: set[str]) -> list[_Site]:
             _Site(node, "AttributeError", AttributeError(f"'{kind}' object has no attribute '{node.attr}'"))
         ]
     if isinstance(node, ast.BinOp):
-        floats = any(isinstance(_literal(side), float) for side in (node.left, node.right))
+        floats = any(isinstance(literal(side), float) for side in (node.left, node.right))
         if isinstance(node.op, ast.Div):
             return [
                 _Site(node, "OverflowError", OverflowError("integer division result too large for a float"))
@@ -141,12 +141,12 @@ def render_training_fault(code: str, cell: int, rng: random.Random) -> str:
             details of the message; seeded by `with_training_faults` per (cell, code).
     """
     filename = f"<cell-{cell}>"
-    if (syntax := _syntax_error(code, filename)) is not None:
+    if (syntax := syntax_error(code, filename)) is not None:
         return syntax
     lines = code.splitlines()
     tree = ast.parse(code)
-    values = _bound_names(tree) - _imported(tree)
-    nodes: list[ast.AST] = [*_top_level_nodes(tree), *_asserts(tree)]
+    values = bound_names(tree) - _imported(tree)
+    nodes: list[ast.AST] = [*top_level_nodes(tree), *_asserts(tree)]
     prints = [
         n.lineno
         for n in nodes
@@ -160,28 +160,11 @@ def render_training_fault(code: str, cell: int, rng: random.Random) -> str:
         by_kind.setdefault(site.kind, []).append(site)
     if by_kind:
         site = rng.choice(by_kind[rng.choice(sorted(by_kind))])
-        node: Any = site.node
-        error: BaseException = site.error
-        frame = traceback.FrameSummary(
-            filename,
-            node.lineno,
-            "<module>",
-            lookup_line=False,
-            line=lines[node.lineno - 1],
-            end_lineno=node.end_lineno,
-            colno=node.col_offset,
-            end_colno=node.end_col_offset,
-        )
-    else:  # nothing raises a training kind: the first line that calls something, else the first line
-        calls = [n.lineno for n in nodes if isinstance(n, ast.Call)]
-        lineno = min(calls, default=next((i for i, t in enumerate(lines, 1) if t.strip()), 1))
-        frame = traceback.FrameSummary(
-            filename, lineno, "<module>", lookup_line=False, line=lines[lineno - 1] if lines else ""
-        )
-        error = RecursionError("maximum recursion depth exceeded")
-    stack = traceback.StackSummary.from_list([frame])
-    text = "Traceback (most recent call last):\n" + "".join(stack.format())
-    return text + "".join(traceback.format_exception_only(type(error), error))
+        return cell_traceback(filename, lines, site.error, site.node)
+    # nothing raises a training kind: the first line that calls something, else the first line
+    calls = [n.lineno for n in nodes if isinstance(n, ast.Call)]
+    lineno = min(calls, default=next((i for i, t in enumerate(lines, 1) if t.strip()), 1))
+    return cell_traceback(filename, lines, RecursionError("maximum recursion depth exceeded"), lineno=lineno)
 
 
 def fault_kind(text: str) -> str:
