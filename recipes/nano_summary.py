@@ -108,7 +108,8 @@ def summarize(
                 found.insert(0, f"**matched pairs {_say(d)}**")
                 verdicts[b, a] = d
         lines.append(f"- {b} - {a}: " + "; ".join(found))
-    lines += ["", *_verdict(verdicts, primary, spread), "", *_training(out), *_timings(out)]
+    lines += ["", *_verdict(verdicts, primary, spread), *_blind(matched, primary)]
+    lines += ["", *_training(out), *_timings(out)]
     return "\n".join(lines) + "\n"
 
 
@@ -134,6 +135,29 @@ def _verdict(verdicts: dict[Pair, Any], primary: tuple[Pair, ...], spread: Pair 
     return lines
 
 
+def _blind(matched: dict[str, Any], primary: tuple[Pair, ...]) -> list[str]:
+    """Beside the verdict, the test the plan describes but does not decide by: a gain over an SFT start
+    that reads every range one way (0 pairs) is also what a reader choosing its reading at random
+    makes, so pairs count as reading the bound only above that reader's ceiling (a quarter)."""
+    seeds = [b for b, _ in primary if b in matched]
+    if not seeds:
+        return []
+    said = "; ".join(
+        f"{b}: {matched[b].both}/{matched[b].n_pairs}, blind p {matched[b].blind_p:.2g}" for b in seeds
+    )
+    above = [b for b in seeds if matched[b].blind_p < ALPHA]
+    if not above:
+        tail = (
+            "no seed solves more pairs than a reader whose answer ignores the bound can (at most a quarter), "
+            "so the pairs gained are no evidence that the student reads the bound"
+        )
+    else:
+        tail = (
+            f"{len(above)} of {len(seeds)} seeds solve more pairs than a bound-blind reader can (p < {ALPHA})"
+        )
+    return [f"Described beside it, not the plan's rule: against a wording-blind reader ({said}): {tail}."]
+
+
 def _training(out: Path) -> list[str]:
     lines = []
     for folder in sorted(p for p in out.glob("grpo*") if (p / "trainer_state.json").is_file()):
@@ -151,7 +175,8 @@ def _timings(out: Path) -> list[str]:
     stages = ", ".join(f"{k} {v:.0f}" for k, v in t.get("stages", {}).items())
     wall = t.get("wall_this_run_s")
     return [
-        f"Wall time {wall:.0f} s ({t.get('jobs')} jobs x {t.get('threads_per_job')} thread, {t.get('dtype')}, "
+        f"Wall time of the last invocation {wall:.0f} s (a resumed chain's earlier stages are not in it; "
+        f"{t.get('jobs')} jobs x {t.get('threads_per_job')} thread, {t.get('dtype')}, "
         f"{t.get('cpu')}); stage seconds (side by side): {stages}."
         if wall
         else f"Stage seconds (side by side): {stages}."

@@ -334,6 +334,9 @@ def test_the_summary_decides_the_registered_plan_by_its_rule_from_the_runs(tmp_p
     assert "**matched pairs +77.8 ± 14.7 (z +5.3, exact p 0.016; 7 gained, 0 lost of 9)**" in text
     assert "not supported: 1 of 2 seeds gain matched pairs at p < 0.05" in text
     assert "Run-to-run spread, ThinC SFT + GRPO, seed 1 - ThinC SFT + GRPO, seed 0, by pair: -55.6" in text
+    # 7 of 9 pairs: more than a bound-blind reader (at most a quarter) makes, P = 0.0013; 2 of 9: not
+    assert "seed 0: 7/9, blind p 0.0013; ThinC SFT + GRPO, seed 1: 2/9, blind p 0.7" in text
+    assert "1 of 2 seeds solve more pairs than a bound-blind reader can" in text
     # every seed clears the threshold: supported; a seed missing: not decided
     seed1 = out / "eval" / "grpo-seed1"
     import shutil
@@ -342,6 +345,15 @@ def test_the_summary_decides_the_registered_plan_by_its_rule_from_the_runs(tmp_p
     synthetic_run(seed1, model="s1b", sizes=sizes, samples=1, ids=ids, verdict=reads_up_to(9))
     text = summary.summarize(out, nano.COLUMNS, nano.PAIRS, nano.PRIMARY, nano.SPREAD)
     assert "**supported: every seed gains matched pairs over its SFT start at p < 0.05**" in text
+    assert "2 of 2 seeds solve more pairs than a bound-blind reader can" in text
     shutil.rmtree(seed1)
     assert "not decided" in summary.summarize(out, nano.COLUMNS, nano.PAIRS, nano.PRIMARY, nano.SPREAD)
     assert summary.main([str(out)]) == 0 and (out / "summary.md").read_text().startswith("| model |")
+    # both seeds at 2 of 9 pairs: within what a bound-blind reader makes, whatever the verdict says
+    for name, model in (("grpo", "s0c"), ("grpo-seed1", "s1c")):
+        shutil.rmtree(out / "eval" / name, ignore_errors=True)
+        synthetic_run(
+            out / "eval" / name, model=model, sizes=sizes, samples=1, ids=ids, verdict=reads_up_to(3)
+        )
+    text = summary.summarize(out, nano.COLUMNS, nano.PAIRS, nano.PRIMARY, nano.SPREAD)
+    assert "the pairs gained are no evidence that the student reads the bound" in text
