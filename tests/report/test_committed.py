@@ -22,7 +22,6 @@ REBUILD = {
 }
 """Each committed report and the one command that rebuilds it (reports/README.md says the same)."""
 KNOWN_STALE: dict[str, str] = {
-    "smollm2-recovery.html": "issue 55 changed the renderer (exact p column); make reports re-renders it",
 }
 """Reports known to be older than the renderer, each with why (a strict xfail: a fresh page fails it)."""
 
