@@ -47,8 +47,10 @@ from thinc_bench.sandbox.faults import render_fault
 from thinc_bench.sandbox.runtime import _wire
 
 # After the session socket closes, how long to wait for the process to finish dying on its own
-# (so we can report its signal or exit code) before killing it.
-DEATH_GRACE_S = 1.0
+# (so we can report its signal or exit code) before killing it. Killing it first loses B's fate
+# (R had not written it yet): a CPU-limit death then reads as `killed`, which a 1 s grace let happen
+# on a loaded 2-core machine (a parallel test run). The wait ends as soon as the process is gone.
+DEATH_GRACE_S = 5.0
 DEATH_POLL_S = 0.002
 # After a kill or a death, output still in the pipe is collected for at most this long.
 DRAIN_S = 0.2
