@@ -10,6 +10,7 @@ exceeds its limit, so a wall-clock limit would have killed it), never a speed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -28,16 +29,18 @@ SPIN = "import time\nt = time.time() + {seconds}\nwhile time.time() < t:\n    pa
 SPIN_S = 15
 
 
-@pytest.fixture
-def saturated() -> Iterator[Sandbox]:
-    """A sandbox on a CPU kept busy by one host process and one sibling session per core (sessions
-    spinning, as GRPO's thousand sessions on a node do), all at normal priority."""
+@contextlib.contextmanager
+def _saturated(config: SandboxConfig) -> Iterator[Sandbox]:
+    """A sandbox of `config` on a CPU kept busy by one host process per core and two sibling
+    sessions per core of the same sandbox (sessions spinning, as GRPO's thousand sessions on a node
+    do), all at normal priority. The siblings share the tested session's sandbox, so a CPU group
+    per session (root) cannot hand the tested one a core of its own."""
     cores = os.cpu_count() or 1
     code = SPIN.format(seconds=SPIN_S)
     busy = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(cores)]
     try:
-        with Sandbox(SandboxConfig(timeout_s=LIMIT_S, timeout_backstop_s=60.0, warm_sessions=0)) as sb:
-            siblings = [sb.session() for _ in range(cores)]
+        with Sandbox(config) as sb:
+            siblings = [sb.session() for _ in range(2 * cores)]
             threads = [
                 threading.Thread(target=s.run, args=(code, SPIN_S + 30), daemon=True) for s in siblings
             ]
@@ -55,8 +58,9 @@ def saturated() -> Iterator[Sandbox]:
 
 
 @pytest.mark.slow
-def test_a_busy_cpu_is_not_charged_to_the_model(saturated: Sandbox) -> None:
-    with saturated.session() as s:
+def test_a_busy_cpu_is_not_charged_to_the_model() -> None:
+    config = SandboxConfig(timeout_s=LIMIT_S, timeout_backstop_s=60.0, warm_sessions=0)
+    with _saturated(config) as sb, sb.session() as s:
         block = s.run(BURN)
         assert (block.status, block.output) == ("ok", "done\n"), block.transcript
         assert block.elapsed_s > LIMIT_S  # the premise: a wall-clock limit would have killed it
@@ -68,9 +72,9 @@ def test_a_busy_cpu_is_not_charged_to_the_model(saturated: Sandbox) -> None:
 
 
 @pytest.mark.slow
-def test_a_run_the_host_starves_past_the_backstop_is_infrastructure(saturated: Sandbox) -> None:
+def test_a_run_the_host_starves_past_the_backstop_is_infrastructure() -> None:
     config = SandboxConfig(timeout_s=LIMIT_S, timeout_backstop_s=1.2 * LIMIT_S, warm_sessions=0)
-    with Sandbox(config) as sb, sb.session() as s:
+    with _saturated(config) as sb, sb.session() as s:
         r = s.run(BURN)
         assert r.status == "infra_error" and "too busy" in r.notice_after, r.transcript
         assert sb.stats.host_saturated == 1 and sb.stats.timeouts == 0
