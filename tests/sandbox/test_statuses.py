@@ -79,14 +79,16 @@ def test_the_run_that_passes_the_total_cap_is_memory_when_it_is_chosen() -> None
 @needs_root
 def test_an_idle_session_the_kernel_chose_is_charged_on_its_next_run() -> None:
     """The largest process dies when the sessions pass the total cap, even if it is idle: the run
-    that pushed gets its memory, and the idle session's next run says what killed its state."""
+    that pushed gets its memory, and the idle session's next run says what killed its state. Sent
+    while the kernel is still ending the process (a loaded machine), that run is charged `memory`
+    itself (docs/sandbox.md, statuses); either way the transcript names the killer and the cap."""
     with Sandbox(SandboxConfig(total_memory_mb=300)) as sb, sb.session() as hog, sb.session() as pusher:
         _memory_groups_or_skip(sb)
         hog.run("kept = b'1' * (200 * 2**20)")
         pushed = pusher.run("x = b'1' * (180 * 2**20)\nprint('pushed')", timeout=20.0)
         after = hog.run("print('after')")
     assert pushed.status == "ok" and pushed.output == "pushed\n"
-    assert after.status == "ok" and after.output.endswith("after\n")
+    assert (after.status == "ok" and after.output.endswith("after\n")) or after.status == "memory"
     assert "out-of-memory killer" in after.transcript and "total_memory_mb=300" in after.transcript
 
 
