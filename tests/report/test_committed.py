@@ -21,8 +21,7 @@ REBUILD = {
     "nano.html": "make nano (its runs in runs/nano; the whole chain without them)",
 }
 """Each committed report and the one command that rebuilds it (reports/README.md says the same)."""
-KNOWN_STALE: dict[str, str] = {
-}
+KNOWN_STALE: dict[str, str] = {}
 """Reports known to be older than the renderer, each with why (a strict xfail: a fresh page fails it)."""
 
 
