@@ -114,10 +114,14 @@ def test_refill_rolls_out_more_problems_until_the_batch_holds_only_informative_g
     kept = [p for p in held if kinds[p] == "mixed"][:2]
     assert _ids(out, texts) == [p for p in kept for _ in range(2)]
     assert out["answer"] == ["7"] * 4  # the gold of the problem rolled out, not of TRL's row
+    table: dict[str, list] = {}  # TRL's completions table, which shows its own "placeholder" prompts
     rewards = exact_match_reward(
-        out["completion_ids"], **{k: v for k, v in out.items() if k != "completion_ids"}
+        out["completion_ids"],
+        log_extra=lambda column, values: table.setdefault(column, []).extend(values),
+        **{k: v for k, v in out.items() if k != "completion_ids"},
     )
     assert rewards == [1.0, 0.0, 1.0, 0.0]
+    assert table == {"problem": [texts[p] for p in kept for _ in range(2)]}  # the rows' own problems
     metrics = trainer._metrics["train"]
     assert metrics[GENERATED_METRIC] == [2 * rounds] and metrics[ROUNDS_METRIC] == [rounds]
     assert metrics[SHORTFALL_METRIC] == [0]

@@ -127,6 +127,7 @@ def exact_match_reward(
     stop_reason: Sequence[str] | None = None,
     grade_status: Sequence[str] | None = None,
     log_metric: Callable[[str, float], None] | None = None,
+    log_extra: Callable[[str, list[Any]], None] | None = None,
     **columns: Any,
 ) -> list[float | None]:
     """Exact-match reward for a batch of completions, in TRL's reward-function signature.
@@ -138,6 +139,9 @@ def exact_match_reward(
         stop_reason: the rollout's stop reason; `infra_error` means no trajectory to judge.
         grade_status: the rollout's own verdicts (`grade_rollouts`); graded here when absent.
         log_metric: TRL's per-step metric callback; the rollout statistics are logged through it.
+        log_extra: TRL's completions-table callback: each row's `problem_text` goes in a `problem`
+            column, since TRL's own `prompt` column is the row TRL sliced, which a streamed pool
+            (`refill`, `drop_solved`) does not answer.
         **columns: the rollout's other columns (`n_tool_calls`, `n_exec_errors`, `inject_k` and
             `n_injected` are logged).
 
@@ -157,6 +161,8 @@ def exact_match_reward(
     if len(statuses) != len(texts):
         raise ValueError(f"reward got {len(texts)} completions and {len(statuses)} grade statuses")
     rewards = row_rewards(statuses, texts, **columns)
+    if log_extra is not None and columns.get("problem_text") is not None:
+        log_extra("problem", list(columns["problem_text"]))
     if log_metric is not None:
         for name, value in rollout_stats(texts, reasons, rewards, grade_status=statuses, **columns).items():
             log_metric(name, value)
