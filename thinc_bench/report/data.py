@@ -49,14 +49,8 @@ def build_report_data(
     from thinc_bench.report import figures
     from thinc_bench.report._heatmap import heatmap_figures
     from thinc_bench.report.matched import matched_pair_rows
-    from thinc_bench.report.tables import (
-        denominators,
-        headline,
-        paired_rows,
-        published,
-        recovery,
-        resolve_pairs,
-    )
+    from thinc_bench.report.paired import paired_rows, resolve_pairs
+    from thinc_bench.report.tables import denominators, headline, published, recovery
 
     if not runs:
         raise ValueError("a report needs at least one run directory")

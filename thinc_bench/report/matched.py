@@ -2,7 +2,7 @@
 
 A benchmark is asked in matched pairs when every problem id of it is a pair member
 (`thinc_bench.nano.pair_member`: `nano_pairs`, each range asked with an inclusive and an exclusive
-bound). `tables.paired_rows` pairs two runs on it by pair too; `matched_pair_rows` scores each run
+bound). `paired.paired_rows` pairs two runs on it by pair too; `matched_pair_rows` scores each run
 (`metrics.matched_pairs`). The records carry no problem metadata, so the pairing is read from the ids.
 """
 
