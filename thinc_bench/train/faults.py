@@ -161,10 +161,11 @@ def render_training_fault(code: str, cell: int, rng: random.Random) -> str:
     if by_kind:
         site = rng.choice(by_kind[rng.choice(sorted(by_kind))])
         return cell_traceback(filename, lines, site.error, site.node)
-    # nothing raises a training kind: the first line that calls something, else the first line
+    # nothing raises a training kind: the first line that calls something, else cell_traceback's
+    # first line that is not blank
     calls = [n.lineno for n in nodes if isinstance(n, ast.Call)]
-    lineno = min(calls, default=next((i for i, t in enumerate(lines, 1) if t.strip()), 1))
-    return cell_traceback(filename, lines, RecursionError("maximum recursion depth exceeded"), lineno=lineno)
+    error = RecursionError("maximum recursion depth exceeded")
+    return cell_traceback(filename, lines, error, lineno=min(calls, default=None))
 
 
 def fault_kind(text: str) -> str:
